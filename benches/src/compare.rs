@@ -1,0 +1,2 @@
+//! Peer comparison harness (in progress).
+fn main() {}

@@ -1,0 +1,5 @@
+//! The database handle (in progress).
+
+/// A database handle (in progress).
+#[derive(Debug, Clone)]
+pub struct Db {}

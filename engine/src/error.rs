@@ -1,0 +1,128 @@
+//! The engine's one error type.
+//!
+//! Variants are grouped by what a caller can do about them: retry after fixing the input
+//! (`InvalidArgument`), repair or restore the files (`Corruption`, `ChecksumMismatch`), close and
+//! reopen (`Poisoned`), or wait for the other owner (`Locked`).
+
+use std::path::PathBuf;
+
+/// Result alias used throughout the engine.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong inside the engine.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An operating-system I/O call failed on `path`.
+    #[error("I/O error on {}: {source}", path.display())]
+    Io {
+        /// File or directory the failing call touched.
+        path: PathBuf,
+        /// The error the operating system reported.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// A file's contents do not follow its format (`docs/format/*.md`).
+    #[error("corruption in {} at byte offset {offset}: {reason}", file.display())]
+    Corruption {
+        /// The damaged file.
+        file: PathBuf,
+        /// Byte offset in `file` where the damage was detected.
+        offset: u64,
+        /// What was wrong, in words.
+        reason: String,
+    },
+
+    /// A stored CRC32C does not match the bytes it covers.
+    #[error(
+        "checksum mismatch in {} at byte offset {offset}: stored {expected:#010x}, computed {actual:#010x}",
+        file.display()
+    )]
+    ChecksumMismatch {
+        /// The damaged file.
+        file: PathBuf,
+        /// Byte offset of the checksummed region in `file`.
+        offset: u64,
+        /// The checksum stored in the file.
+        expected: u32,
+        /// The checksum computed over the bytes read.
+        actual: u32,
+    },
+
+    /// The caller passed something the engine refuses (a key over 64 KiB, a bad option, ...).
+    /// Nothing was written; the database stays usable.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+
+    /// Another `Db` (in this or another process) holds the directory's `LOCK` file.
+    #[error("database at {} is locked by another open instance", path.display())]
+    Locked {
+        /// The `LOCK` file that could not be acquired.
+        path: PathBuf,
+    },
+
+    /// An earlier write, fsync, flush or manifest update failed, so the durable state is in
+    /// doubt. The database refuses writes; close and reopen it to recover from the files.
+    #[error("database is poisoned by an earlier failure ({reason}); close and reopen it")]
+    Poisoned {
+        /// What failed first.
+        reason: String,
+    },
+
+    /// The database was closed; no more operations are accepted on this handle.
+    #[error("database is closed")]
+    Closed,
+
+    /// The sequence number space (2^56 - 1 values) is exhausted; writes are refused.
+    #[error("sequence numbers exhausted: last sequence number is {last}")]
+    SeqNoExhausted {
+        /// The last sequence number handed out.
+        last: u64,
+    },
+}
+
+impl Error {
+    /// Wraps an I/O error with the path it concerns.
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
+    /// Builds a [`Error::Corruption`].
+    pub(crate) fn corruption(
+        file: impl Into<PathBuf>,
+        offset: u64,
+        reason: impl Into<String>,
+    ) -> Self {
+        let (file, reason) = (file.into(), reason.into());
+        tracing::error!(file = %file.display(), offset, %reason, "corruption detected");
+        Error::Corruption {
+            file,
+            offset,
+            reason,
+        }
+    }
+
+    /// True for the variants that mean on-disk data is damaged.
+    pub fn is_corruption(&self) -> bool {
+        matches!(
+            self,
+            Error::Corruption { .. } | Error::ChecksumMismatch { .. }
+        )
+    }
+}
+
+/// Extension to attach a path to `std::io::Result`.
+pub(crate) trait IoContext<T> {
+    /// Maps an `io::Error` into [`Error::Io`] naming `path`.
+    fn ctx(self, path: &std::path::Path) -> Result<T>;
+}
+
+impl<T> IoContext<T> for std::io::Result<T> {
+    fn ctx(self, path: &std::path::Path) -> Result<T> {
+        self.map_err(|e| Error::io(path, e))
+    }
+}

@@ -1,0 +1,1 @@
+//! Memtable (in progress).

@@ -1,0 +1,253 @@
+//! Options for opening a database, reading and writing.
+//!
+//! `Db::open` validates the options and returns [`crate::Error::InvalidArgument`] for values out of
+//! range; the setters themselves never fail.
+
+use crate::snapshot::Snapshot;
+
+/// Largest user key accepted, in bytes (64 KiB). Keys longer than this get
+/// [`crate::Error::InvalidArgument`].
+pub const MAX_KEY_SIZE: usize = 64 * 1024;
+
+/// How recovery treats damaged WAL records (names follow RocksDB's `WALRecoveryMode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WalRecoveryMode {
+    /// Default. A torn or checksum-failing record at the tail of the newest WAL (what a crash
+    /// mid-write leaves) is dropped, the log is truncated there, and the database opens with a
+    /// prefix of the acknowledged writes. Damage anywhere else is [`crate::Error::Corruption`].
+    #[default]
+    TolerateCorruptedTail,
+    /// Any damaged or torn record, even at the tail, fails the open with
+    /// [`crate::Error::Corruption`]. For setups that sync every write and want to know of any loss.
+    AbsoluteConsistency,
+    /// Replay stops at the first damaged record in any WAL; everything after it (in that log and
+    /// in later logs) is dropped. The result is still a prefix of the writes, with no holes.
+    PointInTime,
+    /// Damaged records are skipped and replay goes on. May leave holes (a later batch present
+    /// while an earlier one is lost): a last resort for salvaging data.
+    SkipAnyCorruptedRecords,
+}
+
+/// Options for [`crate::Db::open`]. Build with `Options::default()` and the setters.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Create the directory (and an empty database) when missing. Default `true`.
+    pub create_if_missing: bool,
+    /// Fail the open when a database already exists. Default `false`.
+    pub error_if_exists: bool,
+    /// Largest value accepted, in bytes. Default 256 MiB. Larger values get
+    /// [`crate::Error::InvalidArgument`].
+    pub max_value_size: usize,
+    /// Memtable size, in bytes, at which it is frozen (becomes an immutable memtable) and
+    /// flushed to a level-0 SSTable. Default 64 MiB. Larger values speed up bulk writes and
+    /// make recovery replay longer.
+    pub write_buffer_size: usize,
+    /// Memtables (the active one plus immutable ones waiting for flush) kept in memory at most;
+    /// past it writers wait for a flush. Default 2.
+    pub max_write_buffer_number: usize,
+    /// How recovery treats damaged WAL records. Default [`WalRecoveryMode::TolerateCorruptedTail`].
+    pub wal_recovery_mode: WalRecoveryMode,
+    /// Uncompressed bytes of entries per SSTable data block. Default 4 KiB. Larger blocks
+    /// compress better and make the index smaller; smaller blocks make point reads cheaper.
+    pub block_size: usize,
+    /// Keys between restart points in a data block. Default 16.
+    pub block_restart_interval: usize,
+    /// Bloom filter bits per key; 0 disables filters. Default 10 (about 1% false positives).
+    pub bloom_bits_per_key: u32,
+    /// Compress blocks with LZ4 when that saves at least 12.5%. Default `true`.
+    pub compression: bool,
+    /// Capacity of the shared block cache, in bytes of uncompressed blocks. Default 64 MiB.
+    pub block_cache_size: usize,
+    /// Table files kept open at most (the table cache). Default 1000.
+    pub max_open_files: usize,
+    /// Size multiplier between consecutive levels. Default 10.
+    pub level_size_multiplier: u64,
+    /// Target size of level 1, in bytes. Default 256 MiB.
+    pub max_bytes_for_level_base: u64,
+    /// Size at which compaction output tables are cut, in bytes. Default 64 MiB.
+    pub target_file_size: u64,
+    /// Level-0 table count that triggers a compaction. Default 4.
+    pub level0_file_num_compaction_trigger: usize,
+    /// Level-0 table count past which writes are delayed. Default 20.
+    pub level0_slowdown_writes_trigger: usize,
+    /// Level-0 table count at which writes wait for compaction. Default 36.
+    pub level0_stop_writes_trigger: usize,
+    /// Background threads for flush and compaction. Default 2.
+    pub max_background_jobs: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            create_if_missing: true,
+            error_if_exists: false,
+            max_value_size: 256 << 20,
+            write_buffer_size: 64 << 20,
+            max_write_buffer_number: 2,
+            wal_recovery_mode: WalRecoveryMode::default(),
+            block_size: 4096,
+            block_restart_interval: 16,
+            bloom_bits_per_key: 10,
+            compression: true,
+            block_cache_size: 64 << 20,
+            max_open_files: 1000,
+            level_size_multiplier: 10,
+            max_bytes_for_level_base: 256 << 20,
+            target_file_size: 64 << 20,
+            level0_file_num_compaction_trigger: 4,
+            level0_slowdown_writes_trigger: 20,
+            level0_stop_writes_trigger: 36,
+            max_background_jobs: 2,
+        }
+    }
+}
+
+macro_rules! setters {
+    ($($(#[$doc:meta])* $name:ident: $ty:ty;)*) => {
+        impl Options {
+            $(
+                $(#[$doc])*
+                #[must_use]
+                pub fn $name(mut self, value: $ty) -> Self {
+                    self.$name = value;
+                    self
+                }
+            )*
+        }
+    };
+}
+
+setters! {
+    /// Sets [`Options::create_if_missing`].
+    create_if_missing: bool;
+    /// Sets [`Options::error_if_exists`].
+    error_if_exists: bool;
+    /// Sets [`Options::max_value_size`] (bytes).
+    max_value_size: usize;
+    /// Sets [`Options::write_buffer_size`] (bytes).
+    write_buffer_size: usize;
+    /// Sets [`Options::max_write_buffer_number`].
+    max_write_buffer_number: usize;
+    /// Sets [`Options::wal_recovery_mode`].
+    wal_recovery_mode: WalRecoveryMode;
+    /// Sets [`Options::block_size`] (bytes).
+    block_size: usize;
+    /// Sets [`Options::block_restart_interval`] (keys).
+    block_restart_interval: usize;
+    /// Sets [`Options::bloom_bits_per_key`].
+    bloom_bits_per_key: u32;
+    /// Sets [`Options::compression`].
+    compression: bool;
+    /// Sets [`Options::block_cache_size`] (bytes).
+    block_cache_size: usize;
+    /// Sets [`Options::max_open_files`].
+    max_open_files: usize;
+    /// Sets [`Options::level_size_multiplier`].
+    level_size_multiplier: u64;
+    /// Sets [`Options::max_bytes_for_level_base`] (bytes).
+    max_bytes_for_level_base: u64;
+    /// Sets [`Options::target_file_size`] (bytes).
+    target_file_size: u64;
+    /// Sets [`Options::level0_file_num_compaction_trigger`] (tables).
+    level0_file_num_compaction_trigger: usize;
+    /// Sets [`Options::level0_slowdown_writes_trigger`] (tables).
+    level0_slowdown_writes_trigger: usize;
+    /// Sets [`Options::level0_stop_writes_trigger`] (tables).
+    level0_stop_writes_trigger: usize;
+    /// Sets [`Options::max_background_jobs`].
+    max_background_jobs: usize;
+}
+
+impl Options {
+    /// Checks ranges; called by `Db::open`.
+    ///
+    /// # Errors
+    /// [`crate::Error::InvalidArgument`] naming the first option out of range.
+    pub fn validate(&self) -> crate::Result<()> {
+        let bad = |what: &str| Err(crate::Error::InvalidArgument(what.to_string()));
+        if self.write_buffer_size < 4096 {
+            return bad("write_buffer_size must be at least 4096 bytes");
+        }
+        if self.max_write_buffer_number < 2 {
+            return bad("max_write_buffer_number must be at least 2");
+        }
+        if self.block_size < 64 || self.block_size > (64 << 20) {
+            return bad("block_size must be between 64 bytes and 64 MiB");
+        }
+        if self.block_restart_interval == 0 {
+            return bad("block_restart_interval must be at least 1");
+        }
+        if self.max_value_size > u32::MAX as usize {
+            return bad("max_value_size must be below 4 GiB");
+        }
+        if self.max_open_files < 1 {
+            return bad("max_open_files must be at least 1");
+        }
+        if self.level_size_multiplier < 2 {
+            return bad("level_size_multiplier must be at least 2");
+        }
+        if self.target_file_size < 1024 || self.max_bytes_for_level_base < 1024 {
+            return bad(
+                "target_file_size and max_bytes_for_level_base must be at least 1024 bytes",
+            );
+        }
+        if self.level0_file_num_compaction_trigger < 1
+            || self.level0_slowdown_writes_trigger < self.level0_file_num_compaction_trigger
+            || self.level0_stop_writes_trigger < self.level0_slowdown_writes_trigger
+        {
+            return bad("level-0 triggers must satisfy 1 <= compaction <= slowdown <= stop");
+        }
+        if self.max_background_jobs < 1 {
+            return bad("max_background_jobs must be at least 1");
+        }
+        Ok(())
+    }
+}
+
+/// Options for one write.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriteOptions {
+    /// fsync (fdatasync) the WAL before the write returns. Default `false`.
+    ///
+    /// - `false`: the write is in the OS page cache when the call returns. It survives the
+    ///   process being killed (kill -9, panic) but not a power loss or kernel crash.
+    /// - `true`: the write survives a power loss once the call returns. Concurrent writers share
+    ///   one fsync (group commit).
+    pub sync: bool,
+    /// Reserved so more fields can be added without breaking struct literals using `..`.
+    #[doc(hidden)]
+    pub _non_exhaustive: (),
+}
+
+impl WriteOptions {
+    /// Options with `sync: true`.
+    pub fn synced() -> Self {
+        WriteOptions {
+            sync: true,
+            ..Default::default()
+        }
+    }
+}
+
+/// Options for reads (`get`, iterators).
+#[derive(Debug, Clone, Default)]
+pub struct ReadOptions {
+    /// Read as of this snapshot; `None` reads the latest state.
+    pub snapshot: Option<Snapshot>,
+    /// Verify block checksums on every read (they are always verified when a block is loaded
+    /// from disk; this also re-checks cached blocks). Default `false`.
+    pub verify_checksums: bool,
+    /// Put blocks read by this call into the block cache. Default `true`; turn off for large
+    /// scans that would evict the working set.
+    pub fill_cache: Option<bool>,
+}
+
+impl ReadOptions {
+    /// Reads as of `snapshot`.
+    pub fn at(snapshot: &Snapshot) -> Self {
+        ReadOptions {
+            snapshot: Some(snapshot.clone()),
+            ..Default::default()
+        }
+    }
+}

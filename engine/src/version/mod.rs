@@ -1,0 +1,1 @@
+//! Versions and the manifest (in progress).

@@ -1,0 +1,1 @@
+//! Write-ahead log (in progress).

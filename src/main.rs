@@ -1,0 +1,2 @@
+//! The `strata` command-line tool (in progress).
+fn main() {}
