@@ -1,2 +1,139 @@
-//! The `strata` command-line tool (in progress).
-fn main() {}
+//! `strata`: the command-line tool for Strata databases.
+//!
+//! Subcommands: `demo` (open a database, write and read a few keys), `get`, `put`, `delete`,
+//! `scan` (inspect a database, like RocksDB's `ldb`) and `sst-dump` (inspect one table file).
+
+mod inspect;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use strata_engine::{Db, Options, ReadOptions};
+
+/// Strata: a write-optimized LSM-tree storage engine.
+#[derive(Debug, Parser)]
+#[command(name = "strata", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Open (or create) a database, write and read back a few keys, and print what happened.
+    Demo {
+        /// Database directory.
+        #[arg(default_value = "./strata-data")]
+        dir: PathBuf,
+    },
+    /// Print the value of KEY (raw, with a newline); exit status 1 when absent.
+    Get { dir: PathBuf, key: String },
+    /// Set KEY to VALUE (synced).
+    Put {
+        dir: PathBuf,
+        key: String,
+        value: String,
+    },
+    /// Delete KEY (synced).
+    Delete { dir: PathBuf, key: String },
+    /// Print key<TAB>value lines in key order.
+    Scan {
+        dir: PathBuf,
+        /// First key (inclusive).
+        #[arg(long)]
+        from: Option<String>,
+        /// Last key (exclusive).
+        #[arg(long)]
+        to: Option<String>,
+        /// Descending order.
+        #[arg(long)]
+        reverse: bool,
+        /// Print at most N pairs.
+        #[arg(long)]
+        limit: Option<usize>,
+    },
+    /// Print an SSTable's properties and, with --entries, its entries (like RocksDB's sst_dump).
+    SstDump {
+        /// The `.sst` file.
+        file: PathBuf,
+        /// Also print every entry (internal key, sequence number, kind, value).
+        #[arg(long)]
+        entries: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("STRATA_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match run(Cli::parse()) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("strata: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Demo { dir } => demo(&dir),
+        Command::Get { dir, key } => inspect::get(&dir, key.as_bytes()),
+        Command::Put { dir, key, value } => inspect::put(&dir, key.as_bytes(), value.as_bytes()),
+        Command::Delete { dir, key } => inspect::delete(&dir, key.as_bytes()),
+        Command::Scan {
+            dir,
+            from,
+            to,
+            reverse,
+            limit,
+        } => inspect::scan(&dir, from.as_deref(), to.as_deref(), reverse, limit),
+        Command::SstDump { file, entries } => inspect::sst_dump(&file, entries),
+    }
+}
+
+fn demo(dir: &std::path::Path) -> anyhow::Result<ExitCode> {
+    let db = Db::open(dir, Options::default())
+        .with_context(|| format!("opening database at {}", dir.display()))?;
+    println!("opened database at {}", dir.display());
+    let runs: u64 = db
+        .get(b"demo:runs")?
+        .and_then(|v| std::str::from_utf8(&v).ok()?.parse().ok())
+        .unwrap_or(0);
+    let runs = runs + 1;
+    let pairs = [
+        ("demo:runs", runs.to_string()),
+        ("read:ACGTACGTAC", "12".to_string()),
+        ("read:TTGACCAGTA", "3".to_string()),
+    ];
+    for (k, v) in &pairs {
+        db.put(k.as_bytes(), v.as_bytes())?;
+        println!("put {k} = {v}");
+    }
+    db.delete(b"read:TTGACCAGTA")?;
+    println!("delete read:TTGACCAGTA");
+    for (k, _) in &pairs {
+        match db.get(k.as_bytes())? {
+            Some(v) => println!("get {k} -> {}", String::from_utf8_lossy(&v)),
+            None => println!("get {k} -> (absent)"),
+        }
+    }
+    println!("scan:");
+    for kv in db.iter(&ReadOptions::default()) {
+        let (k, v) = kv?;
+        println!(
+            "  {}\t{}",
+            String::from_utf8_lossy(&k),
+            String::from_utf8_lossy(&v)
+        );
+    }
+    db.close()?;
+    println!("closed; this database has been opened by the demo {runs} time(s)");
+    Ok(ExitCode::SUCCESS)
+}

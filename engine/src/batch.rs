@@ -103,6 +103,7 @@ impl WriteBatch {
     }
 
     /// Sets the sequence number of the first entry.
+    #[cfg(test)]
     pub(crate) fn set_seqno(&mut self, seqno: SeqNo) {
         self.rep[0..8].copy_from_slice(&seqno.0.to_le_bytes());
     }
@@ -113,6 +114,7 @@ impl WriteBatch {
     }
 
     /// The encoded bytes (the WAL payload).
+    #[cfg(test)]
     pub(crate) fn data(&self) -> &[u8] {
         &self.rep
     }
@@ -152,10 +154,20 @@ impl WriteBatch {
 
     /// Iterates entries in order as `(kind, key, value)`; `value` is empty for deletes.
     pub(crate) fn iter(&self) -> BatchIter<'_> {
-        BatchIter {
-            rest: self.rep.get(HEADER_LEN..).unwrap_or_default(),
-            offset: HEADER_LEN,
-        }
+        entries(&self.rep)
+    }
+
+    /// Takes the encoded bytes out, leaving an empty batch.
+    pub(crate) fn into_data(self) -> Vec<u8> {
+        self.rep
+    }
+}
+
+/// Iterates the entries of an encoded batch (`data` starts with the 12-byte header).
+pub(crate) fn entries(data: &[u8]) -> BatchIter<'_> {
+    BatchIter {
+        rest: data.get(HEADER_LEN..).unwrap_or_default(),
+        offset: HEADER_LEN,
     }
 }
 

@@ -1,1 +1,341 @@
-//! Block cache (in progress).
+//! The block cache (decompressed SSTable blocks, LRU by bytes) and the table cache (open
+//! [`Table`]s, LRU by count).
+//!
+//! Both are shared by every reader of a database (`Send + Sync`, behind `Arc`). The block
+//! cache is split into shards, each an LRU under its own `parking_lot::Mutex`, so concurrent
+//! readers rarely contend; a shard's lock is held only for a hash-map lookup and a list splice,
+//! never during I/O. The table cache has one mutex, also never held during I/O: two threads
+//! missing on the same table may both open it, and the second insert wins.
+
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+
+use crate::error::Result;
+use crate::filename::table_path;
+use crate::sstable::Table;
+use crate::sstable::block::Block;
+use crate::types::FileNumber;
+
+/// Sentinel "no node" index in [`Lru`]'s list.
+const NIL: usize = usize::MAX;
+
+/// One entry of [`Lru`]'s slab.
+#[derive(Debug)]
+struct Node<K, V> {
+    key: K,
+    value: Option<V>,
+    weight: usize,
+    prev: usize,
+    next: usize,
+}
+
+/// A weighted LRU map: a hash map into a slab of nodes linked most- to least-recently used.
+/// Not synchronized; callers wrap it in a mutex.
+#[derive(Debug)]
+struct Lru<K, V> {
+    map: HashMap<K, usize>,
+    nodes: Vec<Node<K, V>>,
+    free: Vec<usize>,
+    /// Most recently used.
+    head: usize,
+    /// Least recently used.
+    tail: usize,
+    usage: usize,
+    capacity: usize,
+}
+
+impl<K: Copy + Eq + Hash, V: Clone> Lru<K, V> {
+    fn new(capacity: usize) -> Self {
+        Lru {
+            map: HashMap::new(),
+            nodes: Vec::new(),
+            free: Vec::new(),
+            head: NIL,
+            tail: NIL,
+            usage: 0,
+            capacity,
+        }
+    }
+
+    fn unlink(&mut self, i: usize) {
+        let (prev, next) = (self.nodes[i].prev, self.nodes[i].next);
+        if prev == NIL {
+            self.head = next;
+        } else {
+            self.nodes[prev].next = next;
+        }
+        if next == NIL {
+            self.tail = prev;
+        } else {
+            self.nodes[next].prev = prev;
+        }
+    }
+
+    fn push_front(&mut self, i: usize) {
+        self.nodes[i].prev = NIL;
+        self.nodes[i].next = self.head;
+        if self.head != NIL {
+            self.nodes[self.head].prev = i;
+        }
+        self.head = i;
+        if self.tail == NIL {
+            self.tail = i;
+        }
+    }
+
+    fn get(&mut self, key: &K) -> Option<V> {
+        let i = *self.map.get(key)?;
+        self.unlink(i);
+        self.push_front(i);
+        self.nodes[i].value.clone()
+    }
+
+    fn remove(&mut self, key: &K) -> Option<V> {
+        let i = self.map.remove(key)?;
+        self.unlink(i);
+        self.usage -= self.nodes[i].weight;
+        self.free.push(i);
+        self.nodes[i].value.take()
+    }
+
+    /// Inserts or replaces `key`, then evicts least-recently-used entries until the total
+    /// weight fits. An entry heavier than the whole capacity is not kept.
+    fn insert(&mut self, key: K, value: V, weight: usize) {
+        self.remove(&key);
+        if weight > self.capacity {
+            return;
+        }
+        let node = Node {
+            key,
+            value: Some(value),
+            weight,
+            prev: NIL,
+            next: NIL,
+        };
+        let i = if let Some(i) = self.free.pop() {
+            self.nodes[i] = node;
+            i
+        } else {
+            self.nodes.push(node);
+            self.nodes.len() - 1
+        };
+        self.map.insert(key, i);
+        self.push_front(i);
+        self.usage += weight;
+        while self.usage > self.capacity && self.tail != NIL {
+            let victim = self.nodes[self.tail].key;
+            self.remove(&victim);
+        }
+    }
+
+    /// Removes every entry whose key fails `keep`.
+    fn retain(&mut self, mut keep: impl FnMut(&K) -> bool) {
+        let doomed: Vec<K> = self.map.keys().filter(|k| !keep(k)).copied().collect();
+        for k in doomed {
+            self.remove(&k);
+        }
+    }
+}
+
+/// Key of a cached block: the table's file number and the block's byte offset in it.
+type BlockKey = (FileNumber, u64);
+
+/// Smallest capacity of one block-cache shard, in bytes; smaller caches use fewer shards so a
+/// large block still fits in its shard.
+const MIN_SHARD_BYTES: usize = 4 << 20;
+/// Most block-cache shards.
+const MAX_SHARDS: usize = 16;
+
+/// An LRU cache of decompressed blocks, bounded by their total size in bytes, keyed by
+/// (file number, block offset). Shared by all tables of a database; thread safe.
+///
+/// It also keeps the database's bloom filter statistics (see [`BlockCache::bloom_checks`]).
+#[derive(Debug)]
+pub struct BlockCache {
+    shards: Vec<Mutex<Lru<BlockKey, Arc<Block>>>>,
+    hits: AtomicU64,
+    misses: AtomicU64,
+    bloom_checks: AtomicU64,
+    bloom_useful: AtomicU64,
+}
+
+impl BlockCache {
+    /// A cache holding up to `capacity_bytes` bytes of decompressed blocks. 0 disables caching
+    /// (every block read goes to the file). A block larger than its shard (at least 4 MiB, or
+    /// the whole capacity when that is smaller) is not cached.
+    pub fn new(capacity_bytes: usize) -> Arc<Self> {
+        let n = (capacity_bytes / MIN_SHARD_BYTES).clamp(1, MAX_SHARDS);
+        let per_shard = capacity_bytes / n;
+        Arc::new(BlockCache {
+            shards: (0..n).map(|_| Mutex::new(Lru::new(per_shard))).collect(),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            bloom_checks: AtomicU64::new(0),
+            bloom_useful: AtomicU64::new(0),
+        })
+    }
+
+    fn shard(&self, key: &BlockKey) -> &Mutex<Lru<BlockKey, Arc<Block>>> {
+        let mixed = (key.0.0 ^ key.1.rotate_left(32)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let n = self.shards.len() as u64;
+        let i = usize::try_from((mixed >> 32) % n).unwrap_or(0);
+        &self.shards[i]
+    }
+
+    /// The cached block at `offset` of table `file`, counting a hit or a miss.
+    pub(crate) fn get(&self, file: FileNumber, offset: u64) -> Option<Arc<Block>> {
+        let key = (file, offset);
+        let found = self.shard(&key).lock().get(&key);
+        let counter = if found.is_some() {
+            &self.hits
+        } else {
+            &self.misses
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        found
+    }
+
+    /// Caches `block` (read at `offset` of table `file`), evicting least recently used blocks.
+    pub(crate) fn insert(&self, file: FileNumber, offset: u64, block: Arc<Block>) {
+        let key = (file, offset);
+        let weight = block.size_bytes();
+        self.shard(&key).lock().insert(key, block, weight);
+    }
+
+    /// Block lookups answered from the cache since it was created.
+    pub fn hits(&self) -> u64 {
+        self.hits.load(Ordering::Relaxed)
+    }
+
+    /// Block lookups that had to read the file since the cache was created.
+    pub fn misses(&self) -> u64 {
+        self.misses.load(Ordering::Relaxed)
+    }
+
+    /// Bytes of decompressed blocks currently cached.
+    pub fn usage_bytes(&self) -> usize {
+        self.shards.iter().map(|s| s.lock().usage).sum()
+    }
+
+    /// Drops every cached block of table `n` (when the file is deleted). Scans the whole cache:
+    /// O(cached blocks). Not required for correctness: file numbers are never reused, so stale
+    /// blocks would only age out.
+    pub fn erase_file(&self, n: FileNumber) {
+        for shard in &self.shards {
+            shard.lock().retain(|&(file, _)| file != n);
+        }
+    }
+
+    /// Bloom filter checks made by [`Table::get`] and [`Table::may_contain`] on tables using
+    /// this cache (tables without a filter block are not counted).
+    pub fn bloom_checks(&self) -> u64 {
+        self.bloom_checks.load(Ordering::Relaxed)
+    }
+
+    /// Of [`BlockCache::bloom_checks`], those where the filter proved the key absent (each one
+    /// saved reading a data block).
+    pub fn bloom_useful(&self) -> u64 {
+        self.bloom_useful.load(Ordering::Relaxed)
+    }
+
+    /// Counts one filter check and its outcome.
+    pub(crate) fn record_bloom_check(&self, may_contain: bool) {
+        self.bloom_checks.fetch_add(1, Ordering::Relaxed);
+        if !may_contain {
+            self.bloom_useful.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// A bounded cache of open tables (`Options::max_open_files`), keyed by file number. Opening a
+/// table reads its footer, index, filter and properties blocks, so keeping tables open saves
+/// that work and the file descriptor churn.
+#[derive(Debug)]
+pub struct TableCache {
+    dir: PathBuf,
+    tables: Mutex<Lru<FileNumber, Arc<Table>>>,
+    block_cache: Arc<BlockCache>,
+}
+
+impl TableCache {
+    /// A cache of up to `capacity` open tables from directory `dir` (at least 1), reading
+    /// blocks through `block_cache`.
+    pub fn new(dir: PathBuf, capacity: usize, block_cache: Arc<BlockCache>) -> Arc<Self> {
+        Arc::new(TableCache {
+            dir,
+            tables: Mutex::new(Lru::new(capacity.max(1))),
+            block_cache,
+        })
+    }
+
+    /// The open table for file `number` (`filename::table_path(dir, number)`), opening it on a
+    /// miss. An evicted table stays usable by whoever still holds its `Arc`; its file closes
+    /// when the last holder drops it.
+    ///
+    /// # Errors
+    /// As [`Table::open`]: [`crate::Error::Io`] (e.g. the file is missing),
+    /// [`crate::Error::Corruption`] or [`crate::Error::ChecksumMismatch`].
+    pub fn get(&self, number: FileNumber) -> Result<Arc<Table>> {
+        if let Some(t) = self.tables.lock().get(&number) {
+            return Ok(t);
+        }
+        let path = table_path(&self.dir, number);
+        let table = Table::open(&path, number, Arc::clone(&self.block_cache))?;
+        self.tables.lock().insert(number, Arc::clone(&table), 1);
+        Ok(table)
+    }
+
+    /// Forgets table `number` (call when its file is deleted) and drops its blocks from the
+    /// block cache.
+    pub fn evict(&self, number: FileNumber) {
+        self.tables.lock().remove(&number);
+        self.block_cache.erase_file(number);
+    }
+
+    /// The block cache tables opened here read through.
+    pub fn block_cache(&self) -> &Arc<BlockCache> {
+        &self.block_cache
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lru_evicts_least_recently_used_by_weight() {
+        let mut lru: Lru<u32, u32> = Lru::new(10);
+        lru.insert(1, 10, 4);
+        lru.insert(2, 20, 4);
+        assert_eq!(lru.get(&1), Some(10)); // 1 is now most recent
+        lru.insert(3, 30, 4); // evicts 2
+        assert_eq!(lru.get(&2), None);
+        assert_eq!(lru.get(&1), Some(10));
+        assert_eq!(lru.get(&3), Some(30));
+        assert_eq!(lru.usage, 8);
+        lru.insert(4, 40, 11); // heavier than the capacity: not kept
+        assert_eq!(lru.get(&4), None);
+        lru.insert(1, 11, 2); // replace
+        assert_eq!((lru.get(&1), lru.usage), (Some(11), 6));
+        lru.retain(|&k| k != 3);
+        assert_eq!((lru.get(&3), lru.usage), (None, 2));
+        for k in 0..1000 {
+            lru.insert(k, k, 1);
+        }
+        assert_eq!((lru.map.len(), lru.usage), (10, 10));
+        assert!(lru.nodes.len() <= 11, "slab slots are reused");
+    }
+
+    #[test]
+    fn block_cache_shards_scale_with_capacity() {
+        assert_eq!(BlockCache::new(0).shards.len(), 1);
+        assert_eq!(BlockCache::new(1 << 20).shards.len(), 1);
+        assert_eq!(BlockCache::new(64 << 20).shards.len(), 16);
+        assert_eq!(BlockCache::new(1 << 30).shards.len(), 16);
+    }
+}

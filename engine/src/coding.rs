@@ -154,7 +154,7 @@ mod tests {
         assert_eq!(get_fixed64(&buf, 4), Some(0x0123_4567_89ab_cdef));
         assert_eq!(get_length_prefixed(&buf[12..]), Some((&b"hello"[..], 6)));
         assert_eq!(get_length_prefixed(&buf[12..17]), None);
-        assert_eq!(get_fixed64(&buf, 10), None);
+        assert_eq!(get_fixed64(&buf, 11), None);
     }
 
     #[test]

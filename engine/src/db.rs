@@ -1,5 +1,207 @@
-//! The database handle (in progress).
+//! The database handle: open, put, get, delete, write, iterate, flush, close.
+//!
+//! `Db` is thin; the work happens in `db/`: [`write`] (batch → WAL → memtable, group commit),
+//! [`read`] (memtables then tables, newest first), [`recovery`] (replay WALs on open) and
+//! [`flush`] (immutable memtable → level-0 SSTable, in a background thread).
+//!
+//! # Lock order
+//! `write queue` (never held while waiting) → `log` (held by the group-commit leader) →
+//! `versions` → `super_version` → `bg`. No code takes an earlier lock while holding a later one.
 
-/// A database handle (in progress).
-#[derive(Debug, Clone)]
-pub struct Db {}
+mod flush;
+mod lock;
+mod read;
+mod recovery;
+mod state;
+mod write;
+
+use std::ops::RangeBounds;
+use std::path::Path;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+pub use read::DbRange;
+use state::DbInner;
+
+use crate::batch::WriteBatch;
+use crate::error::Result;
+use crate::options::{Options, ReadOptions, WriteOptions};
+use crate::snapshot::Snapshot;
+
+/// An open database.
+///
+/// `Db` is `Send + Sync + Clone`: clones share one database, and any number of threads may
+/// read and write at once. Concurrent writers are committed in groups (one WAL append and at
+/// most one fsync per group). The database is closed by [`Db::close`] or, best effort, when
+/// the last clone is dropped.
+#[derive(Clone)]
+pub struct Db {
+    handle: Arc<Handle>,
+}
+
+/// Owned by the user-facing clones only (background threads hold `DbInner` directly), so
+/// dropping the last `Db` runs the best-effort close.
+struct Handle {
+    inner: Arc<DbInner>,
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        if let Err(e) = self.inner.close() {
+            tracing::warn!(error = %e, "closing database on drop failed");
+        }
+    }
+}
+
+impl std::fmt::Debug for Db {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Db")
+            .field("dir", &self.inner().dir)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Db {
+    fn inner(&self) -> &Arc<DbInner> {
+        &self.handle.inner
+    }
+
+    /// Opens (or creates) the database in directory `path`.
+    ///
+    /// Creates the directory when [`Options::create_if_missing`] is set (the default), takes an
+    /// exclusive lock on `path/LOCK`, reads the manifest and replays the WALs (see
+    /// `docs/format/files.md` for the order). Replayed writes are flushed to a level-0 table
+    /// before `open` returns.
+    ///
+    /// # Errors
+    /// - [`crate::Error::InvalidArgument`]: options out of range, the directory is missing and
+    ///   `create_if_missing` is off, or it holds a database and `error_if_exists` is on.
+    /// - [`crate::Error::Locked`]: another `Db`, in this process or another, has the directory open.
+    /// - [`crate::Error::Corruption`] / [`crate::Error::ChecksumMismatch`]: a damaged manifest, table or WAL
+    ///   record that the [`Options::wal_recovery_mode`] does not tolerate.
+    /// - [`crate::Error::Io`]: the file system failed.
+    pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
+        let inner = recovery::open(path.as_ref(), options)?;
+        Ok(Db {
+            handle: Arc::new(Handle { inner }),
+        })
+    }
+
+    /// Sets `key` to `value` (a one-entry batch with `sync: false`).
+    ///
+    /// # Errors
+    /// [`crate::Error::InvalidArgument`] for a key over [`crate::MAX_KEY_SIZE`] bytes or a value over
+    /// [`Options::max_value_size`]; [`crate::Error::Poisoned`], [`crate::Error::Closed`],
+    /// [`crate::Error::SeqNoExhausted`], [`crate::Error::Io`] as for [`Db::write`].
+    pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        let mut batch = WriteBatch::with_capacity(key.len() + value.len() + 8);
+        batch.put(key, value);
+        self.write(batch, &WriteOptions::default())
+    }
+
+    /// Deletes `key` by writing a tombstone. Deleting an absent key is not an error.
+    ///
+    /// # Errors
+    /// As [`Db::put`].
+    pub fn delete(&self, key: &[u8]) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        batch.delete(key);
+        self.write(batch, &WriteOptions::default())
+    }
+
+    /// Applies `batch` atomically: after a crash either all of its entries are present or
+    /// none. With `options.sync` the write survives a power loss once this returns; without it,
+    /// it survives a killed process but may be lost on power loss (see [`WriteOptions::sync`]).
+    /// Writes are ordered: a `get` that starts after `write` returns sees it.
+    ///
+    /// # Errors
+    /// - [`crate::Error::InvalidArgument`]: an entry over the key or value size limit (nothing of the
+    ///   batch is written).
+    /// - [`crate::Error::Poisoned`]: an earlier WAL write, fsync or flush failed; close and reopen.
+    /// - [`crate::Error::Io`]: the WAL append or fsync failed (the database is poisoned afterwards).
+    /// - [`crate::Error::Closed`], [`crate::Error::SeqNoExhausted`].
+    pub fn write(&self, batch: WriteBatch, options: &WriteOptions) -> Result<()> {
+        self.inner().write(batch, options.sync)
+    }
+
+    /// The latest value of `key`, or `Ok(None)` when it is absent or deleted.
+    ///
+    /// The returned `Bytes` is an independent handle: it stays valid after later writes,
+    /// flushes and compactions.
+    ///
+    /// # Errors
+    /// [`crate::Error::Corruption`] / [`crate::Error::ChecksumMismatch`] when a table block the lookup reads
+    /// is damaged; [`crate::Error::Io`]; [`crate::Error::Closed`].
+    pub fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
+        self.inner().get(&ReadOptions::default(), key)
+    }
+
+    /// Like [`Db::get`], reading at `options.snapshot` when set.
+    ///
+    /// # Errors
+    /// As [`Db::get`].
+    pub fn get_opt(&self, options: &ReadOptions, key: &[u8]) -> Result<Option<Bytes>> {
+        self.inner().get(options, key)
+    }
+
+    /// A snapshot of the current state: reads through [`ReadOptions::at`] see exactly the
+    /// writes acknowledged before this call. Released when dropped.
+    pub fn snapshot(&self) -> Snapshot {
+        self.inner().snapshot()
+    }
+
+    /// Iterates `(key, value)` pairs with keys in `range`, ascending (or descending with
+    /// `.rev()`), as of `options.snapshot` or, without one, as of this call. The iterator
+    /// holds the memtables and tables it reads alive, so concurrent flushes don't disturb it.
+    /// Items are `Err` when a block read fails; the iterator ends after an error.
+    pub fn range<'a, R>(&self, options: &ReadOptions, range: R) -> DbRange
+    where
+        R: RangeBounds<&'a [u8]>,
+    {
+        let lower = range.start_bound().map(|k| k.to_vec());
+        let upper = range.end_bound().map(|k| k.to_vec());
+        self.inner().range(options, lower, upper)
+    }
+
+    /// Iterates every `(key, value)` pair; see [`Db::range`].
+    pub fn iter(&self, options: &ReadOptions) -> DbRange {
+        self.range::<std::ops::RangeFull>(options, ..)
+    }
+
+    /// Freezes the memtable, writes it (and any other immutable memtable) to level-0 tables
+    /// and returns once they are recorded in the manifest and fsynced.
+    ///
+    /// # Errors
+    /// [`crate::Error::Io`] or [`crate::Error::Poisoned`] when a flush failed; [`crate::Error::Closed`].
+    pub fn flush(&self) -> Result<()> {
+        self.inner().flush()
+    }
+
+    /// Verifies every table's checksums and the version's invariants.
+    ///
+    /// # Errors
+    /// The first [`crate::Error::Corruption`] / [`crate::Error::ChecksumMismatch`] found, or [`crate::Error::Io`].
+    pub fn check_integrity(&self) -> Result<()> {
+        self.inner().check_integrity()
+    }
+
+    /// The database directory.
+    pub fn path(&self) -> &Path {
+        &self.inner().dir
+    }
+
+    /// Closes the database: waits for in-flight writes and background flushes, syncs the WAL
+    /// and releases the `LOCK` file. Every clone of this handle returns [`crate::Error::Closed`]
+    /// afterwards. Dropping the last clone does the same, ignoring errors.
+    ///
+    /// # Errors
+    /// [`crate::Error::Io`] when the final WAL sync fails (writes acknowledged with `sync: false` may
+    /// then be lost on power loss).
+    pub fn close(self) -> Result<()> {
+        self.inner().close()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -10,6 +10,16 @@
 pub mod db_iter;
 pub mod level;
 pub mod merging;
+pub mod range;
+#[cfg(test)]
+mod test_support;
+pub mod vec_iter;
+
+pub use db_iter::{DbIter, MergeFn};
+pub use level::LevelIterator;
+pub use merging::MergingIterator;
+pub use range::Range;
+pub use vec_iter::VecIterator;
 
 use crate::error::Result;
 use crate::types::InternalKeyRef;

@@ -1,1 +1,188 @@
-//! Memtable (in progress).
+//! The memtable: an in-memory, sorted, concurrent map from internal key to value.
+//!
+//! Built on `crossbeam_skiplist::SkipMap`, so readers never block writers. Entries are ordered
+//! by internal key (user key ascending, sequence number descending), so the newest version of a
+//! key comes first. A full memtable is frozen (it becomes an *immutable memtable*) and flushed to
+//! a level-0 SSTable; after that it is only read.
+//!
+//! Keys and values are `Bytes`, so entries written by one batch can share the batch's buffer
+//! instead of being copied one by one (see [`MemTable::add_bytes`]).
+
+mod iter;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use bytes::Bytes;
+use crossbeam_skiplist::SkipMap;
+
+pub use iter::MemTableIter;
+
+use crate::types::{InternalKey, SeqNo, ValueKind};
+
+/// Bytes charged per entry on top of key and value, for skiplist nodes and bookkeeping. An
+/// estimate (a node holds the key, value, a tower of pointers and a refcount), so that
+/// `write_buffer_size` bounds real memory rather than payload bytes only.
+const ENTRY_OVERHEAD_BYTES: usize = 64;
+
+/// A sorted in-memory table of versioned entries.
+#[derive(Debug, Default)]
+pub struct MemTable {
+    map: SkipMap<InternalKey, Bytes>,
+    size_bytes: AtomicUsize,
+}
+
+impl MemTable {
+    /// An empty memtable.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Inserts a copy of `user_key -> value` tagged with `seqno` and `kind`. `value` is ignored
+    /// (stored empty) for tombstones by convention of the callers, not checked here.
+    pub fn add(&self, seqno: SeqNo, kind: ValueKind, user_key: &[u8], value: &[u8]) {
+        self.add_bytes(
+            seqno,
+            kind,
+            Bytes::copy_from_slice(user_key),
+            Bytes::copy_from_slice(value),
+        );
+    }
+
+    /// Inserts `user_key -> value` without copying (the `Bytes` may share a larger buffer).
+    /// Sequence numbers are unique per entry, so an insert never replaces another entry.
+    pub fn add_bytes(&self, seqno: SeqNo, kind: ValueKind, user_key: Bytes, value: Bytes) {
+        let charge = user_key.len() + value.len() + ENTRY_OVERHEAD_BYTES;
+        self.map
+            .insert(InternalKey::new(user_key, seqno, kind), value);
+        self.size_bytes.fetch_add(charge, Ordering::Relaxed);
+    }
+
+    /// The newest entry for `user_key` with sequence number `<= seqno`:
+    /// `(entry seqno, kind, value)`, or `None` when the memtable has no visible version.
+    /// A `Delete` result means the key is deleted as of that entry; a `Merge` result means the
+    /// caller must collect older operands (see the database's read path).
+    pub fn get(&self, user_key: &[u8], seqno: SeqNo) -> Option<(SeqNo, ValueKind, Bytes)> {
+        let target = InternalKey::new(Bytes::copy_from_slice(user_key), seqno, ValueKind::FOR_SEEK);
+        let entry = self.map.lower_bound(std::ops::Bound::Included(&target))?;
+        let key = entry.key();
+        (key.user_key.as_ref() == user_key).then(|| (key.seqno, key.kind, entry.value().clone()))
+    }
+
+    /// Approximate memory used, in bytes (payload plus a per-entry estimate).
+    pub fn approximate_size(&self) -> usize {
+        self.size_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Number of entries (every version counts).
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// True when the memtable holds no entries.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// Largest sequence number stored, if any (scans; used at flush time only).
+    pub fn max_seqno(&self) -> Option<SeqNo> {
+        self.map.iter().map(|e| e.key().seqno).max()
+    }
+
+    pub(crate) fn map(&self) -> &SkipMap<InternalKey, Bytes> {
+        &self.map
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::iterator::InternalIterator;
+    use crate::types::InternalKeyRef;
+
+    #[test]
+    fn get_returns_newest_visible_version() {
+        let m = MemTable::new();
+        m.add(SeqNo(1), ValueKind::Put, b"k", b"v1");
+        m.add(SeqNo(3), ValueKind::Put, b"k", b"v3");
+        m.add(SeqNo(5), ValueKind::Delete, b"k", b"");
+        m.add(SeqNo(2), ValueKind::Put, b"k2", b"x");
+        assert_eq!(m.get(b"k", SeqNo(0)), None);
+        assert_eq!(
+            m.get(b"k", SeqNo(1)),
+            Some((SeqNo(1), ValueKind::Put, Bytes::from("v1")))
+        );
+        assert_eq!(
+            m.get(b"k", SeqNo(4)),
+            Some((SeqNo(3), ValueKind::Put, Bytes::from("v3")))
+        );
+        assert_eq!(
+            m.get(b"k", SeqNo::MAX).map(|e| e.1),
+            Some(ValueKind::Delete)
+        );
+        assert_eq!(m.get(b"", SeqNo::MAX), None);
+        assert_eq!(m.get(b"k1", SeqNo::MAX), None);
+        assert_eq!(m.len(), 4);
+        assert!(m.approximate_size() >= 4 * ENTRY_OVERHEAD_BYTES);
+    }
+
+    #[test]
+    fn empty_key_and_0xff_keys_sort_at_the_ends() -> crate::Result<()> {
+        let m = Arc::new(MemTable::new());
+        m.add(SeqNo(1), ValueKind::Put, b"\xff\xff", b"b");
+        m.add(SeqNo(2), ValueKind::Put, b"", b"e");
+        m.add(SeqNo(3), ValueKind::Put, b"\xff", b"a");
+        let mut it = m.iter();
+        it.seek_to_first()?;
+        let mut keys = Vec::new();
+        while it.valid() {
+            keys.push(it.key().user_key.to_vec());
+            it.next()?;
+        }
+        assert_eq!(
+            keys,
+            vec![b"".to_vec(), b"\xff".to_vec(), b"\xff\xff".to_vec()]
+        );
+        it.seek_to_last()?;
+        assert_eq!(it.key().user_key, b"\xff\xff");
+        it.prev()?;
+        assert_eq!(it.key().user_key, b"\xff");
+        it.seek(InternalKeyRef::new(
+            b"\x00",
+            SeqNo::MAX,
+            ValueKind::FOR_SEEK,
+        ))?;
+        assert_eq!(it.key().user_key, b"\xff");
+        it.seek_for_prev(InternalKeyRef::new(
+            b"\x00",
+            SeqNo::MAX,
+            ValueKind::FOR_SEEK,
+        ))?;
+        assert_eq!(it.key().user_key, b"");
+        it.prev()?;
+        assert!(!it.valid());
+        Ok(())
+    }
+
+    #[test]
+    fn concurrent_inserts_are_all_visible() {
+        let m = Arc::new(MemTable::new());
+        let threads: Vec<_> = (0..4u64)
+            .map(|t| {
+                let m = Arc::clone(&m);
+                std::thread::spawn(move || {
+                    for i in 0..1000u64 {
+                        let k = format!("{t}-{i}");
+                        m.add(SeqNo(t * 1000 + i + 1), ValueKind::Put, k.as_bytes(), b"v");
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().expect("writer thread panicked");
+        }
+        assert_eq!(m.len(), 4000);
+        assert!(m.get(b"3-999", SeqNo::MAX).is_some());
+    }
+}

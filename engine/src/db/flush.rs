@@ -1,0 +1,182 @@
+//! Flush: immutable memtable → level-0 SSTable, in the background thread.
+//!
+//! The oldest immutable memtable is written to a new table, fsynced, and recorded in the
+//! manifest together with the new log number (every WAL numbered below it is then obsolete);
+//! only after the manifest edit is durable is the new version installed and the WAL deleted.
+//! A crash anywhere before that leaves the WAL in place, and recovery replays it again.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use super::state::{DbInner, ImmMemTable, SuperVersion};
+use crate::error::{Error, Result};
+use crate::filename;
+use crate::memtable::MemTable;
+use crate::options::Options;
+use crate::sstable::{TableBuilder, TableBuilderOptions};
+use crate::types::{FileNumber, SeqNo, ValueKind};
+use crate::version::{FileMeta, VersionEdit};
+
+/// Starts the background thread that runs flushes until the database closes.
+pub(crate) fn spawn_background(inner: &Arc<DbInner>) -> Result<JoinHandle<()>> {
+    let inner = Arc::clone(inner);
+    std::thread::Builder::new()
+        .name("strata-bg".into())
+        .spawn(move || background_main(&inner))
+        .map_err(|e| Error::io(Path::new("<thread>"), e))
+}
+
+fn background_main(inner: &Arc<DbInner>) {
+    loop {
+        let imm = {
+            let mut bg = inner.bg.lock();
+            loop {
+                if bg.shutting_down {
+                    return;
+                }
+                if !inner.is_poisoned()
+                    && let Some(imm) = inner.super_version().imms.last().cloned()
+                {
+                    bg.flush_running = true;
+                    break imm;
+                }
+                inner.bg_cv.wait(&mut bg);
+            }
+        };
+        let result = inner.flush_imm(&imm);
+        if let Err(e) = &result {
+            inner.set_poison(format!("flush of WAL {} failed: {e}", imm.wal_number));
+        }
+        let mut bg = inner.bg.lock();
+        bg.flush_running = false;
+        bg.flushes_done += 1;
+        drop(bg);
+        inner.bg_cv.notify_all();
+    }
+}
+
+impl DbInner {
+    /// Writes `imm` to a level-0 table and installs it (see the module docs).
+    fn flush_imm(&self, imm: &Arc<ImmMemTable>) -> Result<()> {
+        let start = Instant::now();
+        let number = self.versions.lock().new_file_number();
+        let meta = write_level0_table(&self.dir, &self.options, &imm.mem, number)?;
+        let mut edit = VersionEdit::default();
+        let bytes = meta.as_ref().map_or(0, |m| m.size);
+        if let Some(meta) = meta {
+            edit.add_file(0, meta);
+        }
+        edit.log_number = Some(FileNumber(imm.wal_number.0 + 1));
+        {
+            let mut versions = self.versions.lock();
+            let last = versions.last_seqno().max(self.visible_seqno());
+            versions.set_last_seqno(last);
+            let version = versions.log_and_apply(edit)?;
+            let mut sv = self.super_version.write();
+            *sv = Arc::new(SuperVersion {
+                mem: Arc::clone(&sv.mem),
+                imms: sv
+                    .imms
+                    .iter()
+                    .filter(|i| !Arc::ptr_eq(i, imm))
+                    .cloned()
+                    .collect(),
+                version,
+            });
+        }
+        self.stats.flushes.fetch_add(1, Ordering::Relaxed);
+        self.stats.flush_bytes.fetch_add(bytes, Ordering::Relaxed);
+        let wal = filename::wal_path(&self.dir, imm.wal_number);
+        if let Err(e) = std::fs::remove_file(&wal) {
+            tracing::warn!(path = %wal.display(), error = %e, "could not delete obsolete WAL");
+        }
+        tracing::debug!(
+            table = %number,
+            size_bytes = bytes,
+            entries = imm.mem.len(),
+            millis = start.elapsed().as_millis(),
+            "flushed memtable to level 0"
+        );
+        Ok(())
+    }
+
+    /// Freezes the active memtable and waits until every immutable memtable is flushed.
+    pub(crate) fn flush(&self) -> Result<()> {
+        self.check_writable()?;
+        {
+            let mut log = self.log.lock();
+            self.make_room_for_write(&mut log, true)?;
+        }
+        self.bg_cv.notify_all();
+        let mut bg = self.bg.lock();
+        loop {
+            if let Some(reason) = self.poison.lock().clone() {
+                return Err(Error::Poisoned { reason });
+            }
+            if bg.shutting_down {
+                return Err(Error::Closed);
+            }
+            if self.super_version().imms.is_empty() && !bg.flush_running {
+                return Ok(());
+            }
+            self.bg_cv.wait(&mut bg);
+        }
+    }
+}
+
+/// Writes every entry of `mem` to table `number` in `dir` and fsyncs it. Returns the table's
+/// metadata, or `None` (and no file) when the memtable is empty.
+///
+/// # Errors
+/// [`Error::Io`] from creating, writing or syncing the file; the partial file is removed.
+pub(crate) fn write_level0_table(
+    dir: &Path,
+    options: &Options,
+    mem: &MemTable,
+    number: FileNumber,
+) -> Result<Option<FileMeta>> {
+    if mem.is_empty() {
+        return Ok(None);
+    }
+    let path = filename::table_path(dir, number);
+    let mut builder = TableBuilder::create(&path, TableBuilderOptions::from_options(options))?;
+    let mut smallest = None;
+    let mut largest = None;
+    let (mut min_seq, mut max_seq) = (SeqNo::MAX, SeqNo::ZERO);
+    let (mut entries, mut deletions) = (0u64, 0u64);
+    for entry in mem.map().iter() {
+        let key = entry.key();
+        if let Err(e) = builder.add(key.as_ref(), entry.value()) {
+            builder.abandon();
+            return Err(e);
+        }
+        if smallest.is_none() {
+            smallest = Some(key.clone());
+        }
+        largest = Some(key.clone());
+        min_seq = min_seq.min(key.seqno);
+        max_seq = max_seq.max(key.seqno);
+        entries += 1;
+        if key.kind == ValueKind::Delete {
+            deletions += 1;
+        }
+    }
+    let (_props, size) = builder.finish()?;
+    filename::sync_dir(dir)?;
+    let (Some(smallest), Some(largest)) = (smallest, largest) else {
+        return Ok(None);
+    };
+    Ok(Some(FileMeta {
+        number,
+        size,
+        smallest,
+        largest,
+        smallest_seqno: min_seq,
+        largest_seqno: max_seq,
+        num_entries: entries,
+        num_deletions: deletions,
+    }))
+}

@@ -1,0 +1,303 @@
+//! Opening a database: lock, manifest, WAL replay, obsolete-file cleanup
+//! (order specified in `docs/format/files.md`).
+//!
+//! WAL records are replayed in log order into a memtable, which is written to level-0 tables
+//! (whenever it reaches `write_buffer_size`, and at the end), so that the database starts with
+//! a fresh, empty WAL. Damaged records are handled according to [`WalRecoveryMode`]; in the
+//! default mode a damaged tail of the newest WAL (a crash mid-append) is cut off, so the
+//! recovered state is a prefix of the acknowledged writes, with no holes.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+
+use bytes::Bytes;
+use parking_lot::{Condvar, Mutex, RwLock};
+
+use super::flush::{spawn_background, write_level0_table};
+use super::lock::lock_dir;
+use super::state::{BgState, DbInner, LogState, Stats, SuperVersion, WriteQueue};
+use super::write::insert_batch;
+use crate::batch::WriteBatch;
+use crate::cache::{BlockCache, TableCache};
+use crate::error::{Error, IoContext, Result};
+use crate::filename::{self, FileKind};
+use crate::memtable::MemTable;
+use crate::options::{Options, WalRecoveryMode};
+use crate::snapshot::SnapshotList;
+use crate::types::{FileNumber, SeqNo};
+use crate::version::{VersionEdit, VersionSet};
+use crate::wal::{self, ReadOutcome};
+
+/// Opens or creates the database in `dir`; see [`crate::Db::open`].
+pub(crate) fn open(dir: &Path, options: Options) -> Result<Arc<DbInner>> {
+    options.validate()?;
+    if !dir.exists() {
+        if !options.create_if_missing {
+            return Err(Error::InvalidArgument(format!(
+                "database directory {} does not exist and create_if_missing is off",
+                dir.display()
+            )));
+        }
+        std::fs::create_dir_all(dir).ctx(dir)?;
+    }
+    let dir = dir.to_path_buf();
+    let lock = lock_dir(&dir)?;
+    let mut versions = if dir.join(filename::CURRENT).exists() {
+        if options.error_if_exists {
+            return Err(Error::InvalidArgument(format!(
+                "database {} already exists and error_if_exists is on",
+                dir.display()
+            )));
+        }
+        VersionSet::recover(&dir)?
+    } else {
+        if list_dir(&dir)?.iter().any(|(_, kind)| match kind {
+            FileKind::Table(_) => true,
+            // A lone MANIFEST-000001 is what a crash inside `create_new` leaves (files.md).
+            FileKind::Manifest(n) => *n != FileNumber(1),
+            _ => false,
+        }) {
+            return Err(Error::corruption(
+                dir.join(filename::CURRENT),
+                0,
+                "CURRENT is missing but the directory holds tables or manifests",
+            ));
+        }
+        VersionSet::create_new(&dir)?
+    };
+
+    // Replay every WAL at or after the manifest's log number, oldest first.
+    let mut wals: Vec<FileNumber> = Vec::new();
+    for (_, kind) in list_dir(&dir)? {
+        match kind {
+            FileKind::Wal(n) | FileKind::Table(n) | FileKind::Manifest(n) => {
+                versions.mark_file_number_used(n);
+                if matches!(kind, FileKind::Wal(_)) && n >= versions.log_number() {
+                    wals.push(n);
+                }
+            }
+            _ => {}
+        }
+    }
+    wals.sort();
+    let version = versions.current();
+    let mut max_seqno = versions.last_seqno();
+    for level in 0..version.levels.len() {
+        for f in version.files(level) {
+            max_seqno = max_seqno.max(f.largest_seqno);
+        }
+    }
+    let mut edit = VersionEdit::default();
+    let mut replay = Replay {
+        dir: &dir,
+        options: &options,
+        mem: MemTable::new(),
+        max_seqno,
+        stop: false,
+    };
+    for (i, &number) in wals.iter().enumerate() {
+        let newest = i + 1 == wals.len();
+        replay.replay_wal(number, newest, &mut versions, &mut edit)?;
+    }
+    replay.flush_mem(&mut versions, &mut edit)?;
+    let max_seqno = replay.max_seqno;
+
+    // Start a fresh WAL and record the recovered state.
+    let wal_number = versions.new_file_number();
+    let wal_writer = wal::Writer::create(&filename::wal_path(&dir, wal_number))?;
+    edit.log_number = Some(wal_number);
+    versions.set_last_seqno(max_seqno);
+    let version = versions.log_and_apply(edit)?;
+    filename::sync_dir(&dir)?;
+    delete_obsolete_files(&dir, &versions, wal_number)?;
+
+    let block_cache = BlockCache::new(options.block_cache_size);
+    let table_cache = TableCache::new(dir.clone(), options.max_open_files, block_cache);
+    tracing::debug!(dir = %dir.display(), last_seqno = max_seqno.get(), wal = %wal_number, "database opened");
+    let inner = Arc::new(DbInner {
+        dir,
+        lock_file: Mutex::new(Some(lock)),
+        visible_seqno: AtomicU64::new(max_seqno.get()),
+        super_version: RwLock::new(Arc::new(SuperVersion {
+            mem: Arc::new(MemTable::new()),
+            imms: Vec::new(),
+            version,
+        })),
+        queue: Mutex::new(WriteQueue::default()),
+        log: Mutex::new(LogState {
+            wal: Some(wal_writer),
+            wal_number,
+            last_seqno: max_seqno,
+        }),
+        versions: Mutex::new(versions),
+        table_cache,
+        snapshots: Arc::new(SnapshotList::default()),
+        bg: Mutex::new(BgState::default()),
+        bg_cv: Condvar::new(),
+        bg_thread: Mutex::new(None),
+        poison: Mutex::new(None),
+        closed: AtomicBool::new(false),
+        stats: Stats::default(),
+        options,
+    });
+    let handle = spawn_background(&inner)?;
+    *inner.bg_thread.lock() = Some(handle);
+    Ok(inner)
+}
+
+/// Lists the directory entries Strata owns.
+fn list_dir(dir: &Path) -> Result<Vec<(PathBuf, FileKind)>> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).ctx(dir)? {
+        let entry = entry.ctx(dir)?;
+        let name = entry.file_name();
+        if let Some(kind) = name.to_str().and_then(filename::parse) {
+            out.push((entry.path(), kind));
+        }
+    }
+    Ok(out)
+}
+
+/// Deletes files no longer needed: tables the version does not reference, WALs other than the
+/// active one, manifests other than the live one, temporary files.
+fn delete_obsolete_files(dir: &Path, versions: &VersionSet, active_wal: FileNumber) -> Result<()> {
+    let live = versions.live_files();
+    for (path, kind) in list_dir(dir)? {
+        let obsolete = match kind {
+            FileKind::Table(n) | FileKind::Manifest(n) => !live.contains(&n),
+            FileKind::Wal(n) => n != active_wal,
+            FileKind::Temp => true,
+            FileKind::Current | FileKind::Lock => false,
+        };
+        if obsolete {
+            tracing::debug!(path = %path.display(), "deleting obsolete file");
+            if let Err(e) = std::fs::remove_file(&path) {
+                tracing::warn!(path = %path.display(), error = %e, "could not delete obsolete file");
+            }
+        }
+    }
+    Ok(())
+}
+
+struct Replay<'a> {
+    dir: &'a Path,
+    options: &'a Options,
+    mem: MemTable,
+    max_seqno: SeqNo,
+    /// Set in point-in-time mode after the first damaged record: nothing later is applied.
+    stop: bool,
+}
+
+impl Replay<'_> {
+    fn replay_wal(
+        &mut self,
+        number: FileNumber,
+        newest: bool,
+        versions: &mut VersionSet,
+        edit: &mut VersionEdit,
+    ) -> Result<()> {
+        let path = filename::wal_path(self.dir, number);
+        let mut reader = wal::Reader::open(&path)?;
+        let mut records = 0u64;
+        loop {
+            let outcome = reader.next_outcome()?;
+            let (offset, reason) = match outcome {
+                ReadOutcome::Eof => break,
+                ReadOutcome::Record { offset, payload } => {
+                    if self.stop {
+                        continue;
+                    }
+                    match WriteBatch::from_data(payload) {
+                        Ok(batch) => {
+                            self.apply(batch, versions, edit)?;
+                            records += 1;
+                            continue;
+                        }
+                        Err(reason) => (offset, format!("bad batch: {reason}")),
+                    }
+                }
+                ReadOutcome::Bad { offset, reason, .. } => (offset, reason),
+            };
+            if self.stop {
+                continue;
+            }
+            match self.options.wal_recovery_mode {
+                WalRecoveryMode::AbsoluteConsistency => {
+                    return Err(Error::corruption(&path, offset, reason));
+                }
+                WalRecoveryMode::SkipAnyCorruptedRecords => {
+                    tracing::warn!(path = %path.display(), offset, %reason, "skipping damaged WAL record");
+                }
+                WalRecoveryMode::PointInTime => {
+                    tracing::warn!(path = %path.display(), offset, %reason, "WAL damaged; recovering to the point before it");
+                    self.stop = true;
+                }
+                WalRecoveryMode::TolerateCorruptedTail => {
+                    if !newest || has_valid_record_after(&mut reader)? {
+                        return Err(Error::corruption(&path, offset, reason));
+                    }
+                    tracing::warn!(path = %path.display(), offset, %reason, "dropping torn WAL tail");
+                    truncate(&path, offset)?;
+                    break;
+                }
+            }
+        }
+        tracing::debug!(wal = %number, records, "replayed WAL");
+        Ok(())
+    }
+
+    fn apply(
+        &mut self,
+        batch: WriteBatch,
+        versions: &mut VersionSet,
+        edit: &mut VersionEdit,
+    ) -> Result<()> {
+        let first = batch.seqno();
+        let count = batch.len() as u64;
+        if count > 0 {
+            let last = first
+                .checked_add(count - 1)
+                .ok_or(Error::SeqNoExhausted { last: first.get() })?;
+            self.max_seqno = self.max_seqno.max(last);
+        }
+        insert_batch(&self.mem, Bytes::from(batch.into_data()), first)?;
+        if self.mem.approximate_size() >= self.options.write_buffer_size {
+            self.flush_mem(versions, edit)?;
+        }
+        Ok(())
+    }
+
+    fn flush_mem(&mut self, versions: &mut VersionSet, edit: &mut VersionEdit) -> Result<()> {
+        if self.mem.is_empty() {
+            return Ok(());
+        }
+        let number = versions.new_file_number();
+        let mem = std::mem::take(&mut self.mem);
+        if let Some(meta) = write_level0_table(self.dir, self.options, &mem, number)? {
+            edit.add_file(0, meta);
+        }
+        Ok(())
+    }
+}
+
+/// True if any intact record follows the current position (the damage is not at the tail).
+fn has_valid_record_after(reader: &mut wal::Reader) -> Result<bool> {
+    loop {
+        match reader.next_outcome()? {
+            ReadOutcome::Record { .. } => return Ok(true),
+            ReadOutcome::Bad { .. } => {}
+            ReadOutcome::Eof => return Ok(false),
+        }
+    }
+}
+
+/// Cuts a WAL at `len` bytes and syncs it, so a second crash cannot resurrect the tail.
+fn truncate(path: &Path, len: u64) -> Result<()> {
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .ctx(path)?;
+    file.set_len(len).ctx(path)?;
+    file.sync_all().ctx(path)
+}

@@ -1,0 +1,198 @@
+//! Unit tests of the database handle. Larger randomized and crash tests live in
+//! `engine/tests/`.
+
+use super::*;
+use crate::Error;
+use crate::Options;
+
+fn tiny() -> Options {
+    Options::default()
+        .write_buffer_size(4096)
+        .block_size(128)
+        .block_restart_interval(2)
+}
+
+type TestResult = std::result::Result<(), Box<dyn std::error::Error>>;
+
+#[test]
+fn put_get_delete_and_reopen() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = Db::open(dir.path(), Options::default())?;
+    assert_eq!(db.get(b"missing")?, None);
+    db.put(b"k", b"v")?;
+    db.put(b"", b"empty key")?;
+    db.put(b"empty value", b"")?;
+    db.delete(b"k")?;
+    db.put(b"k2", b"v2")?;
+    assert_eq!(db.get(b"k")?, None);
+    assert_eq!(db.get(b"")?.as_deref(), Some(&b"empty key"[..]));
+    assert_eq!(db.get(b"empty value")?.as_deref(), Some(&b""[..]));
+    db.close()?;
+    let db = Db::open(dir.path(), Options::default())?;
+    assert_eq!(db.get(b"k")?, None);
+    assert_eq!(db.get(b"k2")?.as_deref(), Some(&b"v2"[..]));
+    assert_eq!(db.get(b"")?.as_deref(), Some(&b"empty key"[..]));
+    assert_eq!(db.get(b"empty value")?.as_deref(), Some(&b""[..]));
+    Ok(())
+}
+
+#[test]
+fn second_open_of_a_locked_directory_fails_with_locked() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = Db::open(dir.path(), Options::default())?;
+    match Db::open(dir.path(), Options::default()) {
+        Err(Error::Locked { path }) => assert!(path.ends_with("LOCK")),
+        other => panic!("expected Locked, got {other:?}"),
+    }
+    db.close()?;
+    // Released on close.
+    Db::open(dir.path(), Options::default())?.close()?;
+    Ok(())
+}
+
+#[test]
+fn oversize_key_or_value_is_refused_and_db_stays_usable() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = Db::open(dir.path(), Options::default().max_value_size(1000))?;
+    let big_key = vec![b'k'; crate::MAX_KEY_SIZE + 1];
+    let err = db
+        .put(&big_key, b"v")
+        .err()
+        .ok_or("oversize key accepted")?;
+    assert!(
+        matches!(err, Error::InvalidArgument(ref m) if m.contains("65536")),
+        "{err}"
+    );
+    let err = db
+        .put(b"k", &[0; 1001])
+        .err()
+        .ok_or("oversize value accepted")?;
+    assert!(
+        matches!(err, Error::InvalidArgument(ref m) if m.contains("max_value_size")),
+        "{err}"
+    );
+    // A batch with one bad entry writes nothing.
+    let mut batch = WriteBatch::new();
+    batch.put(b"good", b"1");
+    batch.put(b"bad", &[0; 1001]);
+    assert!(db.write(batch, &WriteOptions::default()).is_err());
+    assert_eq!(db.get(b"good")?, None);
+    db.put(&vec![b'k'; crate::MAX_KEY_SIZE], &[0; 1000])?;
+    assert_eq!(
+        db.get(&vec![b'k'; crate::MAX_KEY_SIZE])?.map(|v| v.len()),
+        Some(1000)
+    );
+    Ok(())
+}
+
+#[test]
+fn missing_directory_without_create_if_missing_is_an_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let r = Db::open(
+        dir.path().join("nope"),
+        Options::default().create_if_missing(false),
+    );
+    assert!(matches!(r, Err(Error::InvalidArgument(_))));
+}
+
+#[test]
+fn closed_handle_refuses_operations() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = Db::open(dir.path(), Options::default())?;
+    let clone = db.clone();
+    db.close()?;
+    assert!(matches!(clone.put(b"k", b"v"), Err(Error::Closed)));
+    assert!(matches!(clone.get(b"k"), Err(Error::Closed)));
+    Ok(())
+}
+
+#[test]
+fn data_larger_than_the_write_buffer_lives_in_tables() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = Db::open(dir.path(), tiny())?;
+    for i in 0..2000u32 {
+        db.put(
+            format!("key{i:05}").as_bytes(),
+            format!("value{i}").as_bytes(),
+        )?;
+    }
+    db.flush()?;
+    let tables = std::fs::read_dir(dir.path())?
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".sst"))
+        .count();
+    assert!(tables > 5, "expected many tables, found {tables}");
+    for i in (0..2000u32).step_by(7) {
+        let v = db.get(format!("key{i:05}").as_bytes())?;
+        assert_eq!(v.as_deref(), Some(format!("value{i}").as_bytes()));
+    }
+    let all: Vec<_> = db.iter(&ReadOptions::default()).collect::<Result<_>>()?;
+    assert_eq!(all.len(), 2000);
+    let rev: Vec<_> = db
+        .iter(&ReadOptions::default())
+        .rev()
+        .collect::<Result<_>>()?;
+    assert_eq!(rev.first(), all.last());
+    db.check_integrity()?;
+    db.close()?;
+    let db = Db::open(dir.path(), tiny())?;
+    assert_eq!(db.iter(&ReadOptions::default()).count(), 2000);
+    Ok(())
+}
+
+#[test]
+fn snapshot_reads_see_the_past() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = Db::open(dir.path(), tiny())?;
+    db.put(b"a", b"1")?;
+    let snap = db.snapshot();
+    db.put(b"a", b"2")?;
+    db.delete(b"a")?;
+    db.flush()?;
+    assert_eq!(
+        db.get_opt(&ReadOptions::at(&snap), b"a")?.as_deref(),
+        Some(&b"1"[..])
+    );
+    assert_eq!(db.get(b"a")?, None);
+    let at_snap: Vec<_> = db
+        .range(&ReadOptions::at(&snap), &b"a"[..]..=&b"z"[..])
+        .collect::<Result<_>>()?;
+    assert_eq!(at_snap, vec![(Bytes::from("a"), Bytes::from("1"))]);
+    Ok(())
+}
+
+#[test]
+fn range_honours_bounds() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = Db::open(dir.path(), Options::default())?;
+    for k in [&b"a"[..], b"b", b"c", b"d"] {
+        db.put(k, k)?;
+    }
+    fn keys(r: impl Iterator<Item = Result<(Bytes, Bytes)>>) -> Result<Vec<Bytes>> {
+        r.map(|kv| kv.map(|(k, _)| k)).collect()
+    }
+    let ro = ReadOptions::default();
+    assert_eq!(keys(db.range(&ro, &b"b"[..]..&b"d"[..]))?, vec!["b", "c"]);
+    assert_eq!(keys(db.range(&ro, &b"bb"[..]..))?, vec!["c", "d"]);
+    assert_eq!(keys(db.range(&ro, ..=&b"b"[..]).rev())?, vec!["b", "a"]);
+    Ok(())
+}
+
+#[test]
+fn sequence_numbers_survive_clean_reopen_with_empty_wal() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = Db::open(dir.path(), Options::default())?;
+    db.put(b"a", b"1")?;
+    db.flush()?;
+    let s1 = db.snapshot().seqno();
+    db.close()?;
+    let db = Db::open(dir.path(), Options::default())?;
+    assert!(db.snapshot().seqno() >= s1);
+    db.put(b"a", b"2")?;
+    assert!(db.snapshot().seqno() > s1);
+    assert_eq!(db.get(b"a")?.as_deref(), Some(&b"2"[..]));
+    db.close()?;
+    let db = Db::open(dir.path(), Options::default())?;
+    assert_eq!(db.get(b"a")?.as_deref(), Some(&b"2"[..]));
+    Ok(())
+}

@@ -1,0 +1,301 @@
+//! The write path: batch → WAL → memtable, with group commit.
+//!
+//! Writers queue their batches. The first writer to find no active leader becomes the leader:
+//! it takes every queued batch (up to [`MAX_GROUP_BYTES`]), assigns them consecutive sequence
+//! numbers, appends them to the WAL as **one** record with one `write` call, fsyncs once if any
+//! member asked for `sync`, inserts them into the memtable, publishes the new visible sequence
+//! number, wakes the members, and hands leadership to the next queued writer. So concurrent
+//! synced writers share fsyncs instead of paying one each.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use bytes::Bytes;
+use parking_lot::{Condvar, Mutex};
+
+use super::state::{DbInner, ImmMemTable, LogState, SuperVersion, share_error};
+use crate::batch::WriteBatch;
+use crate::error::{Error, Result};
+use crate::filename;
+use crate::memtable::MemTable;
+use crate::options::MAX_KEY_SIZE;
+use crate::types::{SeqNo, ValueKind};
+use crate::wal;
+
+/// Largest group a leader assembles, in encoded bytes. Bounds the latency a small write pays
+/// for riding along with big ones (LevelDB uses 1 MiB).
+const MAX_GROUP_BYTES: usize = 1 << 20;
+
+/// A queued write and the slot its writer waits on.
+pub(crate) struct PendingWrite {
+    batch: WriteBatch,
+    sync: bool,
+    slot: Arc<Slot>,
+}
+
+enum SlotState {
+    Waiting,
+    /// This writer must lead the next group.
+    Leader,
+    Done(Result<()>),
+}
+
+struct Slot {
+    state: Mutex<SlotState>,
+    cv: Condvar,
+}
+
+impl Slot {
+    fn set(&self, state: SlotState) {
+        *self.state.lock() = state;
+        self.cv.notify_one();
+    }
+}
+
+impl DbInner {
+    /// Commits `batch`; see [`crate::Db::write`].
+    pub(crate) fn write(&self, batch: WriteBatch, sync: bool) -> Result<()> {
+        self.check_writable()?;
+        self.validate_batch(&batch)?;
+        if batch.is_empty() && !sync {
+            return Ok(());
+        }
+        let slot = Arc::new(Slot {
+            state: Mutex::new(SlotState::Waiting),
+            cv: Condvar::new(),
+        });
+        {
+            let mut q = self.queue.lock();
+            let lead = !q.leader_active;
+            q.leader_active = true;
+            q.pending.push_back(PendingWrite {
+                batch,
+                sync,
+                slot: Arc::clone(&slot),
+            });
+            if lead {
+                *slot.state.lock() = SlotState::Leader;
+            }
+        }
+        let mut state = slot.state.lock();
+        loop {
+            match std::mem::replace(&mut *state, SlotState::Waiting) {
+                SlotState::Waiting => slot.cv.wait(&mut state),
+                SlotState::Done(result) => return result,
+                SlotState::Leader => {
+                    drop(state);
+                    return self.lead_group(&slot);
+                }
+            }
+        }
+    }
+
+    fn validate_batch(&self, batch: &WriteBatch) -> Result<()> {
+        for entry in batch.iter() {
+            let (_, key, value) = entry.map_err(Error::InvalidArgument)?;
+            if key.len() > MAX_KEY_SIZE {
+                return Err(Error::InvalidArgument(format!(
+                    "key of {} bytes exceeds the limit of {MAX_KEY_SIZE} bytes",
+                    key.len()
+                )));
+            }
+            if value.len() > self.options.max_value_size {
+                return Err(Error::InvalidArgument(format!(
+                    "value of {} bytes exceeds max_value_size ({} bytes)",
+                    value.len(),
+                    self.options.max_value_size
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs one commit group as leader, then passes leadership on. Returns the leader's own
+    /// result.
+    fn lead_group(&self, me: &Arc<Slot>) -> Result<()> {
+        let mut group = {
+            let mut q = self.queue.lock();
+            let mut group = Vec::new();
+            let mut bytes = 0;
+            while let Some(front) = q.pending.front() {
+                let size = front.batch.size_bytes();
+                if !group.is_empty() && bytes + size > MAX_GROUP_BYTES {
+                    break;
+                }
+                bytes += size;
+                if let Some(w) = q.pending.pop_front() {
+                    group.push(w);
+                }
+            }
+            group
+        };
+        let result = self.commit_group(&mut group);
+        let mut mine = None;
+        for w in group {
+            let r = match &result {
+                Ok(()) => Ok(()),
+                Err(e) => Err(share_error(e)),
+            };
+            if Arc::ptr_eq(&w.slot, me) {
+                mine = Some(r);
+            } else {
+                w.slot.set(SlotState::Done(r));
+            }
+        }
+        {
+            let mut q = self.queue.lock();
+            match q.pending.front() {
+                Some(next) => next.slot.set(SlotState::Leader),
+                None => q.leader_active = false,
+            }
+        }
+        mine.unwrap_or(result)
+    }
+
+    fn commit_group(&self, group: &mut [PendingWrite]) -> Result<()> {
+        self.check_writable()?;
+        let count: usize = group.iter().map(|w| w.batch.len()).sum();
+        let sync = group.iter().any(|w| w.sync);
+        let mut log = self.log.lock();
+        self.make_room_for_write(&mut log, false)?;
+        let first = SeqNo(log.last_seqno.get() + 1);
+        let last = log
+            .last_seqno
+            .checked_add(count as u64)
+            .ok_or(Error::SeqNoExhausted {
+                last: log.last_seqno.get(),
+            })?;
+        // One WAL record for the whole group.
+        let mut data = if let [only] = group {
+            std::mem::take(&mut only.batch).into_data()
+        } else {
+            let mut combined =
+                WriteBatch::with_capacity(group.iter().map(|w| w.batch.size_bytes()).sum());
+            for w in group.iter() {
+                combined.append(&w.batch);
+            }
+            combined.into_data()
+        };
+        data[0..8].copy_from_slice(&first.get().to_le_bytes());
+        if count > 0 {
+            let wal = log.wal.as_mut().ok_or(Error::Closed)?;
+            if let Err(e) = wal.add_record(&data) {
+                self.set_poison(format!("WAL append failed: {e}"));
+                return Err(e);
+            }
+            self.stats
+                .wal_bytes
+                .fetch_add(data.len() as u64, Ordering::Relaxed);
+        }
+        if sync {
+            let wal = log.wal.as_mut().ok_or(Error::Closed)?;
+            if let Err(e) = wal.sync() {
+                self.set_poison(format!("WAL fsync failed: {e}"));
+                return Err(e);
+            }
+            self.stats.wal_syncs.fetch_add(1, Ordering::Relaxed);
+        }
+        self.stats.write_groups.fetch_add(1, Ordering::Relaxed);
+        // Insert into the active memtable, sharing one buffer for all keys and values.
+        let mem = Arc::clone(&self.super_version().mem);
+        insert_batch(&mem, Bytes::from(data), first)?;
+        log.last_seqno = last;
+        self.visible_seqno.store(last.get(), Ordering::Release);
+        Ok(())
+    }
+
+    /// Ensures the active memtable has room: when it is full (or `force` and non-empty), freezes
+    /// it into an immutable memtable, starts a new WAL and wakes the flush thread. Waits while
+    /// `max_write_buffer_number` memtables are already in memory.
+    pub(crate) fn make_room_for_write(&self, log: &mut LogState, force: bool) -> Result<()> {
+        loop {
+            self.check_writable()?;
+            let sv = self.super_version();
+            let full = sv.mem.approximate_size() >= self.options.write_buffer_size;
+            if !(full || force && !sv.mem.is_empty()) {
+                return Ok(());
+            }
+            if sv.imms.len() + 1 >= self.options.max_write_buffer_number {
+                // Stall until the flush thread frees a slot.
+                let start = Instant::now();
+                let mut bg = self.bg.lock();
+                let seen = bg.flushes_done;
+                while bg.flushes_done == seen && !bg.shutting_down && !self.is_poisoned() {
+                    self.bg_cv.wait(&mut bg);
+                }
+                let micros = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
+                self.stats.stall_micros.fetch_add(micros, Ordering::Relaxed);
+                if bg.shutting_down {
+                    return Err(Error::Closed);
+                }
+                continue;
+            }
+            self.switch_memtable(log, &sv)?;
+            return Ok(());
+        }
+    }
+
+    fn switch_memtable(&self, log: &mut LogState, sv: &SuperVersion) -> Result<()> {
+        let number = self.versions.lock().new_file_number();
+        let path = filename::wal_path(&self.dir, number);
+        let new_wal = match wal::Writer::create(&path) {
+            Ok(w) => w,
+            Err(e) => {
+                self.set_poison(format!("creating WAL failed: {e}"));
+                return Err(e);
+            }
+        };
+        // The old WAL is synced so a synced write in the new WAL implies every earlier write is
+        // durable too (recovery replays logs in order and must not find holes).
+        if let Some(old) = log.wal.as_mut()
+            && let Err(e) = old.sync()
+        {
+            self.set_poison(format!("WAL fsync failed: {e}"));
+            return Err(e);
+        }
+        filename::sync_dir(&self.dir)?;
+        let imm = Arc::new(ImmMemTable {
+            mem: Arc::clone(&sv.mem),
+            wal_number: log.wal_number,
+        });
+        tracing::debug!(
+            wal = %log.wal_number,
+            size_bytes = sv.mem.approximate_size(),
+            entries = sv.mem.len(),
+            "freezing memtable"
+        );
+        log.wal = Some(new_wal);
+        log.wal_number = number;
+        {
+            let mut guard = self.super_version.write();
+            let mut imms = Vec::with_capacity(guard.imms.len() + 1);
+            imms.push(imm);
+            imms.extend(guard.imms.iter().cloned());
+            *guard = Arc::new(SuperVersion {
+                mem: Arc::new(MemTable::new()),
+                imms,
+                version: Arc::clone(&guard.version),
+            });
+        }
+        self.bg_cv.notify_all();
+        Ok(())
+    }
+}
+
+/// Inserts a batch's entries (in its encoded form) into `mem`, entry `i` at `first + i`, with
+/// keys and values sharing `data`'s buffer.
+pub(crate) fn insert_batch(mem: &MemTable, data: Bytes, first: SeqNo) -> Result<()> {
+    let mut seqno = first;
+    for entry in crate::batch::entries(&data) {
+        let (kind, key, value) = entry.map_err(Error::InvalidArgument)?;
+        let value = if kind == ValueKind::Delete {
+            Bytes::new()
+        } else {
+            data.slice_ref(value)
+        };
+        mem.add_bytes(seqno, kind, data.slice_ref(key), value);
+        seqno = SeqNo(seqno.get() + 1);
+    }
+    Ok(())
+}

@@ -1,0 +1,309 @@
+//! A bidirectional cursor over one block (grammar in the parent module).
+//!
+//! Seeks binary-search the restart array, then scan forward. `prev` rescans from the restart
+//! point before the current entry, as entries can only be decoded forwards.
+
+use std::cmp::Ordering;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::Block;
+use crate::coding::get_varint64;
+use crate::error::Result;
+use crate::iterator::InternalIterator;
+use crate::types::{InternalKeyRef, SeqNo, TRAILER_LEN, ValueKind};
+
+/// Cursor over a [`Block`]'s entries in internal-key order. Owns an `Arc` of the block, so it
+/// is `Send` and outlives the cache entry it came from.
+///
+/// Any malformed entry makes the moving call return [`crate::Error::Corruption`] (naming the
+/// file and block offset) and leaves the iterator invalid.
+#[derive(Debug)]
+pub struct BlockIter {
+    block: Arc<Block>,
+    valid: bool,
+    /// In-block offset of the current entry.
+    current: usize,
+    /// In-block offset just past the current entry.
+    next: usize,
+    /// Index of the restart region holding the current entry.
+    restart_index: usize,
+    /// The current entry's full encoded internal key.
+    key: Vec<u8>,
+    seqno: SeqNo,
+    kind: ValueKind,
+    /// The current value as `data[value_start..value_end]`.
+    value_start: usize,
+    value_end: usize,
+}
+
+/// Header of one entry, parsed but not applied.
+struct EntryHeader {
+    shared: usize,
+    delta_start: usize,
+    delta_end: usize,
+    value_end: usize,
+}
+
+impl BlockIter {
+    pub(super) fn new(block: Arc<Block>) -> Self {
+        BlockIter {
+            block,
+            valid: false,
+            current: 0,
+            next: 0,
+            restart_index: 0,
+            key: Vec::new(),
+            seqno: SeqNo::ZERO,
+            kind: ValueKind::Delete,
+            value_start: 0,
+            value_end: 0,
+        }
+    }
+
+    /// The current value as a zero-copy slice of the block. Requires `valid()`.
+    pub fn value_bytes(&self) -> Bytes {
+        self.block.data.slice(self.value_start..self.value_end)
+    }
+
+    /// The current encoded internal key. Requires `valid()`.
+    pub fn encoded_key(&self) -> &[u8] {
+        &self.key
+    }
+
+    fn invalidate(&mut self) {
+        self.valid = false;
+        self.key.clear();
+        self.current = self.block.data_end;
+        self.next = self.block.data_end;
+    }
+
+    /// Parses the entry header at `at`.
+    fn parse_header(&self, at: usize) -> Result<EntryHeader> {
+        let block = &*self.block;
+        let bad = |what: &str| block.corruption(at, what);
+        let src = block
+            .data
+            .get(at..block.data_end)
+            .ok_or_else(|| bad("entry offset"))?;
+        let mut pos = 0;
+        let mut field = || -> Result<usize> {
+            let (v, n) = src
+                .get(pos..)
+                .and_then(get_varint64)
+                .ok_or_else(|| bad("truncated entry header"))?;
+            pos += n;
+            usize::try_from(v).map_err(|_| bad("entry length overflows"))
+        };
+        let shared = field()?;
+        let non_shared = field()?;
+        let value_len = field()?;
+        let delta_start = at + pos;
+        let delta_end = delta_start
+            .checked_add(non_shared)
+            .ok_or_else(|| bad("entry length overflows"))?;
+        let value_end = delta_end
+            .checked_add(value_len)
+            .filter(|&e| e <= block.data_end)
+            .ok_or_else(|| bad("entry runs past the restart array"))?;
+        Ok(EntryHeader {
+            shared,
+            delta_start,
+            delta_end,
+            value_end,
+        })
+    }
+
+    /// Parses the entry at `at` on top of the current key (empty at a restart point) and makes
+    /// it current.
+    fn parse_entry_at(&mut self, at: usize) -> Result<()> {
+        match self.try_parse_entry_at(at) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                self.invalidate();
+                Err(e)
+            }
+        }
+    }
+
+    fn try_parse_entry_at(&mut self, at: usize) -> Result<()> {
+        let h = self.parse_header(at)?;
+        let mut region = self.restart_index;
+        while region + 1 < self.block.num_restarts && self.block.restart_point(region + 1) <= at {
+            region += 1;
+        }
+        if h.shared != 0 && self.block.restart_point(region) == at {
+            return Err(self.block.corruption(at, "restart entry shares a prefix"));
+        }
+        if h.shared > self.key.len() {
+            return Err(self
+                .block
+                .corruption(at, "shared prefix longer than the previous key"));
+        }
+        let delta = self
+            .block
+            .data
+            .get(h.delta_start..h.delta_end)
+            .ok_or_else(|| self.block.corruption(at, "key runs past the block"))?;
+        self.key.truncate(h.shared);
+        self.key.extend_from_slice(delta);
+        let Some(k) = InternalKeyRef::decode(&self.key) else {
+            return Err(self.block.corruption(at, "malformed internal key"));
+        };
+        (self.seqno, self.kind) = (k.seqno, k.kind);
+        self.restart_index = region;
+        self.current = at;
+        self.next = h.value_end;
+        self.value_start = h.delta_end;
+        self.value_end = h.value_end;
+        self.valid = true;
+        Ok(())
+    }
+
+    /// Positions on restart point `i`'s entry (its key is stored whole).
+    fn seek_to_restart(&mut self, i: usize) -> Result<()> {
+        self.key.clear();
+        self.restart_index = i;
+        let at = self.block.restart_point(i);
+        if at >= self.block.data_end {
+            self.invalidate();
+            return Ok(());
+        }
+        self.parse_entry_at(at)
+    }
+
+    /// Key stored at restart point `i`, decoded without moving the cursor.
+    fn restart_key(&self, i: usize) -> Result<InternalKeyRef<'_>> {
+        let at = self.block.restart_point(i);
+        let h = self.parse_header(at)?;
+        if h.shared != 0 {
+            return Err(self.block.corruption(at, "restart entry shares a prefix"));
+        }
+        self.block
+            .data
+            .get(h.delta_start..h.delta_end)
+            .and_then(InternalKeyRef::decode)
+            .ok_or_else(|| self.block.corruption(at, "malformed internal key"))
+    }
+
+    fn step_forward(&mut self) -> Result<()> {
+        if self.next >= self.block.data_end {
+            self.invalidate();
+            return Ok(());
+        }
+        self.parse_entry_at(self.next)
+    }
+}
+
+impl InternalIterator for BlockIter {
+    fn valid(&self) -> bool {
+        self.valid
+    }
+
+    fn seek_to_first(&mut self) -> Result<()> {
+        self.seek_to_restart(0)
+    }
+
+    fn seek_to_last(&mut self) -> Result<()> {
+        self.seek_to_restart(self.block.num_restarts - 1)?;
+        while self.valid && self.next < self.block.data_end {
+            self.step_forward()?;
+        }
+        Ok(())
+    }
+
+    fn seek(&mut self, target: InternalKeyRef<'_>) -> Result<()> {
+        if self.block.is_empty() {
+            self.invalidate();
+            return Ok(());
+        }
+        // Last restart point whose key is < target (or 0).
+        let (mut lo, mut hi) = (0, self.block.num_restarts - 1);
+        while lo < hi {
+            let mid = lo + (hi - lo).div_ceil(2);
+            let ord = match self.restart_key(mid) {
+                Ok(k) => k.cmp(&target),
+                Err(e) => {
+                    self.invalidate();
+                    return Err(e);
+                }
+            };
+            if ord == Ordering::Less {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        self.seek_to_restart(lo)?;
+        while self.valid && self.key() < target {
+            self.step_forward()?;
+        }
+        Ok(())
+    }
+
+    fn seek_for_prev(&mut self, target: InternalKeyRef<'_>) -> Result<()> {
+        self.seek(target)?;
+        if !self.valid {
+            return self.seek_to_last();
+        }
+        if self.key() > target {
+            self.prev()?;
+        }
+        Ok(())
+    }
+
+    fn next(&mut self) -> Result<()> {
+        debug_assert!(self.valid, "next on an invalid iterator");
+        if !self.valid {
+            return Ok(());
+        }
+        self.step_forward()
+    }
+
+    fn prev(&mut self) -> Result<()> {
+        debug_assert!(self.valid, "prev on an invalid iterator");
+        if !self.valid {
+            return Ok(());
+        }
+        let original = self.current;
+        // The restart region that starts strictly before the current entry.
+        let mut region = self.restart_index;
+        while self.block.restart_point(region) >= original {
+            if region == 0 {
+                self.invalidate();
+                return Ok(());
+            }
+            region -= 1;
+        }
+        self.seek_to_restart(region)?;
+        while self.valid && self.next < original {
+            self.step_forward()?;
+        }
+        if self.valid && self.next != original {
+            let at = self.current;
+            self.invalidate();
+            return Err(self
+                .block
+                .corruption(at, "entries do not chain to the previous position"));
+        }
+        Ok(())
+    }
+
+    fn key(&self) -> InternalKeyRef<'_> {
+        debug_assert!(self.valid, "key on an invalid iterator");
+        let user_key = self
+            .key
+            .get(..self.key.len().saturating_sub(TRAILER_LEN))
+            .unwrap_or_default();
+        InternalKeyRef::new(user_key, self.seqno, self.kind)
+    }
+
+    fn value(&self) -> &[u8] {
+        debug_assert!(self.valid, "value on an invalid iterator");
+        self.block
+            .data
+            .get(self.value_start..self.value_end)
+            .unwrap_or_default()
+    }
+}

@@ -1,0 +1,125 @@
+//! Blocks: sorted, prefix-compressed entries with restart points (data and index blocks).
+//!
+//! Spec: `docs/format/sstable.md`, section 3.
+//!
+//! ```text
+//! block        := entry* restarts num_restarts
+//! entry        := shared: varint | non_shared: varint | value_len: varint
+//!                 | key_delta: u8[non_shared] | value: u8[value_len]
+//! restarts     := restart: u32 LE * num_restarts      (entry offsets; restarts[0] == 0)
+//! num_restarts := u32 LE                              (>= 1)
+//! ```
+//!
+//! Keys are encoded internal keys and are compared with internal-key order, never as raw bytes.
+
+mod builder;
+mod iter;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+pub use builder::BlockBuilder;
+pub use iter::BlockIter;
+
+use crate::coding::get_fixed32;
+use crate::error::{Error, Result};
+
+/// A decoded (uncompressed) block whose restart array has been checked. Shared between the
+/// block cache and iterators through `Arc`; immutable.
+#[derive(Debug)]
+pub struct Block {
+    /// The whole contents: entries, restart array, restart count.
+    data: Bytes,
+    /// End of the entries = start of the restart array.
+    data_end: usize,
+    /// Number of restart points (>= 1).
+    num_restarts: usize,
+    /// The file the block came from, for error messages.
+    file: Arc<Path>,
+    /// The block's byte offset in `file`, for error messages.
+    offset: u64,
+}
+
+impl Block {
+    /// Checks the restart array of `data` (a block's uncompressed contents, read at `offset` of
+    /// `file`) and wraps it.
+    ///
+    /// # Errors
+    /// [`Error::Corruption`] naming `file` and `offset` if the contents are shorter than 4
+    /// bytes, the restart count is 0 or does not fit, or the restarts are not strictly
+    /// increasing offsets below the restart array starting at 0.
+    pub fn new(data: Bytes, file: Arc<Path>, offset: u64) -> Result<Block> {
+        let corrupt = |reason: String| Error::corruption(&*file, offset, reason);
+        let len = data.len();
+        let count = len
+            .checked_sub(4)
+            .and_then(|at| get_fixed32(&data, at))
+            .ok_or_else(|| corrupt(format!("block of {len} bytes has no restart count")))?;
+        let num_restarts = usize::try_from(count).map_err(|_| corrupt("restart count".into()))?;
+        let array_len = num_restarts
+            .checked_mul(4)
+            .and_then(|n| n.checked_add(4))
+            .filter(|&n| n <= len && num_restarts >= 1)
+            .ok_or_else(|| corrupt(format!("bad restart count {count} for a {len}-byte block")))?;
+        let data_end = len - array_len;
+        let mut prev: Option<usize> = None;
+        for i in 0..num_restarts {
+            let r = get_fixed32(&data, data_end + 4 * i)
+                .and_then(|r| usize::try_from(r).ok())
+                .ok_or_else(|| corrupt("short restart array".into()))?;
+            let ok = match prev {
+                None => r == 0 && (data_end > 0 || num_restarts == 1),
+                Some(p) => r > p && r < data_end,
+            };
+            if !ok {
+                return Err(corrupt(format!(
+                    "restart point {i} at in-block offset {r} is out of order or out of range (entries end at {data_end})"
+                )));
+            }
+            prev = Some(r);
+        }
+        Ok(Block {
+            data,
+            data_end,
+            num_restarts,
+            file,
+            offset,
+        })
+    }
+
+    /// Size of the uncompressed contents, in bytes (what the block cache charges).
+    pub fn size_bytes(&self) -> usize {
+        self.data.len()
+    }
+
+    /// True if the block has no entries.
+    pub fn is_empty(&self) -> bool {
+        self.data_end == 0
+    }
+
+    /// A cursor over the block's entries (not positioned until a seek).
+    pub fn iter(self: &Arc<Self>) -> BlockIter {
+        BlockIter::new(Arc::clone(self))
+    }
+
+    /// In-block offset of restart point `i`; `i < num_restarts` (checked in `new`).
+    fn restart_point(&self, i: usize) -> usize {
+        get_fixed32(&self.data, self.data_end + 4 * i)
+            .and_then(|r| usize::try_from(r).ok())
+            .unwrap_or(self.data_end)
+    }
+
+    /// A [`Error::Corruption`] for this block, `at` bytes into it.
+    fn corruption(&self, at: usize, what: &str) -> Error {
+        Error::corruption(
+            &*self.file,
+            self.offset,
+            format!("{what} (at in-block offset {at})"),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests;

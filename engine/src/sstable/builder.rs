@@ -1,0 +1,342 @@
+//! Writes a table file: data blocks, filter, properties, index, footer.
+//!
+//! Spec: `docs/format/sstable.md`. The index entry of a data block is written only when the
+//! next key (or `finish`) arrives, so the separator can be shortened against it.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use super::block::BlockBuilder;
+use super::filter::FilterBuilder;
+use super::format::{BLOCK_TRAILER_LEN, BlockHandle, Footer, block_trailer, maybe_compress};
+use super::properties::TableProperties;
+use crate::error::{IoContext, Result};
+use crate::types::{InternalKeyRef, SeqNo, TRAILER_LEN, ValueKind};
+
+/// Restart interval of the index block: every index entry is a restart point, so seeks
+/// binary-search index entries directly.
+pub(crate) const INDEX_RESTART_INTERVAL: usize = 1;
+
+/// Size of the write buffer in front of the file, in bytes.
+const WRITE_BUFFER_BYTES: usize = 256 << 10;
+
+/// How a [`TableBuilder`] lays out a table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TableBuilderOptions {
+    /// Uncompressed bytes of entries after which a data block is cut. See
+    /// [`crate::Options::block_size`].
+    pub block_size: usize,
+    /// Keys between restart points in data blocks (0 is treated as 1).
+    pub block_restart_interval: usize,
+    /// Bloom filter bits per distinct user key; 0 = no filter block.
+    pub bloom_bits_per_key: u32,
+    /// Compress data, index and properties blocks with LZ4 when that saves at least 12.5%.
+    pub compression: bool,
+}
+
+impl TableBuilderOptions {
+    /// The table layout `o` asks for.
+    pub fn from_options(o: &crate::Options) -> Self {
+        TableBuilderOptions {
+            block_size: o.block_size,
+            block_restart_interval: o.block_restart_interval,
+            bloom_bits_per_key: o.bloom_bits_per_key,
+            compression: o.compression,
+        }
+    }
+}
+
+impl Default for TableBuilderOptions {
+    fn default() -> Self {
+        TableBuilderOptions::from_options(&crate::Options::default())
+    }
+}
+
+/// Writes one SSTable. Add entries in strictly increasing internal-key order, then call
+/// [`TableBuilder::finish`] (or [`TableBuilder::abandon`] to delete the partial file). Dropping
+/// a builder without either leaves a partial file behind.
+#[derive(Debug)]
+pub struct TableBuilder {
+    path: PathBuf,
+    file: BufWriter<File>,
+    opts: TableBuilderOptions,
+    /// Bytes handed to `file` so far (the offset of the next block).
+    offset: u64,
+    data_block: BlockBuilder,
+    index_block: BlockBuilder,
+    filter: Option<FilterBuilder>,
+    props: TableProperties,
+    /// The last key added, encoded (empty before the first add).
+    last_key: Vec<u8>,
+    /// Handle of the last data block written, whose index entry waits for the next key.
+    pending_index: Option<BlockHandle>,
+    compress_scratch: Vec<u8>,
+    separator_scratch: Vec<u8>,
+}
+
+impl TableBuilder {
+    /// Writes to a new file at `path` (which must not exist).
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming `path` (including when it already exists).
+    pub fn create(path: &Path, opts: TableBuilderOptions) -> Result<TableBuilder> {
+        let file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .ctx(path)?;
+        let props = TableProperties {
+            filter_bits_per_key: opts.bloom_bits_per_key,
+            ..TableProperties::default()
+        };
+        Ok(TableBuilder {
+            path: path.to_path_buf(),
+            file: BufWriter::with_capacity(WRITE_BUFFER_BYTES, file),
+            opts,
+            offset: 0,
+            data_block: BlockBuilder::new(opts.block_restart_interval),
+            index_block: BlockBuilder::new(INDEX_RESTART_INTERVAL),
+            filter: (opts.bloom_bits_per_key > 0)
+                .then(|| FilterBuilder::new(opts.bloom_bits_per_key)),
+            props,
+            last_key: Vec::new(),
+            pending_index: None,
+            compress_scratch: Vec::new(),
+            separator_scratch: Vec::new(),
+        })
+    }
+
+    /// Appends an entry. Keys must be strictly increasing in internal-key order (checked with
+    /// `debug_assert!`).
+    ///
+    /// # Errors
+    /// [`Error::Io`] if writing a finished block fails; [`Error::InvalidArgument`] for an entry
+    /// too large for a block (4 GiB). After an error, call [`TableBuilder::abandon`].
+    pub fn add(&mut self, key: InternalKeyRef<'_>, value: &[u8]) -> Result<()> {
+        let new_user_key = self.props.num_entries == 0 || {
+            let last = InternalKeyRef::decode(&self.last_key);
+            debug_assert!(
+                last.is_some_and(|l| l < key),
+                "table keys must be strictly increasing"
+            );
+            last.is_none_or(|l| l.user_key != key.user_key)
+        };
+        if let Some(handle) = self.pending_index.take() {
+            shortest_separator(&self.last_key, key, &mut self.separator_scratch);
+            self.add_index_entry(handle)?;
+        }
+        self.last_key.clear();
+        key.encode_into(&mut self.last_key);
+        self.data_block.add(&self.last_key, value)?;
+        if new_user_key && let Some(f) = &mut self.filter {
+            f.add_key(key.user_key);
+        }
+        self.props.record(key, value.len());
+        if self.data_block.size_estimate() >= self.opts.block_size {
+            self.flush_data_block()?;
+        }
+        Ok(())
+    }
+
+    /// Bytes written so far plus the uncompressed size of the block being filled, to cut output
+    /// files at a target size.
+    pub fn estimated_size(&self) -> u64 {
+        self.offset + self.data_block.size_estimate() as u64
+    }
+
+    /// Entries added so far.
+    pub fn num_entries(&self) -> u64 {
+        self.props.num_entries
+    }
+
+    /// Writes the remaining blocks and the footer, fsyncs the file, and returns the table's
+    /// properties and its size in bytes. A table with no entries is valid (no data blocks).
+    /// The directory entry is not synced: sync the directory (`filename::sync_dir`) before the
+    /// table is recorded in the manifest.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the file; the partial file is left for the caller to delete (the
+    /// builder is consumed, so use the path it was created with).
+    pub fn finish(mut self) -> Result<(TableProperties, u64)> {
+        self.flush_data_block()?;
+        if let Some(handle) = self.pending_index.take() {
+            short_successor(&self.last_key, &mut self.separator_scratch);
+            self.add_index_entry(handle)?;
+        }
+        let mut footer = Footer::default();
+        if let Some(blob) = self
+            .filter
+            .as_ref()
+            .map(FilterBuilder::finish)
+            .transpose()?
+            .flatten()
+        {
+            // Bloom bits are random: never worth compressing.
+            footer.filter = self.write_block(&blob, false)?;
+        }
+        if let Some(last) = InternalKeyRef::decode(&self.last_key) {
+            self.props.largest_key = last.to_owned();
+        }
+        let mut encoded = Vec::new();
+        self.props.encode_into(&mut encoded);
+        footer.properties = self.write_block(&encoded, self.opts.compression)?;
+        let mut index = std::mem::replace(&mut self.index_block, BlockBuilder::new(1));
+        footer.index = self.write_block_from(&mut index)?;
+        self.write_raw(&footer.encode())?;
+        self.file.flush().ctx(&self.path)?;
+        self.file.get_ref().sync_all().ctx(&self.path)?;
+        tracing::debug!(
+            path = %self.path.display(),
+            entries = self.props.num_entries,
+            data_blocks = self.props.num_data_blocks,
+            size_bytes = self.offset,
+            "finished table"
+        );
+        Ok((self.props, self.offset))
+    }
+
+    /// Deletes the partial file (on error paths). Best effort: a failure to delete is logged.
+    pub fn abandon(self) {
+        let TableBuilder { path, file, .. } = self;
+        drop(file);
+        if let Err(e) = std::fs::remove_file(&path) {
+            tracing::warn!(path = %path.display(), error = %e, "could not delete abandoned table");
+        }
+    }
+
+    fn add_index_entry(&mut self, handle: BlockHandle) -> Result<()> {
+        let mut value = Vec::with_capacity(BlockHandle::MAX_ENCODED_LEN);
+        handle.encode_into(&mut value);
+        self.index_block.add(&self.separator_scratch, &value)
+    }
+
+    fn flush_data_block(&mut self) -> Result<()> {
+        if self.data_block.is_empty() {
+            return Ok(());
+        }
+        let mut block = std::mem::replace(&mut self.data_block, BlockBuilder::new(1));
+        let handle = self.write_block_from(&mut block);
+        block.reset();
+        self.data_block = block;
+        let handle = handle?;
+        self.props.num_data_blocks += 1;
+        self.props.data_bytes += handle.size + BLOCK_TRAILER_LEN as u64;
+        self.pending_index = Some(handle);
+        Ok(())
+    }
+
+    fn write_block_from(&mut self, block: &mut BlockBuilder) -> Result<BlockHandle> {
+        let compress = self.opts.compression;
+        self.write_block(block.finish(), compress)
+    }
+
+    /// Writes `raw` as a block (maybe compressed) with its trailer; returns its handle.
+    fn write_block(&mut self, raw: &[u8], compress: bool) -> Result<BlockHandle> {
+        let mut scratch = std::mem::take(&mut self.compress_scratch);
+        let (ty, stored) = maybe_compress(raw, compress, &mut scratch);
+        let handle = BlockHandle::new(self.offset, stored.len() as u64);
+        let trailer = block_trailer(stored, ty);
+        let result = self
+            .write_raw(stored)
+            .and_then(|()| self.write_raw(&trailer));
+        self.compress_scratch = scratch;
+        result.map(|()| handle)
+    }
+
+    fn write_raw(&mut self, bytes: &[u8]) -> Result<()> {
+        self.file.write_all(bytes).ctx(&self.path)?;
+        self.offset += bytes.len() as u64;
+        Ok(())
+    }
+}
+
+/// Sets `out` to an encoded internal key `sep` with `last <= sep < next` (`last` encoded, both
+/// in internal-key order), shortened on the user key when possible (LevelDB's
+/// `FindShortestSeparator`): `a[..p] ++ [a[p] + 1]` with trailer (`SeqNo::MAX`, `FOR_SEEK`).
+pub(crate) fn shortest_separator(last: &[u8], next: InternalKeyRef<'_>, out: &mut Vec<u8>) {
+    out.clear();
+    out.extend_from_slice(last);
+    let Some(a) = last.get(..last.len().saturating_sub(TRAILER_LEN)) else {
+        return;
+    };
+    let b = next.user_key;
+    let p = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+    let (Some(&ap), Some(&bp)) = (a.get(p), b.get(p)) else {
+        return; // one is a prefix of the other (or equal): nothing shorter fits
+    };
+    if ap < 0xff && ap + 1 < bp {
+        let mut user = a[..p].to_vec();
+        user.push(ap + 1);
+        debug_assert!(user.as_slice() > a && user.as_slice() < b);
+        out.clear();
+        InternalKeyRef::new(&user, SeqNo::MAX, ValueKind::FOR_SEEK).encode_into(out);
+    }
+}
+
+/// Sets `out` to an encoded internal key `>= last`, shortened on the user key when possible
+/// (LevelDB's `FindShortSuccessor`): the first non-0xFF byte incremented, the rest dropped.
+pub(crate) fn short_successor(last: &[u8], out: &mut Vec<u8>) {
+    out.clear();
+    out.extend_from_slice(last);
+    let Some(a) = last.get(..last.len().saturating_sub(TRAILER_LEN)) else {
+        return;
+    };
+    if let Some(p) = a.iter().position(|&b| b != 0xff) {
+        let mut user = a[..p].to_vec();
+        user.push(a[p] + 1);
+        out.clear();
+        InternalKeyRef::new(&user, SeqNo::MAX, ValueKind::FOR_SEEK).encode_into(out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ik(user: &[u8], seq: u64) -> Vec<u8> {
+        InternalKeyRef::new(user, SeqNo(seq), ValueKind::Put).encode()
+    }
+
+    fn user_of(enc: &[u8]) -> Vec<u8> {
+        InternalKeyRef::decode(enc)
+            .map(|k| k.user_key.to_vec())
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn separator_is_shortened_between_distinct_user_keys() {
+        let mut out = Vec::new();
+        let next = InternalKeyRef::new(b"abzz", SeqNo(1), ValueKind::Put);
+        shortest_separator(&ik(b"abcdef", 5), next, &mut out);
+        assert_eq!(user_of(&out), b"abd");
+        // Adjacent bytes, prefixes and equal user keys leave the last key as is.
+        for (a, b) in [
+            (&b"abc"[..], &b"abd"[..]),
+            (b"ab", b"abc"),
+            (b"abc", b"abc"),
+            (b"a\xff", b"b"),
+        ] {
+            let last = ik(a, 9);
+            shortest_separator(
+                &last,
+                InternalKeyRef::new(b, SeqNo(1), ValueKind::Put),
+                &mut out,
+            );
+            assert_eq!(out, last, "{a:?} {b:?}");
+        }
+    }
+
+    #[test]
+    fn successor_increments_first_non_ff_byte() {
+        let mut out = Vec::new();
+        short_successor(&ik(b"\xff\xffabc", 3), &mut out);
+        assert_eq!(user_of(&out), b"\xff\xffb");
+        let last = ik(b"\xff\xff", 3);
+        short_successor(&last, &mut out);
+        assert_eq!(out, last);
+        let last = ik(b"", 3);
+        short_successor(&last, &mut out);
+        assert_eq!(out, last);
+    }
+}

@@ -1,0 +1,435 @@
+//! Reads a table file: [`Table`] (point lookups) and [`TableIter`] (a two-level cursor: index
+//! block, then data blocks).
+//!
+//! Spec: `docs/format/sstable.md`, section 7. The footer, index, filter and properties blocks
+//! are read and checked once at open and kept in memory; data blocks are read on demand with
+//! positional reads (no shared file cursor, so one `Table` serves many threads) and cached in
+//! the shared [`BlockCache`].
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::block::{Block, BlockIter};
+use super::filter::Filter;
+use super::format::{BlockHandle, FOOTER_LEN, Footer, decode_block};
+use super::properties::TableProperties;
+use crate::cache::BlockCache;
+use crate::error::{Error, IoContext, Result};
+use crate::iterator::InternalIterator;
+use crate::types::{FileNumber, InternalKeyRef, SeqNo, ValueKind};
+
+/// An open, immutable SSTable. Thread safe (`Send + Sync`); share it as `Arc<Table>`.
+#[derive(Debug)]
+pub struct Table {
+    path: Arc<Path>,
+    file: File,
+    number: FileNumber,
+    file_size: u64,
+    /// Offset of the footer = end of the block area.
+    footer_at: u64,
+    footer: Footer,
+    cache: Arc<BlockCache>,
+    index: Arc<Block>,
+    filter: Option<Filter>,
+    properties: TableProperties,
+}
+
+impl Table {
+    /// Opens a table file: reads and checks the footer, index, filter and properties blocks.
+    /// `number` keys the table's blocks in `cache`.
+    ///
+    /// # Errors
+    /// [`Error::Io`] if the file cannot be opened or read; [`Error::Corruption`] or
+    /// [`Error::ChecksumMismatch`] naming the file and the offset of the damaged part.
+    pub fn open(path: &Path, number: FileNumber, cache: Arc<BlockCache>) -> Result<Arc<Table>> {
+        let file = File::open(path).ctx(path)?;
+        let file_size = file.metadata().ctx(path)?.len();
+        let path: Arc<Path> = Arc::from(path);
+        let Some(footer_at) = file_size.checked_sub(FOOTER_LEN as u64) else {
+            return Err(Error::corruption(
+                &*path,
+                0,
+                format!("file of {file_size} bytes is shorter than the {FOOTER_LEN}-byte footer"),
+            ));
+        };
+        let mut buf = [0u8; FOOTER_LEN];
+        read_at(&file, &path, &mut buf, footer_at)?;
+        let footer = Footer::decode(&buf, &path, footer_at)?;
+
+        let contents = read_block(&file, &path, footer.index)?;
+        let index = Arc::new(Block::new(
+            contents,
+            Arc::clone(&path),
+            footer.index.offset,
+        )?);
+        let contents = read_block(&file, &path, footer.properties)?;
+        let properties = TableProperties::decode(&contents, &path, footer.properties.offset)?;
+        let filter = if footer.filter.size == 0 {
+            None
+        } else {
+            let contents = read_block(&file, &path, footer.filter)?;
+            Some(Filter::decode(&contents, &path, footer.filter.offset)?)
+        };
+        tracing::debug!(
+            path = %path.display(),
+            size_bytes = file_size,
+            entries = properties.num_entries,
+            "opened table"
+        );
+        Ok(Arc::new(Table {
+            path,
+            file,
+            number,
+            file_size,
+            footer_at,
+            footer,
+            cache,
+            index,
+            filter,
+            properties,
+        }))
+    }
+
+    /// Point lookup of the newest entry for `key.user_key` with seqno `<= key.seqno`. Consults
+    /// the bloom filter first (reading no data block when it says absent), then seeks the index
+    /// and one data block. Returns the first entry `>= key` if its user key equals
+    /// `key.user_key`: `Some((seqno, kind, value))` (the value shares the cached block's
+    /// memory), else `None`. Tombstones are returned as entries of kind `Delete`.
+    ///
+    /// # Errors
+    /// [`Error::Io`], [`Error::Corruption`] or [`Error::ChecksumMismatch`] from reading the data
+    /// block.
+    pub fn get(&self, key: InternalKeyRef<'_>) -> Result<Option<(SeqNo, ValueKind, Bytes)>> {
+        if !self.may_contain(key.user_key) {
+            return Ok(None);
+        }
+        let mut index = self.index.iter();
+        index.seek(key)?;
+        // The first block whose separator is >= key holds the answer; looping on is only a
+        // safeguard should a block end before `key`.
+        while index.valid() {
+            let handle = self.decode_handle(index.value())?;
+            let mut it = self.data_block(handle)?.iter();
+            it.seek(key)?;
+            if it.valid() {
+                let found = it.key();
+                if found.user_key != key.user_key {
+                    return Ok(None);
+                }
+                return Ok(Some((found.seqno, found.kind, it.value_bytes())));
+            }
+            index.next()?;
+        }
+        Ok(None)
+    }
+
+    /// True unless the bloom filter proves `user_key` absent (always true without a filter).
+    /// Counted in [`BlockCache::bloom_checks`] / [`BlockCache::bloom_useful`].
+    pub fn may_contain(&self, user_key: &[u8]) -> bool {
+        match &self.filter {
+            None => true,
+            Some(f) => {
+                let may = f.may_contain(user_key);
+                self.cache.record_bloom_check(may);
+                may
+            }
+        }
+    }
+
+    /// A cursor over all entries in internal-key order (not positioned until a seek).
+    pub fn iter(self: &Arc<Self>) -> TableIter {
+        TableIter {
+            table: Arc::clone(self),
+            index: self.index.iter(),
+            data: None,
+            data_offset: 0,
+        }
+    }
+
+    /// The properties recorded when the table was written.
+    pub fn properties(&self) -> &TableProperties {
+        &self.properties
+    }
+
+    /// The table's file number.
+    pub fn file_number(&self) -> FileNumber {
+        self.number
+    }
+
+    /// Size of the file in bytes.
+    pub fn file_size(&self) -> u64 {
+        self.file_size
+    }
+
+    /// Path of the file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// True if the table has a bloom filter block.
+    pub fn has_filter(&self) -> bool {
+        self.filter.is_some()
+    }
+
+    /// Reads every block from the file (bypassing the cache), checks every checksum, parses
+    /// every entry, and checks the entry and block counts against the properties (for
+    /// `Db::check_integrity`).
+    ///
+    /// # Errors
+    /// As [`Table::open`]; the first problem found is returned.
+    pub fn verify_checksums(&self) -> Result<()> {
+        let mut buf = [0u8; FOOTER_LEN];
+        read_at(&self.file, &self.path, &mut buf, self.footer_at)?;
+        Footer::decode(&buf, &self.path, self.footer_at)?;
+        for handle in [
+            self.footer.index,
+            self.footer.properties,
+            self.footer.filter,
+        ] {
+            if handle.size > 0 {
+                read_block(&self.file, &self.path, handle)?;
+            }
+        }
+        let mut index = self.index.iter();
+        index.seek_to_first()?;
+        let (mut blocks, mut entries) = (0u64, 0u64);
+        while index.valid() {
+            let handle = self.decode_handle(index.value())?;
+            let contents = read_block(&self.file, &self.path, handle)?;
+            let block = Arc::new(Block::new(contents, Arc::clone(&self.path), handle.offset)?);
+            let mut it = block.iter();
+            it.seek_to_first()?;
+            while it.valid() {
+                entries += 1;
+                it.next()?;
+            }
+            blocks += 1;
+            index.next()?;
+        }
+        let p = &self.properties;
+        if blocks != p.num_data_blocks || entries != p.num_entries {
+            return Err(Error::corruption(
+                &*self.path,
+                self.footer.properties.offset,
+                format!(
+                    "table has {blocks} data blocks and {entries} entries, properties say {} and {}",
+                    p.num_data_blocks, p.num_entries
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Decodes an index value into a data block handle within the block area.
+    fn decode_handle(&self, value: &[u8]) -> Result<BlockHandle> {
+        let at = self.footer.index.offset;
+        let handle = BlockHandle::decode_exact(value)
+            .ok_or_else(|| Error::corruption(&*self.path, at, "malformed block handle in index"))?;
+        handle.check_within(self.footer_at, &self.path, at, "data block")?;
+        Ok(handle)
+    }
+
+    /// The data block at `handle`, from the cache or the file (then cached).
+    fn data_block(&self, handle: BlockHandle) -> Result<Arc<Block>> {
+        if let Some(b) = self.cache.get(self.number, handle.offset) {
+            return Ok(b);
+        }
+        let contents = read_block(&self.file, &self.path, handle)?;
+        let block = Arc::new(Block::new(contents, Arc::clone(&self.path), handle.offset)?);
+        self.cache
+            .insert(self.number, handle.offset, Arc::clone(&block));
+        Ok(block)
+    }
+}
+
+/// Reads `buf.len()` bytes at `offset`; a short file is corruption, not an I/O error.
+fn read_at(file: &File, path: &Path, buf: &mut [u8], offset: u64) -> Result<()> {
+    match file.read_exact_at(buf, offset) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Err(Error::corruption(
+            path,
+            offset,
+            format!("file ends inside a {}-byte read", buf.len()),
+        )),
+        Err(e) => Err(Error::io(path, e)),
+    }
+}
+
+/// Reads the block at `handle` with its trailer, checks it and returns the uncompressed
+/// contents.
+fn read_block(file: &File, path: &Path, handle: BlockHandle) -> Result<Bytes> {
+    let len = handle
+        .end_with_trailer()
+        .and_then(|_| usize::try_from(handle.size).ok())
+        .and_then(|n| n.checked_add(super::format::BLOCK_TRAILER_LEN))
+        .ok_or_else(|| Error::corruption(path, handle.offset, "block size overflows"))?;
+    let mut buf = vec![0u8; len];
+    read_at(file, path, &mut buf, handle.offset)?;
+    decode_block(Bytes::from(buf), path, handle.offset)
+}
+
+/// A cursor over a table's entries: an iterator over the index block picks the data block,
+/// an iterator over that block yields entries. Holds an `Arc<Table>`; `Send`.
+#[derive(Debug)]
+pub struct TableIter {
+    table: Arc<Table>,
+    index: BlockIter,
+    /// Iterator over the data block the index iterator points at.
+    data: Option<BlockIter>,
+    /// File offset of the block `data` iterates.
+    data_offset: u64,
+}
+
+impl TableIter {
+    /// The current value as a zero-copy slice of the cached block. Requires `valid()`.
+    pub fn value_bytes(&self) -> Bytes {
+        self.data
+            .as_ref()
+            .map(BlockIter::value_bytes)
+            .unwrap_or_default()
+    }
+
+    /// Points `data` at the block the index iterator is on (or `None` past the end).
+    fn init_data_block(&mut self) -> Result<()> {
+        if !self.index.valid() {
+            self.data = None;
+            return Ok(());
+        }
+        let handle = self.table.decode_handle(self.index.value())?;
+        if self.data.is_none() || self.data_offset != handle.offset {
+            self.data = Some(self.table.data_block(handle)?.iter());
+            self.data_offset = handle.offset;
+        }
+        Ok(())
+    }
+
+    fn data_valid(&self) -> bool {
+        self.data.as_ref().is_some_and(BlockIter::valid)
+    }
+
+    /// Moves to following blocks while the current one is exhausted.
+    fn skip_empty_forward(&mut self) -> Result<()> {
+        while !self.data_valid() {
+            if !self.index.valid() {
+                self.data = None;
+                return Ok(());
+            }
+            self.index.next()?;
+            self.init_data_block()?;
+            if let Some(d) = &mut self.data {
+                d.seek_to_first()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Moves to preceding blocks while the current one is exhausted.
+    fn skip_empty_backward(&mut self) -> Result<()> {
+        while !self.data_valid() {
+            if !self.index.valid() {
+                self.data = None;
+                return Ok(());
+            }
+            self.index.prev()?;
+            self.init_data_block()?;
+            if let Some(d) = &mut self.data {
+                d.seek_to_last()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs a move; on error leaves the iterator invalid.
+    fn guarded(&mut self, op: impl FnOnce(&mut Self) -> Result<()>) -> Result<()> {
+        let r = op(self);
+        if r.is_err() {
+            self.data = None;
+        }
+        r
+    }
+}
+
+impl InternalIterator for TableIter {
+    fn valid(&self) -> bool {
+        self.data_valid()
+    }
+
+    fn seek_to_first(&mut self) -> Result<()> {
+        self.guarded(|it| {
+            it.index.seek_to_first()?;
+            it.init_data_block()?;
+            if let Some(d) = &mut it.data {
+                d.seek_to_first()?;
+            }
+            it.skip_empty_forward()
+        })
+    }
+
+    fn seek_to_last(&mut self) -> Result<()> {
+        self.guarded(|it| {
+            it.index.seek_to_last()?;
+            it.init_data_block()?;
+            if let Some(d) = &mut it.data {
+                d.seek_to_last()?;
+            }
+            it.skip_empty_backward()
+        })
+    }
+
+    fn seek(&mut self, target: InternalKeyRef<'_>) -> Result<()> {
+        self.guarded(|it| {
+            it.index.seek(target)?;
+            it.init_data_block()?;
+            if let Some(d) = &mut it.data {
+                d.seek(target)?;
+            }
+            it.skip_empty_forward()
+        })
+    }
+
+    fn seek_for_prev(&mut self, target: InternalKeyRef<'_>) -> Result<()> {
+        self.seek(target)?;
+        if !self.valid() {
+            return self.seek_to_last();
+        }
+        if self.key() > target {
+            self.prev()?;
+        }
+        Ok(())
+    }
+
+    fn next(&mut self) -> Result<()> {
+        debug_assert!(self.valid(), "next on an invalid iterator");
+        self.guarded(|it| {
+            if let Some(d) = &mut it.data {
+                d.next()?;
+            }
+            it.skip_empty_forward()
+        })
+    }
+
+    fn prev(&mut self) -> Result<()> {
+        debug_assert!(self.valid(), "prev on an invalid iterator");
+        self.guarded(|it| {
+            if let Some(d) = &mut it.data {
+                d.prev()?;
+            }
+            it.skip_empty_backward()
+        })
+    }
+
+    fn key(&self) -> InternalKeyRef<'_> {
+        match &self.data {
+            Some(d) => d.key(),
+            None => InternalKeyRef::new(&[], SeqNo::ZERO, ValueKind::Delete),
+        }
+    }
+
+    fn value(&self) -> &[u8] {
+        self.data.as_ref().map_or(&[], |d| d.value())
+    }
+}

@@ -1,0 +1,714 @@
+//! Table-level tests: builder + reader round trips, point lookups, bloom filter behaviour,
+//! compression choice, corruption and truncation, the spec's worked example, caches.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use proptest::prelude::*;
+
+use super::block::Block;
+use super::format::{BLOCK_TRAILER_LEN, BlockHandle, FOOTER_LEN, Footer, decode_block};
+use super::{Table, TableBuilder, TableBuilderOptions, TableIter, TableProperties};
+use crate::cache::{BlockCache, TableCache};
+use crate::error::{Error, IoContext, Result};
+use crate::filename::table_path;
+use crate::iterator::InternalIterator;
+use crate::types::{FileNumber, InternalKey, InternalKeyRef, SeqNo, ValueKind};
+
+type Model = Vec<(InternalKey, Vec<u8>)>;
+
+fn opts(block_size: usize, bloom: u32, compression: bool) -> TableBuilderOptions {
+    TableBuilderOptions {
+        block_size,
+        block_restart_interval: 16,
+        bloom_bits_per_key: bloom,
+        compression,
+    }
+}
+
+fn tempdir() -> Result<tempfile::TempDir> {
+    tempfile::tempdir().map_err(|e| Error::io("tempdir", e))
+}
+
+fn write(path: &Path, model: &Model, o: TableBuilderOptions) -> Result<(TableProperties, u64)> {
+    let mut b = TableBuilder::create(path, o)?;
+    for (k, v) in model {
+        b.add(k.as_ref(), v)?;
+    }
+    assert_eq!(b.num_entries(), model.len() as u64);
+    b.finish()
+}
+
+fn open(path: &Path) -> Result<Arc<Table>> {
+    Table::open(path, FileNumber(1), BlockCache::new(1 << 20))
+}
+
+fn entry(it: &TableIter) -> (InternalKey, Vec<u8>) {
+    (it.key().to_owned(), it.value().to_vec())
+}
+
+fn scan_forward(t: &Arc<Table>) -> Result<Model> {
+    let mut it = t.iter();
+    let mut out = Vec::new();
+    it.seek_to_first()?;
+    while it.valid() {
+        out.push(entry(&it));
+        it.next()?;
+    }
+    Ok(out)
+}
+
+fn scan_backward(t: &Arc<Table>) -> Result<Model> {
+    let mut it = t.iter();
+    let mut out = Vec::new();
+    it.seek_to_last()?;
+    while it.valid() {
+        out.push(entry(&it));
+        it.prev()?;
+    }
+    out.reverse();
+    Ok(out)
+}
+
+/// What `Table::get(key)` must return according to the model.
+fn model_get(model: &Model, key: InternalKeyRef<'_>) -> Option<(SeqNo, ValueKind, Vec<u8>)> {
+    let i = model.partition_point(|(k, _)| k.as_ref() < key);
+    let (k, v) = model.get(i)?;
+    (k.user_key == key.user_key).then(|| (k.seqno, k.kind, v.clone()))
+}
+
+fn table_get(t: &Table, key: InternalKeyRef<'_>) -> Result<Option<(SeqNo, ValueKind, Vec<u8>)>> {
+    Ok(t.get(key)?.map(|(s, k, v)| (s, k, v.to_vec())))
+}
+
+/// Lookup targets: each key, each user key at "latest" and just below each version, outside.
+fn targets(model: &Model) -> Vec<InternalKey> {
+    let mut t = vec![
+        InternalKey::new(Bytes::new(), SeqNo::MAX, ValueKind::FOR_SEEK),
+        InternalKey::new(vec![0xff; 9], SeqNo::MAX, ValueKind::FOR_SEEK),
+        InternalKey::new(&b"absent"[..], SeqNo::MAX, ValueKind::FOR_SEEK),
+    ];
+    for (k, _) in model {
+        t.push(k.clone());
+        t.push(InternalKey::new(
+            k.user_key.clone(),
+            SeqNo::MAX,
+            ValueKind::FOR_SEEK,
+        ));
+        if let Some(s) = k.seqno.0.checked_sub(1) {
+            t.push(InternalKey::new(
+                k.user_key.clone(),
+                SeqNo(s),
+                ValueKind::FOR_SEEK,
+            ));
+        }
+        let mut longer = k.user_key.to_vec();
+        longer.push(0);
+        t.push(InternalKey::new(longer, SeqNo::MAX, ValueKind::FOR_SEEK));
+    }
+    t
+}
+
+/// Checks a whole table against the model: scans both ways, seeks, gets, properties.
+fn check_table(t: &Arc<Table>, model: &Model) -> Result<()> {
+    assert_eq!(scan_forward(t)?, *model);
+    assert_eq!(scan_backward(t)?, *model);
+    let mut it = t.iter();
+    for target in targets(model) {
+        let target = target.as_ref();
+        let i = model.partition_point(|(k, _)| k.as_ref() < target);
+        it.seek(target)?;
+        match model.get(i) {
+            Some(e) => assert_eq!(&entry(&it), e, "seek {target:?}"),
+            None => assert!(!it.valid(), "seek {target:?}"),
+        }
+        let j = model.partition_point(|(k, _)| k.as_ref() <= target);
+        it.seek_for_prev(target)?;
+        match j.checked_sub(1).and_then(|j| model.get(j)) {
+            Some(e) => assert_eq!(&entry(&it), e, "seek_for_prev {target:?}"),
+            None => assert!(!it.valid(), "seek_for_prev {target:?}"),
+        }
+        assert_eq!(
+            table_get(t, target)?,
+            model_get(model, target),
+            "get {target:?}"
+        );
+    }
+    let p = t.properties();
+    assert_eq!(p.num_entries, model.len() as u64);
+    let count = |kind| model.iter().filter(|(k, _)| k.kind == kind).count() as u64;
+    assert_eq!(p.num_deletions, count(ValueKind::Delete));
+    assert_eq!(p.num_merges, count(ValueKind::Merge));
+    if let (Some(first), Some(last)) = (model.first(), model.last()) {
+        assert_eq!(p.smallest_key, first.0);
+        assert_eq!(p.largest_key, last.0);
+        assert_eq!(
+            p.smallest_seqno,
+            model.iter().map(|e| e.0.seqno).min().unwrap_or_default()
+        );
+        assert_eq!(
+            p.largest_seqno,
+            model.iter().map(|e| e.0.seqno).max().unwrap_or_default()
+        );
+    }
+    t.verify_checksums()
+}
+
+fn put(user: &[u8], seq: u64, value: &[u8]) -> (InternalKey, Vec<u8>) {
+    (
+        InternalKey::new(user.to_vec(), SeqNo(seq), ValueKind::Put),
+        value.to_vec(),
+    )
+}
+
+fn sorted(mut m: Model) -> Model {
+    m.sort_by(|a, b| a.0.cmp(&b.0));
+    m
+}
+
+/// Deterministic pseudo-random bytes (xorshift), incompressible.
+fn noise(len: usize, mut seed: u64) -> Vec<u8> {
+    (0..len)
+        .map(|_| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed.to_le_bytes()[3]
+        })
+        .collect()
+}
+
+fn edge_model() -> Model {
+    sorted(vec![
+        put(b"", 5, b"empty key"),
+        put(b"", 3, b""),
+        put(b"\x00", 1, b"zero byte"),
+        put(b"a", 9, &noise(1 << 20, 7)),
+        put(b"a\xff", 4, b""),
+        (
+            InternalKey::new(&b"b"[..], SeqNo(8), ValueKind::Delete),
+            Vec::new(),
+        ),
+        (
+            InternalKey::new(&b"b"[..], SeqNo(2), ValueKind::Merge),
+            b"+1".to_vec(),
+        ),
+        put(b"c", 1, &vec![b'z'; 1 << 20]),
+        put(b"\xff", SeqNo::MAX.0, b"max seqno"),
+        put(b"\xff\xff", 0, b""),
+        put(b"\xff\xff\xff", 6, b"ff"),
+    ])
+}
+
+#[test]
+fn table_round_trips_edge_keys_and_values() -> Result<()> {
+    let dir = tempdir()?;
+    let model = edge_model();
+    for (i, o) in [
+        opts(4096, 10, true),
+        opts(4096, 10, false),
+        opts(1, 10, true),
+        opts(32, 0, false),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let path = dir.path().join(format!("{i}.sst"));
+        let (props, size) = write(&path, &model, o)?;
+        let t = open(&path)?;
+        assert_eq!(t.file_size(), size);
+        assert_eq!(t.properties(), &props);
+        assert_eq!(t.has_filter(), o.bloom_bits_per_key > 0);
+        check_table(&t, &model)?;
+    }
+    Ok(())
+}
+
+#[test]
+fn get_returns_newest_version_at_or_below_the_seqno() -> Result<()> {
+    let dir = tempdir()?;
+    let path = dir.path().join("t.sst");
+    let model = sorted(vec![
+        put(b"k", 30, b"v30"),
+        (
+            InternalKey::new(&b"k"[..], SeqNo(20), ValueKind::Delete),
+            Vec::new(),
+        ),
+        put(b"k", 10, b"v10"),
+        put(b"m", 5, b"m5"),
+    ]);
+    write(&path, &model, opts(1, 10, false))?;
+    let t = open(&path)?;
+    let at = |user: &'static [u8], seq| InternalKeyRef::new(user, SeqNo(seq), ValueKind::FOR_SEEK);
+    assert_eq!(
+        table_get(&t, at(b"k", 100))?,
+        Some((SeqNo(30), ValueKind::Put, b"v30".to_vec()))
+    );
+    assert_eq!(
+        table_get(&t, at(b"k", 30))?,
+        Some((SeqNo(30), ValueKind::Put, b"v30".to_vec()))
+    );
+    assert_eq!(
+        table_get(&t, at(b"k", 25))?,
+        Some((SeqNo(20), ValueKind::Delete, Vec::new()))
+    );
+    assert_eq!(
+        table_get(&t, at(b"k", 15))?,
+        Some((SeqNo(10), ValueKind::Put, b"v10".to_vec()))
+    );
+    assert_eq!(
+        table_get(&t, at(b"k", 9))?,
+        None,
+        "older than every version"
+    );
+    assert_eq!(table_get(&t, at(b"m", 4))?, None);
+    assert_eq!(table_get(&t, at(b"l", 100))?, None, "absent user key");
+    assert_eq!(table_get(&t, at(b"z", 100))?, None, "past the last key");
+    assert_eq!(table_get(&t, at(b"a", 100))?, None, "before the first key");
+    Ok(())
+}
+
+#[test]
+fn filter_rejected_get_reads_no_data_block() -> Result<()> {
+    let dir = tempdir()?;
+    let path = dir.path().join("t.sst");
+    let model: Model = (0..1000u32)
+        .map(|i| put(format!("key{i:06}").as_bytes(), 1, b"value"))
+        .collect();
+    write(&path, &model, opts(256, 10, true))?;
+    let cache = BlockCache::new(1 << 20);
+    let t = Table::open(&path, FileNumber(1), Arc::clone(&cache))?;
+    let (mut rejected, mut checked) = (0u64, 0u64);
+    for i in 0..1000u32 {
+        let absent = format!("nope{i:06}");
+        let before = (cache.hits(), cache.misses());
+        let r = t.get(InternalKeyRef::new(
+            absent.as_bytes(),
+            SeqNo::MAX,
+            ValueKind::FOR_SEEK,
+        ))?;
+        assert_eq!(r, None);
+        checked += 1;
+        if !t.may_contain(absent.as_bytes()) {
+            rejected += 1;
+            assert_eq!(
+                (cache.hits(), cache.misses()),
+                before,
+                "a data block was read"
+            );
+        }
+    }
+    assert!(
+        rejected > 950,
+        "filter rejected only {rejected} of 1000 absent keys"
+    );
+    // Each loop iteration made two checks (get, may_contain).
+    assert_eq!(cache.bloom_checks(), 2 * checked);
+    assert_eq!(cache.bloom_useful(), 2 * rejected);
+    // Present keys are found and do read data blocks.
+    let r = t.get(InternalKeyRef::new(
+        b"key000500",
+        SeqNo::MAX,
+        ValueKind::FOR_SEEK,
+    ))?;
+    assert!(r.is_some());
+    assert_eq!((cache.hits(), cache.misses()), (0, 1));
+    t.get(InternalKeyRef::new(
+        b"key000500",
+        SeqNo::MAX,
+        ValueKind::FOR_SEEK,
+    ))?;
+    assert_eq!(
+        (cache.hits(), cache.misses()),
+        (1, 1),
+        "second read is a cache hit"
+    );
+    assert!(cache.usage_bytes() > 0);
+    Ok(())
+}
+
+#[test]
+fn lz4_is_kept_only_when_it_saves_an_eighth() -> Result<()> {
+    let dir = tempdir()?;
+    let random: Model = (0..200u64)
+        .map(|i| put(&i.to_le_bytes(), 1, &noise(100, i + 1)))
+        .collect();
+    let random = sorted(random);
+    let repetitive: Model = sorted(
+        (0..200u64)
+            .map(|i| put(&i.to_le_bytes(), 1, &[b'x'; 100]))
+            .collect(),
+    );
+    for (name, model, expect_compressed) in [("r", &random, false), ("p", &repetitive, true)] {
+        let (on, _) = write(
+            &dir.path().join(format!("{name}1.sst")),
+            model,
+            opts(4096, 0, true),
+        )?;
+        let (off, _) = write(
+            &dir.path().join(format!("{name}0.sst")),
+            model,
+            opts(4096, 0, false),
+        )?;
+        if expect_compressed {
+            assert!(
+                on.data_bytes * 2 < off.data_bytes,
+                "{} vs {}",
+                on.data_bytes,
+                off.data_bytes
+            );
+        } else {
+            assert_eq!(
+                on.data_bytes, off.data_bytes,
+                "incompressible blocks are stored raw"
+            );
+        }
+        // Every data block's type byte says so.
+        let path = dir.path().join(format!("{name}1.sst"));
+        let bytes = std::fs::read(&path).ctx(&path)?;
+        for h in data_handles(&path)? {
+            let ty = bytes[usize::try_from(h.offset + h.size).unwrap_or(usize::MAX)];
+            assert_eq!(ty, u8::from(expect_compressed), "block at {}", h.offset);
+        }
+        check_table(&open(&path)?, model)?;
+    }
+    Ok(())
+}
+
+fn footer_of(bytes: &[u8]) -> Result<Footer> {
+    let at = bytes.len() - FOOTER_LEN;
+    Footer::decode(&bytes[at..], Path::new("t"), at as u64)
+}
+
+fn read_handle(bytes: &[u8], h: BlockHandle) -> Result<Bytes> {
+    let end = usize::try_from(h.offset + h.size).unwrap_or(usize::MAX) + BLOCK_TRAILER_LEN;
+    let start = usize::try_from(h.offset).unwrap_or(usize::MAX);
+    decode_block(
+        Bytes::copy_from_slice(&bytes[start..end]),
+        Path::new("t"),
+        h.offset,
+    )
+}
+
+/// The data block handles of a table, read through the format API.
+fn data_handles(path: &Path) -> Result<Vec<BlockHandle>> {
+    let bytes = std::fs::read(path).ctx(path)?;
+    let footer = footer_of(&bytes)?;
+    let index = Arc::new(Block::new(
+        read_handle(&bytes, footer.index)?,
+        Arc::from(Path::new("t")),
+        footer.index.offset,
+    )?);
+    let mut it = index.iter();
+    it.seek_to_first()?;
+    let mut out = Vec::new();
+    while it.valid() {
+        out.extend(BlockHandle::decode_exact(it.value()));
+        it.next()?;
+    }
+    Ok(out)
+}
+
+/// Opens and fully reads a (possibly damaged) table. Any data returned must match the model.
+fn read_all_checked(path: &Path, model: &Model) -> Result<()> {
+    let t = open(path)?;
+    for (k, v) in model {
+        if let Some(got) = table_get(&t, k.as_ref())? {
+            assert_eq!(got, (k.seqno, k.kind, v.clone()), "wrong data for {k:?}");
+        }
+    }
+    let mut it = t.iter();
+    it.seek_to_first()?;
+    let mut i = 0;
+    while it.valid() {
+        assert_eq!(
+            Some(&entry(&it)),
+            model.get(i).map(|(k, v)| (k.clone(), v.clone())).as_ref()
+        );
+        i += 1;
+        it.next()?;
+    }
+    t.verify_checksums()
+}
+
+fn small_model() -> Model {
+    sorted(
+        (0..40u32)
+            .map(|i| {
+                put(
+                    format!("key{i:03}").as_bytes(),
+                    u64::from(i) + 1,
+                    format!("v{i}").as_bytes(),
+                )
+            })
+            .collect(),
+    )
+}
+
+fn flip(path: &Path, at: u64, bit: u8) -> Result<()> {
+    let mut bytes = std::fs::read(path).ctx(path)?;
+    bytes[usize::try_from(at).unwrap_or(usize::MAX)] ^= 1 << bit;
+    std::fs::write(path, bytes).ctx(path)?;
+    Ok(())
+}
+
+fn assert_corrupt<T: std::fmt::Debug>(r: Result<T>, what: &str) {
+    match r {
+        Err(e) => assert!(e.is_corruption(), "{what}: expected corruption, got {e}"),
+        Ok(v) => panic!("{what}: damage went unnoticed ({v:?})"),
+    }
+}
+
+#[test]
+fn bit_flips_in_each_block_kind_are_detected() -> Result<()> {
+    let dir = tempdir()?;
+    let good = dir.path().join("good.sst");
+    let model = small_model();
+    write(&good, &model, opts(128, 10, true))?;
+    let bytes = std::fs::read(&good).ctx(&good)?;
+    let footer = footer_of(&bytes)?;
+    let handles = data_handles(&good)?;
+    assert!(handles.len() >= 3);
+    let mut regions: Vec<(String, u64)> = handles
+        .iter()
+        .enumerate()
+        .map(|(i, h)| (format!("data block {i}"), h.offset + h.size / 2))
+        .collect();
+    regions.push(("index".into(), footer.index.offset + 1));
+    regions.push(("filter".into(), footer.filter.offset + 50));
+    regions.push(("properties".into(), footer.properties.offset));
+    regions.push(("footer handles".into(), bytes.len() as u64 - 60));
+    regions.push(("footer version".into(), bytes.len() as u64 - 16));
+    regions.push(("footer magic".into(), bytes.len() as u64 - 1));
+    let last = handles.last().map_or(0, |h| h.offset + h.size);
+    regions.push(("trailer type byte".into(), last));
+    for (what, at) in regions {
+        let path = dir.path().join("bad.sst");
+        std::fs::copy(&good, &path).ctx(&path)?;
+        flip(&path, at, 3)?;
+        assert_corrupt(read_all_checked(&path, &model), &what);
+        std::fs::remove_file(&path).ctx(&path)?;
+    }
+    Ok(())
+}
+
+#[test]
+fn any_single_bit_flip_is_detected_and_never_returns_wrong_data() -> Result<()> {
+    let dir = tempdir()?;
+    let good = dir.path().join("good.sst");
+    let model = small_model();
+    write(&good, &model, opts(256, 10, true))?;
+    let len = std::fs::metadata(&good).ctx(&good)?.len();
+    let path = dir.path().join("bad.sst");
+    for at in 0..len {
+        std::fs::copy(&good, &path).ctx(&path)?;
+        flip(&path, at, u8::try_from(at % 8).unwrap_or(0))?;
+        assert_corrupt(read_all_checked(&path, &model), &format!("flip at {at}"));
+    }
+    Ok(())
+}
+
+#[test]
+fn truncated_tables_fail_to_open() -> Result<()> {
+    let dir = tempdir()?;
+    let good = dir.path().join("good.sst");
+    write(&good, &small_model(), opts(128, 10, true))?;
+    let bytes = std::fs::read(&good).ctx(&good)?;
+    let path = dir.path().join("cut.sst");
+    for cut in [
+        0,
+        1,
+        10,
+        63,
+        64,
+        65,
+        bytes.len() / 2,
+        bytes.len() - 65,
+        bytes.len() - 1,
+    ] {
+        std::fs::write(&path, &bytes[..cut]).ctx(&path)?;
+        assert_corrupt(open(&path), &format!("cut at {cut}"));
+    }
+    Ok(())
+}
+
+#[test]
+fn empty_table_round_trips() -> Result<()> {
+    let dir = tempdir()?;
+    let path = dir.path().join("empty.sst");
+    let (props, size) = write(&path, &Vec::new(), opts(4096, 10, true))?;
+    assert_eq!((props.num_entries, props.num_data_blocks), (0, 0));
+    let t = open(&path)?;
+    assert_eq!(t.file_size(), size);
+    assert!(!t.has_filter());
+    check_table(&t, &Vec::new())
+}
+
+#[test]
+fn abandon_deletes_the_file_and_create_refuses_existing_files() -> Result<()> {
+    let dir = tempdir()?;
+    let path = dir.path().join("t.sst");
+    let mut b = TableBuilder::create(&path, TableBuilderOptions::default())?;
+    b.add(InternalKeyRef::new(b"a", SeqNo(1), ValueKind::Put), b"1")?;
+    assert!(b.estimated_size() > 0);
+    assert!(matches!(
+        TableBuilder::create(&path, TableBuilderOptions::default()),
+        Err(Error::Io { .. })
+    ));
+    b.abandon();
+    assert!(!path.exists());
+    Ok(())
+}
+
+#[test]
+fn estimated_size_tracks_the_file_being_written() -> Result<()> {
+    let dir = tempdir()?;
+    let path = dir.path().join("t.sst");
+    let mut b = TableBuilder::create(&path, opts(1024, 10, false))?;
+    let mut last = 0;
+    for i in 0..2000u32 {
+        b.add(
+            InternalKeyRef::new(format!("{i:08}").as_bytes(), SeqNo(1), ValueKind::Put),
+            b"value",
+        )?;
+        assert!(b.estimated_size() >= last);
+        last = b.estimated_size();
+    }
+    let (_, size) = b.finish()?;
+    assert!(
+        last <= size && size < last + last / 4,
+        "estimate {last}, size {size}"
+    );
+    Ok(())
+}
+
+#[test]
+fn tables_and_iterators_are_thread_safe() -> Result<()> {
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send>() {}
+    send_sync::<Table>();
+    send_sync::<BlockCache>();
+    send_sync::<TableCache>();
+    send::<TableIter>();
+    let dir = tempdir()?;
+    let path = dir.path().join("t.sst");
+    let model = small_model();
+    write(&path, &model, opts(128, 10, true))?;
+    let t = open(&path)?;
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| check_table(&t, &model));
+        }
+    });
+    Ok(())
+}
+
+#[test]
+fn table_cache_opens_once_and_evicts() -> Result<()> {
+    let dir = tempdir()?;
+    for n in 1..=3 {
+        write(
+            &table_path(dir.path(), FileNumber(n)),
+            &small_model(),
+            opts(128, 10, true),
+        )?;
+    }
+    let cache = TableCache::new(dir.path().to_path_buf(), 2, BlockCache::new(1 << 20));
+    let a = cache.get(FileNumber(1))?;
+    assert!(Arc::ptr_eq(&a, &cache.get(FileNumber(1))?));
+    assert_eq!(a.file_number(), FileNumber(1));
+    assert_eq!(a.path(), table_path(dir.path(), FileNumber(1)));
+    a.get(InternalKeyRef::new(
+        b"key001",
+        SeqNo::MAX,
+        ValueKind::FOR_SEEK,
+    ))?;
+    assert!(cache.block_cache().usage_bytes() > 0);
+    cache.get(FileNumber(2))?;
+    cache.get(FileNumber(3))?; // capacity 2: table 1 is evicted
+    assert!(!Arc::ptr_eq(&a, &cache.get(FileNumber(1))?));
+    cache.evict(FileNumber(1));
+    assert_eq!(
+        cache.block_cache().usage_bytes(),
+        0,
+        "evict drops the table's blocks"
+    );
+    // The evicted handle still works.
+    check_table(&a, &small_model())?;
+    assert!(matches!(cache.get(FileNumber(9)), Err(Error::Io { .. })));
+    Ok(())
+}
+
+/// The exact file from section 8 of `docs/format/sstable.md`.
+#[test]
+fn worked_example_matches_spec() -> Result<()> {
+    let dir = tempdir()?;
+    let path = dir.path().join("ex.sst");
+    let model = vec![
+        put(b"apple", 7, b"red"),
+        (
+            InternalKey::new(&b"apple"[..], SeqNo(3), ValueKind::Delete),
+            Vec::new(),
+        ),
+        put(b"banana", 5, b"yellow"),
+    ];
+    let (_, size) = write(&path, &model, opts(4096, 0, false))?;
+    let bytes = std::fs::read(&path).ctx(&path)?;
+    assert_eq!(bytes.len() as u64, size);
+    let hex: Vec<String> = bytes
+        .chunks(16)
+        .map(|c| {
+            c.iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect();
+    let expected = include_str!("testdata/worked_example.hex");
+    assert_eq!(
+        hex.join("\n").trim(),
+        expected.trim(),
+        "\n{}",
+        hex.join("\n")
+    );
+    check_table(&open(&path)?, &model)
+}
+
+fn arb_model() -> impl Strategy<Value = Model> {
+    let byte = prop::sample::select(vec![0u8, 1, b'a', b'b', 0xfe, 0xff]);
+    let user_key = prop::collection::vec(byte, 0..5);
+    let kind = prop::sample::select(vec![ValueKind::Delete, ValueKind::Put, ValueKind::Merge]);
+    let value = prop::collection::vec(any::<u8>(), 0..40);
+    prop::collection::vec((user_key, 0u64..50, kind, value), 0..80).prop_map(|raw| {
+        let mut m = sorted(
+            raw.into_iter()
+                .map(|(u, s, k, v)| (InternalKey::new(u, SeqNo(s), k), v))
+                .collect(),
+        );
+        m.dedup_by(|a, b| a.0 == b.0 || a.0.as_ref().cmp(&b.0.as_ref()).is_eq());
+        m
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn table_round_trips_random_entries(
+        model in arb_model(),
+        block_size in prop::sample::select(vec![1usize, 40, 4096]),
+        restart in 1usize..=16,
+        bloom in prop::sample::select(vec![0u32, 10]),
+        compression in any::<bool>(),
+    ) {
+        let run = || -> Result<()> {
+            let dir = tempdir()?;
+            let path = dir.path().join("t.sst");
+            let o = TableBuilderOptions { block_restart_interval: restart, ..opts(block_size, bloom, compression) };
+            write(&path, &model, o)?;
+            check_table(&open(&path)?, &model)
+        };
+        run().map_err(|e| TestCaseError::fail(e.to_string()))?;
+    }
+}

@@ -1,0 +1,228 @@
+//! Model-based randomized test: random puts, deletes, batches, snapshots, flushes and
+//! close/reopen against a `BTreeMap` oracle, with tiny size knobs so every run makes many
+//! tables. Prints its seed; rerun one with `STRATA_SEED=<seed>`; more iterations with
+//! `STRATA_MODEL_STEPS=<n>`.
+
+#![allow(
+    clippy::expect_used,
+    clippy::unwrap_used,
+    reason = "a panic is how a test fails"
+)]
+
+use std::collections::BTreeMap;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use strata_engine::{Bytes, Db, Options, ReadOptions, Snapshot, WriteBatch, WriteOptions};
+
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+fn tiny_options() -> Options {
+    Options::default()
+        .write_buffer_size(4096)
+        .block_size(64)
+        .block_restart_interval(1)
+        .bloom_bits_per_key(4)
+}
+
+/// Keys from a small alphabet with shared prefixes and the edge cases.
+fn random_key(rng: &mut StdRng) -> Vec<u8> {
+    match rng.random_range(0..10) {
+        0 => b"".to_vec(),
+        1 => vec![0xff],
+        2 => vec![0xff, 0xff],
+        3 => vec![0x00],
+        _ => {
+            let len = rng.random_range(1..6);
+            let alphabet = b"ab\x00\xff";
+            (0..len)
+                .map(|_| alphabet[rng.random_range(0..alphabet.len())])
+                .collect()
+        }
+    }
+}
+
+fn random_value(rng: &mut StdRng) -> Vec<u8> {
+    let len = match rng.random_range(0..20) {
+        0 => 0,
+        1 => rng.random_range(100..3000),
+        _ => rng.random_range(1..20),
+    };
+    (0..len).map(|_| rng.random()).collect()
+}
+
+fn scan(db: &Db, ro: &ReadOptions) -> Vec<(Vec<u8>, Vec<u8>)> {
+    db.iter(ro)
+        .map(|kv| {
+            kv.map(|(k, v)| (k.to_vec(), v.to_vec()))
+                .expect("scan item")
+        })
+        .collect()
+}
+
+fn check_all(db: &Db, model: &Model, snaps: &[(Snapshot, Model)], seed: u64, step: usize) {
+    let ctx = format!("seed {seed} step {step}");
+    for (k, v) in model {
+        assert_eq!(
+            db.get(k).expect("get").as_deref(),
+            Some(&v[..]),
+            "{ctx} key {k:?}"
+        );
+    }
+    let expected: Vec<_> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    assert_eq!(
+        scan(db, &ReadOptions::default()),
+        expected,
+        "{ctx} forward scan"
+    );
+    let mut reversed: Vec<_> = db
+        .iter(&ReadOptions::default())
+        .rev()
+        .map(|kv| {
+            kv.map(|(k, v)| (k.to_vec(), v.to_vec()))
+                .expect("reverse scan item")
+        })
+        .collect();
+    reversed.reverse();
+    assert_eq!(reversed, expected, "{ctx} reverse scan");
+    for (snap, at) in snaps {
+        let ro = ReadOptions::at(snap);
+        let expected: Vec<_> = at.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        assert_eq!(
+            scan(db, &ro),
+            expected,
+            "{ctx} snapshot {} scan",
+            snap.seqno()
+        );
+        for (k, v) in at.iter().take(20) {
+            assert_eq!(
+                db.get_opt(&ro, k).expect("get").as_deref(),
+                Some(&v[..]),
+                "{ctx}"
+            );
+        }
+    }
+}
+
+fn run(seed: u64, steps: usize) {
+    println!("model test seed {seed} ({steps} steps); rerun with STRATA_SEED={seed}");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut db = Db::open(dir.path(), tiny_options()).expect("open");
+    let mut model = Model::new();
+    let mut snaps: Vec<(Snapshot, Model)> = Vec::new();
+    for step in 0..steps {
+        match rng.random_range(0..100) {
+            0..=44 => {
+                let (k, v) = (random_key(&mut rng), random_value(&mut rng));
+                db.put(&k, &v).expect("put");
+                model.insert(k, v);
+            }
+            45..=59 => {
+                let k = random_key(&mut rng);
+                db.delete(&k).expect("delete");
+                model.remove(&k);
+            }
+            60..=74 => {
+                let mut batch = WriteBatch::new();
+                for _ in 0..rng.random_range(0..8) {
+                    let k = random_key(&mut rng);
+                    if rng.random_bool(0.3) {
+                        batch.delete(&k);
+                        model.remove(&k);
+                    } else {
+                        let v = random_value(&mut rng);
+                        batch.put(&k, &v);
+                        model.insert(k, v);
+                    }
+                }
+                let sync = rng.random_bool(0.2);
+                db.write(
+                    batch,
+                    &WriteOptions {
+                        sync,
+                        ..Default::default()
+                    },
+                )
+                .expect("write");
+            }
+            75..=79 => {
+                let k = random_key(&mut rng);
+                let got = db.get(&k).expect("get");
+                assert_eq!(
+                    got.as_deref(),
+                    model.get(&k).map(Vec::as_slice),
+                    "seed {seed} step {step}"
+                );
+            }
+            80..=84 => {
+                if snaps.len() > 3 {
+                    snaps.remove(rng.random_range(0..snaps.len()));
+                }
+                snaps.push((db.snapshot(), model.clone()));
+            }
+            85..=89 => db.flush().expect("flush"),
+            90..=93 => {
+                // Bounded range scan in a random direction.
+                let (a, b) = (random_key(&mut rng), random_key(&mut rng));
+                let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+                let expected: Vec<(Vec<u8>, Vec<u8>)> = model
+                    .range(lo.clone()..hi.clone())
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                let it = db.range(&ReadOptions::default(), &lo[..]..&hi[..]);
+                let mut got: Vec<(Vec<u8>, Vec<u8>)> = if rng.random_bool(0.5) {
+                    it.map(|kv| kv.map(|(k, v)| (k.to_vec(), v.to_vec())).expect("item"))
+                        .collect()
+                } else {
+                    let mut g: Vec<_> = it
+                        .rev()
+                        .map(|kv| kv.map(|(k, v)| (k.to_vec(), v.to_vec())).expect("item"))
+                        .collect();
+                    g.reverse();
+                    g
+                };
+                got.dedup();
+                assert_eq!(
+                    got, expected,
+                    "seed {seed} step {step} range {lo:?}..{hi:?}"
+                );
+            }
+            _ => {
+                // Close and reopen; snapshots do not survive a reopen.
+                snaps.clear();
+                db.close().expect("close");
+                db = Db::open(dir.path(), tiny_options()).expect("reopen");
+            }
+        }
+        if step % 500 == 499 {
+            check_all(&db, &model, &snaps, seed, step);
+        }
+    }
+    check_all(&db, &model, &snaps, seed, steps);
+    drop(snaps);
+    db.close().expect("close");
+    let db = Db::open(dir.path(), tiny_options()).expect("final reopen");
+    check_all(&db, &model, &[], seed, steps);
+    db.check_integrity().expect("integrity");
+    let _ = Bytes::new();
+}
+
+#[test]
+fn random_operations_match_btreemap_model() {
+    let steps = std::env::var("STRATA_MODEL_STEPS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3000);
+    if let Some(seed) = std::env::var("STRATA_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
+        run(seed, steps);
+        return;
+    }
+    let base: u64 = rand::random();
+    for i in 0..3 {
+        run(base.wrapping_add(i), steps);
+    }
+}

@@ -1,0 +1,115 @@
+//! Inspection subcommands: `get`, `put`, `delete`, `scan`, `sst-dump`.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use strata_engine::sstable::Table;
+use strata_engine::{Db, Options, ReadOptions, WriteBatch, WriteOptions};
+
+fn open_existing(dir: &Path) -> anyhow::Result<Db> {
+    Db::open(dir, Options::default().create_if_missing(false))
+        .with_context(|| format!("opening database at {}", dir.display()))
+}
+
+pub(crate) fn get(dir: &Path, key: &[u8]) -> anyhow::Result<ExitCode> {
+    let db = open_existing(dir)?;
+    let value = db.get(key)?;
+    db.close()?;
+    match value {
+        Some(v) => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(&v)?;
+            out.write_all(b"\n")?;
+            Ok(ExitCode::SUCCESS)
+        }
+        None => {
+            eprintln!("key not found: {}", String::from_utf8_lossy(key));
+            Ok(ExitCode::from(1))
+        }
+    }
+}
+
+pub(crate) fn put(dir: &Path, key: &[u8], value: &[u8]) -> anyhow::Result<ExitCode> {
+    let db = Db::open(dir, Options::default())?;
+    let mut batch = WriteBatch::new();
+    batch.put(key, value);
+    db.write(batch, &WriteOptions::synced())?;
+    db.close()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) fn delete(dir: &Path, key: &[u8]) -> anyhow::Result<ExitCode> {
+    let db = open_existing(dir)?;
+    let mut batch = WriteBatch::new();
+    batch.delete(key);
+    db.write(batch, &WriteOptions::synced())?;
+    db.close()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) fn scan(
+    dir: &Path,
+    from: Option<&str>,
+    to: Option<&str>,
+    reverse: bool,
+    limit: Option<usize>,
+) -> anyhow::Result<ExitCode> {
+    use std::ops::Bound;
+    let db = open_existing(dir)?;
+    let lower = from.map_or(Bound::Unbounded, |f| Bound::Included(f.as_bytes()));
+    let upper = to.map_or(Bound::Unbounded, |t| Bound::Excluded(t.as_bytes()));
+    let range = db.range(&ReadOptions::default(), (lower, upper));
+    let iter: Box<dyn Iterator<Item = _>> = if reverse {
+        Box::new(range.rev())
+    } else {
+        Box::new(range)
+    };
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    for kv in iter.take(limit.unwrap_or(usize::MAX)) {
+        let (k, v) = kv?;
+        out.write_all(&k)?;
+        out.write_all(b"\t")?;
+        out.write_all(&v)?;
+        out.write_all(b"\n")?;
+    }
+    out.flush()?;
+    drop(out);
+    db.close()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) fn sst_dump(file: &Path, entries: bool) -> anyhow::Result<ExitCode> {
+    use strata_engine::iterator::InternalIterator;
+    let number = file
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .and_then(|s| s.parse().ok())
+        .map_or(strata_engine::FileNumber(0), strata_engine::FileNumber);
+    let cache = strata_engine::cache::BlockCache::new(8 << 20);
+    let table = Table::open(file, number, cache)
+        .with_context(|| format!("opening table {}", file.display()))?;
+    println!("file: {}", file.display());
+    println!("file size: {} bytes", table.file_size());
+    println!("{:#?}", table.properties());
+    if entries {
+        let mut it = table.iter();
+        it.seek_to_first()?;
+        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+        while it.valid() {
+            let k = it.key();
+            writeln!(
+                out,
+                "{:?} @ {} {:?} => {:?}",
+                String::from_utf8_lossy(k.user_key),
+                k.seqno,
+                k.kind,
+                String::from_utf8_lossy(it.value())
+            )?;
+            it.next()?;
+        }
+        out.flush()?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
