@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-pub use read::DbRange;
+pub use read::{DbCursor, DbRange, prefix_successor};
 use state::DbInner;
 
 use crate::batch::WriteBatch;
@@ -162,6 +162,40 @@ impl Db {
         let lower = range.start_bound().map(|k| k.to_vec());
         let upper = range.end_bound().map(|k| k.to_vec());
         self.inner().range(options, lower, upper)
+    }
+
+    /// Iterates the pairs whose key starts with `prefix`, in key order (reverse with `.rev()`).
+    /// The upper bound is the prefix's successor, computed correctly for trailing `0xFF` bytes
+    /// (see [`prefix_successor`]).
+    pub fn prefix(&self, options: &ReadOptions, prefix: &[u8]) -> DbRange {
+        let upper = prefix_successor(prefix);
+        let lower = std::ops::Bound::Included(prefix);
+        match &upper {
+            Some(u) => self.range(options, (lower, std::ops::Bound::Excluded(u.as_slice()))),
+            None => self.range(options, (lower, std::ops::Bound::Unbounded)),
+        }
+    }
+
+    /// A cursor with `seek`, `seek_for_prev`, `next` and `prev`, reading as of
+    /// `options.snapshot` or this call.
+    ///
+    /// # Errors
+    /// [`crate::Error::Closed`]; [`crate::Error::Corruption`] / [`crate::Error::Io`] opening a
+    /// table.
+    pub fn cursor(&self, options: &ReadOptions) -> Result<DbCursor> {
+        self.inner().cursor(options)
+    }
+
+    /// Adds merge operand `operand` to `key` (a one-entry batch, `sync: false`). Reads fold the
+    /// operands with [`Options::merge_operator`]; with [`crate::CounterAdd`], `merge(k, b"1")`
+    /// increments a decimal counter without reading it.
+    ///
+    /// # Errors
+    /// As [`Db::put`].
+    pub fn merge(&self, key: &[u8], operand: &[u8]) -> Result<()> {
+        let mut batch = WriteBatch::with_capacity(key.len() + operand.len() + 8);
+        batch.merge(key, operand);
+        self.write(batch, &WriteOptions::default())
     }
 
     /// Iterates every `(key, value)` pair; see [`Db::range`].

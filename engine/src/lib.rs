@@ -37,6 +37,7 @@ pub mod error;
 pub mod filename;
 pub mod iterator;
 pub mod memtable;
+pub mod merge;
 pub mod options;
 pub mod snapshot;
 pub mod sstable;
@@ -46,8 +47,9 @@ pub mod wal;
 
 pub use batch::WriteBatch;
 pub use bytes::Bytes;
-pub use db::Db;
+pub use db::{Db, DbCursor, DbRange, prefix_successor};
 pub use error::{Error, Result};
+pub use merge::{CounterAdd, MergeOperator};
 pub use options::{MAX_KEY_SIZE, Options, ReadOptions, WalRecoveryMode, WriteOptions};
 pub use snapshot::Snapshot;
 pub use types::{FileNumber, SeqNo, ValueKind};

@@ -3,6 +3,9 @@
 //! `Db::open` validates the options and returns [`crate::Error::InvalidArgument`] for values out of
 //! range; the setters themselves never fail.
 
+use std::sync::Arc;
+
+use crate::merge::MergeOperator;
 use crate::snapshot::Snapshot;
 
 /// Largest user key accepted, in bytes (64 KiB). Keys longer than this get
@@ -74,6 +77,10 @@ pub struct Options {
     pub level0_stop_writes_trigger: usize,
     /// Background threads for flush and compaction. Default 2.
     pub max_background_jobs: usize,
+    /// Folds merge operands written by `Db::merge`. Default `None`: reading a key that has
+    /// merge operands is then [`crate::Error::InvalidArgument`]. [`crate::CounterAdd`] gives
+    /// decimal counters.
+    pub merge_operator: Option<Arc<dyn MergeOperator>>,
 }
 
 impl Default for Options {
@@ -98,6 +105,7 @@ impl Default for Options {
             level0_slowdown_writes_trigger: 20,
             level0_stop_writes_trigger: 36,
             max_background_jobs: 2,
+            merge_operator: None,
         }
     }
 }
@@ -156,6 +164,8 @@ setters! {
     level0_stop_writes_trigger: usize;
     /// Sets [`Options::max_background_jobs`].
     max_background_jobs: usize;
+    /// Sets [`Options::merge_operator`].
+    merge_operator: Option<Arc<dyn MergeOperator>>;
 }
 
 impl Options {

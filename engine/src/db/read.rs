@@ -14,7 +14,7 @@ use super::state::{DbInner, SuperVersion};
 use crate::cache::TableCache;
 use crate::error::{Error, Result};
 use crate::iterator::InternalIterator;
-use crate::iterator::db_iter::DbIter;
+use crate::iterator::db_iter::{DbIter, MergeFn};
 use crate::iterator::level::LevelIterator;
 use crate::iterator::merging::MergingIterator;
 use crate::iterator::range::Range;
@@ -66,17 +66,64 @@ impl DbInner {
         let mems = std::iter::once(&sv.mem).chain(sv.imms.iter().map(|imm| &imm.mem));
         for mem in mems {
             if let Some((_, kind, value)) = mem.get(key, seqno) {
-                return resolve(key, kind, value);
+                return self.resolve(&sv, seqno, key, kind, value);
             }
         }
         let target = InternalKeyRef::new(key, seqno, ValueKind::FOR_SEEK);
         for (_, file) in sv.version.files_for_get(key) {
             let table = self.table_cache.get(file.number)?;
             if let Some((_, kind, value)) = table.get(target)? {
-                return resolve(key, kind, value);
+                return self.resolve(&sv, seqno, key, kind, value);
             }
         }
         Ok(None)
+    }
+
+    /// Turns the newest visible entry for `key` into the user's answer. A merge operand needs
+    /// every older version down to a put or delete, which the merged iterator gathers.
+    fn resolve(
+        &self,
+        sv: &Arc<SuperVersion>,
+        seqno: SeqNo,
+        key: &[u8],
+        kind: ValueKind,
+        value: Bytes,
+    ) -> Result<Option<Bytes>> {
+        match kind {
+            ValueKind::Put => Ok(Some(value)),
+            ValueKind::Delete => Ok(None),
+            ValueKind::Merge => {
+                let merged = merging_iterator(sv, &self.table_cache)?;
+                let bound = || Bound::Included(key.to_vec());
+                let mut it = DbIter::new(merged, seqno, bound(), bound(), self.merge_fn());
+                it.seek(key)?;
+                Ok(it.valid().then(|| Bytes::copy_from_slice(it.value())))
+            }
+        }
+    }
+
+    fn merge_fn(&self) -> Option<MergeFn> {
+        self.options
+            .merge_operator
+            .as_ref()
+            .map(crate::merge::merge_fn)
+    }
+
+    /// A cursor; see [`crate::Db::cursor`].
+    pub(crate) fn cursor(&self, options: &ReadOptions) -> Result<DbCursor> {
+        self.check_open()?;
+        let seqno = self.read_seqno(options);
+        let sv = self.super_version();
+        let merged = merging_iterator(&sv, &self.table_cache)?;
+        Ok(DbCursor {
+            iter: DbIter::new(
+                merged,
+                seqno,
+                Bound::Unbounded,
+                Bound::Unbounded,
+                self.merge_fn(),
+            ),
+        })
     }
 
     /// Range iterator; see [`crate::Db::range`].
@@ -91,6 +138,7 @@ impl DbInner {
         let cache = Arc::clone(&self.table_cache);
         let closed = self.check_open();
         let mut closed = Some(closed);
+        let merge = self.merge_fn();
         DbRange {
             inner: Range::new(move || {
                 if let Some(Err(e)) = closed.take() {
@@ -102,7 +150,7 @@ impl DbInner {
                     seqno,
                     lower.clone(),
                     upper.clone(),
-                    None,
+                    merge.clone(),
                 ))
             }),
         }
@@ -125,16 +173,93 @@ impl DbInner {
     }
 }
 
-/// Turns the newest visible entry for `key` into the user's answer.
-fn resolve(key: &[u8], kind: ValueKind, value: Bytes) -> Result<Option<Bytes>> {
-    match kind {
-        ValueKind::Put => Ok(Some(value)),
-        ValueKind::Delete => Ok(None),
-        ValueKind::Merge => Err(Error::InvalidArgument(format!(
-            "key {:?} has merge operands but no merge operator is configured",
-            String::from_utf8_lossy(key)
-        ))),
+/// A positioned cursor over the database at one snapshot, returned by [`crate::Db::cursor`]:
+/// `seek`, `seek_for_prev`, `next`, `prev` like RocksDB's `Iterator`. Unpositioned until a
+/// seek; `key()`/`value()` require `valid()` and borrow until the next move. Holds the
+/// memtables and tables of its creation alive.
+pub struct DbCursor {
+    iter: DbIter<MergingIterator>,
+}
+
+impl std::fmt::Debug for DbCursor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DbCursor")
+            .field("valid", &self.valid())
+            .finish_non_exhaustive()
     }
+}
+
+impl DbCursor {
+    /// True when positioned on a key.
+    pub fn valid(&self) -> bool {
+        self.iter.valid()
+    }
+    /// Positions at the first key.
+    ///
+    /// # Errors
+    /// [`Error::Corruption`], [`Error::ChecksumMismatch`] or [`Error::Io`] from a table read;
+    /// [`Error::InvalidArgument`] when a merge fails.
+    pub fn seek_to_first(&mut self) -> Result<()> {
+        self.iter.seek_to_first()
+    }
+    /// Positions at the last key.
+    ///
+    /// # Errors
+    /// As [`DbCursor::seek_to_first`].
+    pub fn seek_to_last(&mut self) -> Result<()> {
+        self.iter.seek_to_last()
+    }
+    /// Positions at the first key `>= key`.
+    ///
+    /// # Errors
+    /// As [`DbCursor::seek_to_first`].
+    pub fn seek(&mut self, key: &[u8]) -> Result<()> {
+        self.iter.seek(key)
+    }
+    /// Positions at the last key `<= key`.
+    ///
+    /// # Errors
+    /// As [`DbCursor::seek_to_first`].
+    pub fn seek_for_prev(&mut self, key: &[u8]) -> Result<()> {
+        self.iter.seek_for_prev(key)
+    }
+    /// Moves to the next key. Requires `valid()`.
+    ///
+    /// # Errors
+    /// As [`DbCursor::seek_to_first`].
+    #[expect(
+        clippy::should_implement_trait,
+        reason = "a fallible cursor step, not Iterator::next"
+    )]
+    pub fn next(&mut self) -> Result<()> {
+        self.iter.next()
+    }
+    /// Moves to the previous key. Requires `valid()`.
+    ///
+    /// # Errors
+    /// As [`DbCursor::seek_to_first`].
+    pub fn prev(&mut self) -> Result<()> {
+        self.iter.prev()
+    }
+    /// The current key. Requires `valid()`.
+    pub fn key(&self) -> &[u8] {
+        self.iter.key()
+    }
+    /// The current value. Requires `valid()`.
+    pub fn value(&self) -> &[u8] {
+        self.iter.value()
+    }
+}
+
+/// The smallest key greater than every key starting with `prefix`, or `None` when there is
+/// none (`prefix` is empty or all `0xFF`): `[01 FF]` → `[02]`, `[FF FF]` → none.
+pub fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
+    let last = prefix.iter().rposition(|&b| b != 0xff)?;
+    let mut out = prefix.get(..=last)?.to_vec();
+    if let Some(b) = out.last_mut() {
+        *b += 1;
+    }
+    Some(out)
 }
 
 /// Merges the memtables, the level-0 tables and one concatenating iterator per deeper level,

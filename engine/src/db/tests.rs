@@ -196,3 +196,101 @@ fn sequence_numbers_survive_clean_reopen_with_empty_wal() -> TestResult {
     assert_eq!(db.get(b"a")?.as_deref(), Some(&b"2"[..]));
     Ok(())
 }
+
+#[test]
+fn counters_fold_merge_operands_across_flushes_and_reopen() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let opts = || tiny().merge_operator(Some(std::sync::Arc::new(crate::CounterAdd)));
+    let db = Db::open(dir.path(), opts())?;
+    db.merge(b"read:ACGT", b"1")?;
+    db.merge(b"read:ACGT", b"2")?;
+    db.flush()?;
+    db.merge(b"read:ACGT", b"4")?;
+    assert_eq!(db.get(b"read:ACGT")?.as_deref(), Some(&b"7"[..]));
+    db.put(b"read:ACGT", b"100")?;
+    db.merge(b"read:ACGT", b"-1")?;
+    assert_eq!(db.get(b"read:ACGT")?.as_deref(), Some(&b"99"[..]));
+    db.delete(b"read:ACGT")?;
+    db.merge(b"read:ACGT", b"5")?;
+    db.close()?;
+    let db = Db::open(dir.path(), opts())?;
+    assert_eq!(db.get(b"read:ACGT")?.as_deref(), Some(&b"5"[..]));
+    let all: Vec<_> = db.iter(&ReadOptions::default()).collect::<Result<_>>()?;
+    assert_eq!(all, vec![(Bytes::from("read:ACGT"), Bytes::from("5"))]);
+    db.merge(b"bad", b"x")?;
+    assert!(matches!(db.get(b"bad"), Err(Error::InvalidArgument(_))));
+    Ok(())
+}
+
+#[test]
+fn merge_without_operator_is_an_invalid_argument_on_read() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = Db::open(dir.path(), Options::default())?;
+    db.merge(b"k", b"1")?;
+    assert!(matches!(db.get(b"k"), Err(Error::InvalidArgument(_))));
+    Ok(())
+}
+
+#[test]
+fn prefix_scans_handle_trailing_ff_bytes() -> TestResult {
+    assert_eq!(prefix_successor(&[0x01, 0xff]), Some(vec![0x02]));
+    assert_eq!(prefix_successor(&[0xff, 0xff]), None);
+    assert_eq!(prefix_successor(b""), None);
+    let dir = tempfile::tempdir()?;
+    let db = Db::open(dir.path(), Options::default())?;
+    for k in [
+        &[0x01][..],
+        &[0x01, 0xff],
+        &[0x01, 0xff, 0x00],
+        &[0x02],
+        &[0xff],
+        &[0xff, 0xff, 1],
+    ] {
+        db.put(k, b"v")?;
+    }
+    let keys = |p: &[u8]| -> Result<Vec<Vec<u8>>> {
+        db.prefix(&ReadOptions::default(), p)
+            .map(|kv| kv.map(|(k, _)| k.to_vec()))
+            .collect()
+    };
+    assert_eq!(
+        keys(&[0x01, 0xff])?,
+        vec![vec![0x01, 0xff], vec![0x01, 0xff, 0x00]]
+    );
+    assert_eq!(keys(&[0xff, 0xff])?, vec![vec![0xff, 0xff, 1]]);
+    assert_eq!(keys(&[0xff])?.len(), 2);
+    let rev: Vec<_> = db
+        .prefix(&ReadOptions::default(), &[0x01])
+        .rev()
+        .map(|kv| kv.map(|(k, _)| k.to_vec()))
+        .collect::<Result<_>>()?;
+    assert_eq!(
+        rev,
+        vec![vec![0x01, 0xff, 0x00], vec![0x01, 0xff], vec![0x01]]
+    );
+    Ok(())
+}
+
+#[test]
+fn cursor_seeks_and_steps_both_ways() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = Db::open(dir.path(), tiny())?;
+    for i in 0..100u32 {
+        db.put(format!("k{:03}", i * 2).as_bytes(), b"v")?;
+    }
+    db.flush()?;
+    let mut c = db.cursor(&ReadOptions::default())?;
+    c.seek(b"k011")?;
+    assert_eq!(c.key(), b"k012");
+    c.prev()?;
+    assert_eq!(c.key(), b"k010");
+    c.seek_for_prev(b"k011")?;
+    assert_eq!(c.key(), b"k010");
+    c.next()?;
+    assert_eq!(c.key(), b"k012");
+    c.seek_to_last()?;
+    assert_eq!(c.key(), b"k198");
+    c.next()?;
+    assert!(!c.valid());
+    Ok(())
+}
