@@ -3,6 +3,7 @@
 //! Subcommands: `demo` (open a database, write and read a few keys), `get`, `put`, `delete`,
 //! `scan` (inspect a database, like RocksDB's `ldb`) and `sst-dump` (inspect one table file).
 
+mod bench;
 mod inspect;
 
 use std::path::PathBuf;
@@ -54,6 +55,9 @@ enum Command {
         #[arg(long)]
         limit: Option<usize>,
     },
+    /// Benchmarks through the public API.
+    #[command(subcommand)]
+    Bench(BenchCommand),
     /// Print an SSTable's properties and, with --entries, its entries (like RocksDB's sst_dump).
     SstDump {
         /// The `.sst` file.
@@ -62,6 +66,13 @@ enum Command {
         #[arg(long)]
         entries: bool,
     },
+}
+
+#[derive(Debug, Subcommand)]
+enum BenchCommand {
+    /// Insert N u64 -> (u32, u32) records in batches; report per-batch times, amplification,
+    /// stalls, bytes per record and peak RSS.
+    Fill(bench::FillArgs),
 }
 
 fn main() -> ExitCode {
@@ -95,6 +106,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             limit,
         } => inspect::scan(&dir, from.as_deref(), to.as_deref(), reverse, limit),
         Command::SstDump { file, entries } => inspect::sst_dump(&file, entries),
+        Command::Bench(BenchCommand::Fill(args)) => bench::fill(&args).map(|()| ExitCode::SUCCESS),
     }
 }
 

@@ -8,6 +8,7 @@
 //! `write queue` (never held while waiting) → `log` (held by the group-commit leader) →
 //! `versions` → `super_version` → `bg`. No code takes an earlier lock while holding a later one.
 
+mod background;
 mod flush;
 mod lock;
 mod read;
@@ -210,6 +211,25 @@ impl Db {
     /// [`crate::Error::Io`] or [`crate::Error::Poisoned`] when a flush failed; [`crate::Error::Closed`].
     pub fn flush(&self) -> Result<()> {
         self.inner().flush()
+    }
+
+    /// Compacts every table overlapping the user-key range `[begin, end]` (`None` =
+    /// unbounded on that side) down level by level, after flushing the memtables, and returns
+    /// when done. Old versions no snapshot needs and tombstones at the bottom are dropped.
+    /// Automatic compactions pause meanwhile; reads and writes go on.
+    ///
+    /// # Errors
+    /// [`crate::Error::Io`], [`crate::Error::Corruption`] from reading or writing tables (the
+    /// database is poisoned then); [`crate::Error::Poisoned`]; [`crate::Error::Closed`].
+    pub fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
+        self.inner().compact_range(begin, end)
+    }
+
+    /// Counters since open: tables and bytes per level, bytes written by the WAL, flushes and
+    /// compactions, write amplification, stalls, cache and bloom filter hits. `Display` gives
+    /// a text report.
+    pub fn stats(&self) -> crate::stats::DbStats {
+        self.inner().stats()
     }
 
     /// Verifies every table's checksums and the version's invariants.

@@ -75,6 +75,13 @@ pub struct Options {
     pub level0_slowdown_writes_trigger: usize,
     /// Level-0 table count at which writes wait for compaction. Default 36.
     pub level0_stop_writes_trigger: usize,
+    /// Estimated pending compaction bytes past which writes are delayed. Default 64 GiB.
+    pub soft_pending_compaction_bytes_limit: u64,
+    /// Estimated pending compaction bytes at which writes wait for compaction. Default 256 GiB.
+    pub hard_pending_compaction_bytes_limit: u64,
+    /// Write rate, in bytes per second, allowed when a soft limit is first passed; it falls
+    /// linearly towards a tenth of it as the hard limit nears. Default 16 MiB/s.
+    pub delayed_write_rate: u64,
     /// Background threads for flush and compaction. Default 2.
     pub max_background_jobs: usize,
     /// Folds merge operands written by `Db::merge`. Default `None`: reading a key that has
@@ -104,6 +111,9 @@ impl Default for Options {
             level0_file_num_compaction_trigger: 4,
             level0_slowdown_writes_trigger: 20,
             level0_stop_writes_trigger: 36,
+            soft_pending_compaction_bytes_limit: 64 << 30,
+            hard_pending_compaction_bytes_limit: 256 << 30,
+            delayed_write_rate: 16 << 20,
             max_background_jobs: 2,
             merge_operator: None,
         }
@@ -162,6 +172,12 @@ setters! {
     level0_slowdown_writes_trigger: usize;
     /// Sets [`Options::level0_stop_writes_trigger`] (tables).
     level0_stop_writes_trigger: usize;
+    /// Sets [`Options::soft_pending_compaction_bytes_limit`] (bytes).
+    soft_pending_compaction_bytes_limit: u64;
+    /// Sets [`Options::hard_pending_compaction_bytes_limit`] (bytes).
+    hard_pending_compaction_bytes_limit: u64;
+    /// Sets [`Options::delayed_write_rate`] (bytes per second).
+    delayed_write_rate: u64;
     /// Sets [`Options::max_background_jobs`].
     max_background_jobs: usize;
     /// Sets [`Options::merge_operator`].
@@ -206,6 +222,12 @@ impl Options {
             || self.level0_stop_writes_trigger < self.level0_slowdown_writes_trigger
         {
             return bad("level-0 triggers must satisfy 1 <= compaction <= slowdown <= stop");
+        }
+        if self.soft_pending_compaction_bytes_limit > self.hard_pending_compaction_bytes_limit {
+            return bad("soft_pending_compaction_bytes_limit must not exceed the hard limit");
+        }
+        if self.delayed_write_rate == 0 {
+            return bad("delayed_write_rate must be positive");
         }
         if self.max_background_jobs < 1 {
             return bad("max_background_jobs must be at least 1");

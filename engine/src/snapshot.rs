@@ -20,9 +20,15 @@ pub(crate) struct SnapshotList {
 }
 
 impl SnapshotList {
-    /// Registers a snapshot at `seqno` and returns its handle.
-    pub(crate) fn take(self: &Arc<Self>, seqno: SeqNo) -> Snapshot {
-        *self.live.lock().entry(seqno).or_insert(0) += 1;
+    /// Registers a snapshot at the sequence number `current()` returns, called under the
+    /// list's lock. Reading the sequence number under the lock matters: a compaction reads the
+    /// list (also under the lock) when it starts, so a snapshot is either in its list or has a
+    /// sequence number at least as new as everything the compaction reads.
+    pub(crate) fn take(self: &Arc<Self>, current: impl FnOnce() -> SeqNo) -> Snapshot {
+        let mut live = self.live.lock();
+        let seqno = current();
+        *live.entry(seqno).or_insert(0) += 1;
+        drop(live);
         Snapshot {
             inner: Arc::new(SnapshotInner {
                 seqno,
@@ -32,15 +38,8 @@ impl SnapshotList {
     }
 
     /// Sequence numbers of all live snapshots, ascending, without duplicates.
-    #[cfg_attr(not(test), expect(dead_code, reason = "read by compaction (issue #4)"))]
     pub(crate) fn seqnos(&self) -> Vec<SeqNo> {
         self.live.lock().keys().copied().collect()
-    }
-
-    /// The oldest live snapshot's sequence number, if any.
-    #[cfg_attr(not(test), expect(dead_code, reason = "read by compaction (issue #4)"))]
-    pub(crate) fn oldest(&self) -> Option<SeqNo> {
-        self.live.lock().keys().next().copied()
     }
 
     fn release(&self, seqno: SeqNo) {
@@ -97,15 +96,15 @@ mod tests {
     #[test]
     fn snapshots_are_released_when_last_clone_drops() {
         let list = Arc::new(SnapshotList::default());
-        let a = list.take(SeqNo(5));
+        let a = list.take(|| SeqNo(5));
         let b = a.clone();
-        let c = list.take(SeqNo(9));
+        let c = list.take(|| SeqNo(9));
         assert_eq!(list.seqnos(), vec![SeqNo(5), SeqNo(9)]);
         drop(a);
-        assert_eq!(list.oldest(), Some(SeqNo(5)));
+        assert_eq!(list.seqnos().first().copied(), Some(SeqNo(5)));
         drop(b);
-        assert_eq!(list.oldest(), Some(SeqNo(9)));
+        assert_eq!(list.seqnos().first().copied(), Some(SeqNo(9)));
         drop(c);
-        assert_eq!(list.oldest(), None);
+        assert_eq!(list.seqnos().first().copied(), None);
     }
 }

@@ -6,7 +6,8 @@
 //! - every batch is all-or-nothing,
 //! - the recovered batches are a prefix of the issued order (no holes).
 //!
-//! The write buffer is tiny so kills also land during flushes. 20 kills by default;
+//! The write buffer and level sizes are tiny so kills also land during flushes and
+//! compactions. 20 kills by default;
 //! `STRATA_CRASH_KILLS=<n>` for more.
 
 #![allow(
@@ -30,6 +31,9 @@ fn options() -> Options {
     Options::default()
         .write_buffer_size(32 << 10)
         .block_size(512)
+        .target_file_size(16 << 10)
+        .max_bytes_for_level_base(64 << 10)
+        .level0_file_num_compaction_trigger(2)
 }
 
 /// Keys of batch `i`: `b{i}-{j}` for `j < batch_width(i)`.

@@ -23,6 +23,12 @@ fn tiny_options() -> Options {
         .block_size(64)
         .block_restart_interval(1)
         .bloom_bits_per_key(4)
+        .target_file_size(1024)
+        .max_bytes_for_level_base(2048)
+        .level_size_multiplier(2)
+        .level0_file_num_compaction_trigger(2)
+        .level0_slowdown_writes_trigger(8)
+        .level0_stop_writes_trigger(12)
 }
 
 /// Keys from a small alphabet with shared prefixes and the edge cases.
@@ -161,7 +167,18 @@ fn run(seed: u64, steps: usize) {
                 }
                 snaps.push((db.snapshot(), model.clone()));
             }
-            85..=89 => db.flush().expect("flush"),
+            85..=87 => db.flush().expect("flush"),
+            88..=89 => {
+                // Whole or partial manual compaction, snapshots held across it.
+                if rng.random_bool(0.5) {
+                    db.compact_range(None, None).expect("compact all");
+                } else {
+                    let (a, b) = (random_key(&mut rng), random_key(&mut rng));
+                    let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+                    db.compact_range(Some(&lo), Some(&hi))
+                        .expect("compact range");
+                }
+            }
             90..=93 => {
                 // Bounded range scan in a random direction.
                 let (a, b) = (random_key(&mut rng), random_key(&mut rng));

@@ -109,6 +109,14 @@ impl Engine for FjallEngine {
         Ok(())
     }
 
+    fn shape(&self) -> String {
+        format!(
+            "{} tables, {} in level 0",
+            self.keyspace.table_count(),
+            self.keyspace.l0_table_count()
+        )
+    }
+
     fn scan(&self, direction: Direction) -> Result<ScanStats> {
         let mut counter = ScanCounter::new(direction);
         let iter = self.keyspace.iter();

@@ -102,6 +102,9 @@ pub trait Engine: Send + Sync {
     /// The engine's error, if asking for its state fails.
     fn wait_for_background(&self) -> Result<()>;
 
+    /// One line on the tree's shape: table files per level (level 0 first).
+    fn shape(&self) -> String;
+
     /// Iterates over every entry in `direction`, counting them and checking key order.
     ///
     /// # Errors

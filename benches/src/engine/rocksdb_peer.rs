@@ -103,6 +103,16 @@ impl Engine for RocksDbEngine {
         Ok(())
     }
 
+    fn shape(&self) -> String {
+        let files: Vec<String> = (0..7)
+            .map(|l| {
+                self.int_property(&format!("rocksdb.num-files-at-level{l}"))
+                    .map_or_else(|_| "?".to_string(), |n| n.to_string())
+            })
+            .collect();
+        format!("files per level [{}]", files.join(" "))
+    }
+
     fn scan(&self, direction: Direction) -> Result<ScanStats> {
         let mut counter = ScanCounter::new(direction);
         let mut it = self.db.raw_iterator();

@@ -1,6 +1,7 @@
 //! Strata behind the [`Engine`] trait.
 
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use strata_engine::{Db, Options, ReadOptions, WriteBatch, WriteOptions};
@@ -70,9 +71,33 @@ impl Engine for StrataEngine {
     }
 
     fn wait_for_background(&self) -> Result<()> {
-        // Strata has no public "background work pending" query yet; flush() already waits for
-        // the memtable to reach disk.
+        // Strata reports pending work but not running compactions: wait until nothing is
+        // pending and the compaction count has stood still for a few polls.
+        let deadline = Instant::now() + Duration::from_secs(600);
+        let mut last_compactions = u64::MAX;
+        let mut idle_polls = 0;
+        while Instant::now() < deadline && idle_polls < 5 {
+            let s = self.db.stats();
+            let pending = s.pending_compaction_bytes > 0 || s.immutable_memtables > 0;
+            if !pending && s.compactions == last_compactions {
+                idle_polls += 1;
+            } else {
+                idle_polls = 0;
+            }
+            last_compactions = s.compactions;
+            std::thread::sleep(Duration::from_millis(100));
+        }
         Ok(())
+    }
+
+    fn shape(&self) -> String {
+        let s = self.db.stats();
+        let files: Vec<String> = s.levels.iter().map(|l| l.files.to_string()).collect();
+        format!(
+            "files per level [{}], write amp {:.2} (tables per flushed byte)",
+            files.join(" "),
+            s.write_amplification()
+        )
     }
 
     fn scan(&self, direction: Direction) -> Result<ScanStats> {

@@ -153,6 +153,7 @@ pub(super) fn load_then_read(reads: &[Workload], cfg: &Config) -> Result<()> {
             mib(report.disk_bytes),
             report.disk_bytes as f64 / user_bytes as f64,
         );
+        println!("       {name:<8} {}", o.engine().shape());
         opened.push(o);
     }
     print_table("load puts/s (one run, includes the final flush)", &loads);

@@ -8,7 +8,6 @@
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::thread::JoinHandle;
 use std::time::Instant;
 
 use super::state::{DbInner, ImmMemTable, SuperVersion};
@@ -20,47 +19,9 @@ use crate::sstable::{TableBuilder, TableBuilderOptions};
 use crate::types::{FileNumber, SeqNo, ValueKind};
 use crate::version::{FileMeta, VersionEdit};
 
-/// Starts the background thread that runs flushes until the database closes.
-pub(crate) fn spawn_background(inner: &Arc<DbInner>) -> Result<JoinHandle<()>> {
-    let inner = Arc::clone(inner);
-    std::thread::Builder::new()
-        .name("strata-bg".into())
-        .spawn(move || background_main(&inner))
-        .map_err(|e| Error::io(Path::new("<thread>"), e))
-}
-
-fn background_main(inner: &Arc<DbInner>) {
-    loop {
-        let imm = {
-            let mut bg = inner.bg.lock();
-            loop {
-                if bg.shutting_down {
-                    return;
-                }
-                if !inner.is_poisoned()
-                    && let Some(imm) = inner.super_version().imms.last().cloned()
-                {
-                    bg.flush_running = true;
-                    break imm;
-                }
-                inner.bg_cv.wait(&mut bg);
-            }
-        };
-        let result = inner.flush_imm(&imm);
-        if let Err(e) = &result {
-            inner.set_poison(format!("flush of WAL {} failed: {e}", imm.wal_number));
-        }
-        let mut bg = inner.bg.lock();
-        bg.flush_running = false;
-        bg.flushes_done += 1;
-        drop(bg);
-        inner.bg_cv.notify_all();
-    }
-}
-
 impl DbInner {
     /// Writes `imm` to a level-0 table and installs it (see the module docs).
-    fn flush_imm(&self, imm: &Arc<ImmMemTable>) -> Result<()> {
+    pub(crate) fn flush_imm(&self, imm: &Arc<ImmMemTable>) -> Result<()> {
         let start = Instant::now();
         let number = self.versions.lock().new_file_number();
         let meta = write_level0_table(&self.dir, &self.options, &imm.mem, number)?;
@@ -75,6 +36,7 @@ impl DbInner {
             let last = versions.last_seqno().max(self.visible_seqno());
             versions.set_last_seqno(last);
             let version = versions.log_and_apply(edit)?;
+            self.track_version(&version);
             let mut sv = self.super_version.write();
             *sv = Arc::new(SuperVersion {
                 mem: Arc::clone(&sv.mem),
@@ -89,6 +51,7 @@ impl DbInner {
         }
         self.stats.flushes.fetch_add(1, Ordering::Relaxed);
         self.stats.flush_bytes.fetch_add(bytes, Ordering::Relaxed);
+        self.delete_obsolete_tables(Vec::new());
         let wal = filename::wal_path(&self.dir, imm.wal_number);
         if let Err(e) = std::fs::remove_file(&wal) {
             tracing::warn!(path = %wal.display(), error = %e, "could not delete obsolete WAL");
@@ -108,7 +71,7 @@ impl DbInner {
         self.check_writable()?;
         {
             let mut log = self.log.lock();
-            self.make_room_for_write(&mut log, true)?;
+            self.make_room_for_write(&mut log, true, 0)?;
         }
         self.bg_cv.notify_all();
         let mut bg = self.bg.lock();

@@ -51,18 +51,10 @@ impl DoubleEndedIterator for DbRange {
 }
 
 impl DbInner {
-    fn read_seqno(&self, options: &ReadOptions) -> SeqNo {
-        options
-            .snapshot
-            .as_ref()
-            .map_or_else(|| self.visible_seqno(), crate::Snapshot::seqno)
-    }
-
     /// Point lookup; see [`crate::Db::get`].
     pub(crate) fn get(&self, options: &ReadOptions, key: &[u8]) -> Result<Option<Bytes>> {
         self.check_open()?;
-        let seqno = self.read_seqno(options);
-        let sv = self.super_version();
+        let (seqno, sv) = self.read_view(options.snapshot.as_ref());
         let mems = std::iter::once(&sv.mem).chain(sv.imms.iter().map(|imm| &imm.mem));
         for mem in mems {
             if let Some((_, kind, value)) = mem.get(key, seqno) {
@@ -112,8 +104,7 @@ impl DbInner {
     /// A cursor; see [`crate::Db::cursor`].
     pub(crate) fn cursor(&self, options: &ReadOptions) -> Result<DbCursor> {
         self.check_open()?;
-        let seqno = self.read_seqno(options);
-        let sv = self.super_version();
+        let (seqno, sv) = self.read_view(options.snapshot.as_ref());
         let merged = merging_iterator(&sv, &self.table_cache)?;
         Ok(DbCursor {
             iter: DbIter::new(
@@ -133,8 +124,7 @@ impl DbInner {
         lower: Bound<Vec<u8>>,
         upper: Bound<Vec<u8>>,
     ) -> DbRange {
-        let seqno = self.read_seqno(options);
-        let sv = self.super_version();
+        let (seqno, sv) = self.read_view(options.snapshot.as_ref());
         let cache = Arc::clone(&self.table_cache);
         let closed = self.check_open();
         let mut closed = Some(closed);
@@ -295,4 +285,53 @@ pub(crate) fn merging_iterator(
         })));
     }
     Ok(MergingIterator::new(children))
+}
+
+impl DbInner {
+    /// Collects statistics; see [`crate::Db::stats`].
+    pub(crate) fn stats(&self) -> crate::stats::DbStats {
+        use std::sync::atomic::Ordering::Relaxed;
+        let sv = self.super_version();
+        let targets = crate::compaction::picker::LevelTargets::dynamic(&sv.version, &self.options);
+        let levels = (0..sv.version.levels.len())
+            .map(|level| crate::stats::LevelStats {
+                files: sv.version.files(level).len(),
+                bytes: sv.version.level_bytes(level),
+                target_bytes: match targets.target_bytes(level) {
+                    u64::MAX => 0,
+                    t => t,
+                },
+            })
+            .collect();
+        let s = &self.stats;
+        let cache = self.table_cache.block_cache();
+        crate::stats::DbStats {
+            levels,
+            user_bytes: s.user_bytes.load(Relaxed),
+            wal_bytes: s.wal_bytes.load(Relaxed),
+            wal_syncs: s.wal_syncs.load(Relaxed),
+            write_groups: s.write_groups.load(Relaxed),
+            flush_bytes: s.flush_bytes.load(Relaxed),
+            flushes: s.flushes.load(Relaxed),
+            compaction_bytes_read: s.compaction_bytes_read.load(Relaxed),
+            compaction_bytes_written: s.compaction_bytes_written.load(Relaxed),
+            compactions: s.compactions.load(Relaxed),
+            trivial_moves: s.trivial_moves.load(Relaxed),
+            compaction_micros: s.compaction_micros.load(Relaxed),
+            stall_micros: s.stall_micros.load(Relaxed),
+            delay_micros: s.delay_micros.load(Relaxed),
+            block_cache_hits: cache.hits(),
+            block_cache_misses: cache.misses(),
+            bloom_checked: cache.bloom_checks(),
+            bloom_useful: cache.bloom_useful(),
+            pending_compaction_bytes: self.pending_compaction_bytes.load(Relaxed),
+            memtable_bytes: (sv.mem.approximate_size()
+                + sv.imms
+                    .iter()
+                    .map(|i| i.mem.approximate_size())
+                    .sum::<usize>()) as u64,
+            immutable_memtables: sv.imms.len(),
+            last_seqno: self.visible_seqno().get(),
+        }
+    }
 }

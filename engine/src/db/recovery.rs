@@ -14,7 +14,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use bytes::Bytes;
 use parking_lot::{Condvar, Mutex, RwLock};
 
-use super::flush::{spawn_background, write_level0_table};
+use super::background::spawn_background;
+use super::flush::write_level0_table;
 use super::lock::lock_dir;
 use super::state::{BgState, DbInner, LogState, Stats, SuperVersion, WriteQueue};
 use super::write::insert_batch;
@@ -135,14 +136,21 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Arc<DbInner>> {
         snapshots: Arc::new(SnapshotList::default()),
         bg: Mutex::new(BgState::default()),
         bg_cv: Condvar::new(),
-        bg_thread: Mutex::new(None),
+        bg_threads: Mutex::new(Vec::new()),
+        live_versions: Mutex::new(Vec::new()),
+        pending_deletes: Mutex::new(Vec::new()),
+        pending_compaction_bytes: AtomicU64::new(0),
         poison: Mutex::new(None),
         closed: AtomicBool::new(false),
         stats: Stats::default(),
         options,
     });
-    let handle = spawn_background(&inner)?;
-    *inner.bg_thread.lock() = Some(handle);
+    inner.track_version(&inner.super_version().version);
+    inner.refresh_pending_compaction_bytes();
+    let handles = spawn_background(&inner)?;
+    *inner.bg_threads.lock() = handles;
+    // Work may be due right away (level 0 over its trigger after recovery).
+    inner.bg_cv.notify_all();
     Ok(inner)
 }
 

@@ -61,6 +61,14 @@ pub(crate) struct BgState {
     pub(crate) flush_running: bool,
     /// Bumped after every finished flush, so waiters can tell progress happened.
     pub(crate) flushes_done: u64,
+    /// Compactions running now.
+    pub(crate) compactions_running: usize,
+    /// Bumped after every finished compaction.
+    pub(crate) compactions_done: u64,
+    /// Tables that running compactions read or replace.
+    pub(crate) busy: std::collections::HashSet<FileNumber>,
+    /// A manual compaction is running; automatic ones are not picked meanwhile.
+    pub(crate) manual_compaction: bool,
 }
 
 /// Everything shared by the user handles and the background thread.
@@ -79,7 +87,13 @@ pub(crate) struct DbInner {
     pub(crate) snapshots: Arc<SnapshotList>,
     pub(crate) bg: Mutex<BgState>,
     pub(crate) bg_cv: Condvar,
-    pub(crate) bg_thread: Mutex<Option<JoinHandle<()>>>,
+    pub(crate) bg_threads: Mutex<Vec<JoinHandle<()>>>,
+    /// Every installed version, weakly: tables of versions still alive are not deleted.
+    pub(crate) live_versions: Mutex<Vec<std::sync::Weak<Version>>>,
+    /// Tables waiting to be deleted until no live version references them.
+    pub(crate) pending_deletes: Mutex<Vec<FileNumber>>,
+    /// Estimated bytes compaction must still rewrite (for write backpressure).
+    pub(crate) pending_compaction_bytes: AtomicU64,
     /// First failure that put durable state in doubt; once set, writes are refused.
     pub(crate) poison: Mutex<Option<String>>,
     pub(crate) closed: AtomicBool,
@@ -89,12 +103,19 @@ pub(crate) struct DbInner {
 /// Counters reported by the database.
 #[derive(Debug, Default)]
 pub(crate) struct Stats {
+    pub(crate) user_bytes: AtomicU64,
     pub(crate) wal_bytes: AtomicU64,
     pub(crate) wal_syncs: AtomicU64,
     pub(crate) flush_bytes: AtomicU64,
     pub(crate) flushes: AtomicU64,
     pub(crate) write_groups: AtomicU64,
     pub(crate) stall_micros: AtomicU64,
+    pub(crate) delay_micros: AtomicU64,
+    pub(crate) compactions: AtomicU64,
+    pub(crate) trivial_moves: AtomicU64,
+    pub(crate) compaction_bytes_read: AtomicU64,
+    pub(crate) compaction_bytes_written: AtomicU64,
+    pub(crate) compaction_micros: AtomicU64,
 }
 
 impl DbInner {
@@ -108,9 +129,17 @@ impl DbInner {
     }
 
     pub(crate) fn snapshot(&self) -> Snapshot {
-        // Register under the snapshot list's own lock; the seqno is read first so the snapshot
-        // never claims a write that is not yet visible.
-        self.snapshots.take(self.visible_seqno())
+        self.snapshots.take(|| self.visible_seqno())
+    }
+
+    /// The sequence number a read uses (the snapshot's, or the latest visible one) and the
+    /// super version it reads, taken together under the super-version lock. Then a compaction
+    /// installed before the read has dropped only versions that a newer version, visible at
+    /// this sequence number, shadows; and a memtable switch or flush cannot slip between the two.
+    pub(crate) fn read_view(&self, snapshot: Option<&Snapshot>) -> (SeqNo, Arc<SuperVersion>) {
+        let guard = self.super_version.read();
+        let seqno = snapshot.map_or_else(|| self.visible_seqno(), Snapshot::seqno);
+        (seqno, Arc::clone(&guard))
     }
 
     pub(crate) fn check_open(&self) -> Result<()> {
@@ -161,11 +190,13 @@ impl DbInner {
             bg.shutting_down = true;
         }
         self.bg_cv.notify_all();
-        if let Some(handle) = self.bg_thread.lock().take()
-            && handle.join().is_err()
-        {
-            tracing::error!("background thread panicked");
+        let handles = std::mem::take(&mut *self.bg_threads.lock());
+        for handle in handles {
+            if handle.join().is_err() {
+                tracing::error!("background thread panicked");
+            }
         }
+        self.delete_obsolete_tables(Vec::new());
         let result = {
             let mut log = self.log.lock();
             match log.wal.as_mut() {

@@ -31,6 +31,8 @@ const MAX_GROUP_BYTES: usize = 1 << 20;
 pub(crate) struct PendingWrite {
     batch: WriteBatch,
     sync: bool,
+    /// Keys plus values in the batch, for statistics.
+    user_bytes: u64,
     slot: Arc<Slot>,
 }
 
@@ -57,7 +59,7 @@ impl DbInner {
     /// Commits `batch`; see [`crate::Db::write`].
     pub(crate) fn write(&self, batch: WriteBatch, sync: bool) -> Result<()> {
         self.check_writable()?;
-        self.validate_batch(&batch)?;
+        let user_bytes = self.validate_batch(&batch)?;
         if batch.is_empty() && !sync {
             return Ok(());
         }
@@ -72,6 +74,7 @@ impl DbInner {
             q.pending.push_back(PendingWrite {
                 batch,
                 sync,
+                user_bytes,
                 slot: Arc::clone(&slot),
             });
             if lead {
@@ -91,7 +94,9 @@ impl DbInner {
         }
     }
 
-    fn validate_batch(&self, batch: &WriteBatch) -> Result<()> {
+    /// Checks size limits; returns the batch's key plus value bytes.
+    fn validate_batch(&self, batch: &WriteBatch) -> Result<u64> {
+        let mut user_bytes = 0u64;
         for entry in batch.iter() {
             let (_, key, value) = entry.map_err(Error::InvalidArgument)?;
             if key.len() > MAX_KEY_SIZE {
@@ -107,8 +112,9 @@ impl DbInner {
                     self.options.max_value_size
                 )));
             }
+            user_bytes += (key.len() + value.len()) as u64;
         }
-        Ok(())
+        Ok(user_bytes)
     }
 
     /// Runs one commit group as leader, then passes leadership on. Returns the leader's own
@@ -158,7 +164,8 @@ impl DbInner {
         let count: usize = group.iter().map(|w| w.batch.len()).sum();
         let sync = group.iter().any(|w| w.sync);
         let mut log = self.log.lock();
-        self.make_room_for_write(&mut log, false)?;
+        let write_bytes = group.iter().map(|w| w.batch.size_bytes() as u64).sum();
+        self.make_room_for_write(&mut log, false, write_bytes)?;
         let first = SeqNo(log.last_seqno.get() + 1);
         let last = log
             .last_seqno
@@ -187,6 +194,10 @@ impl DbInner {
             self.stats
                 .wal_bytes
                 .fetch_add(data.len() as u64, Ordering::Relaxed);
+            let user_bytes: u64 = group.iter().map(|w| w.user_bytes).sum();
+            self.stats
+                .user_bytes
+                .fetch_add(user_bytes, Ordering::Relaxed);
         }
         if sync {
             let wal = log.wal.as_mut().ok_or(Error::Closed)?;
@@ -208,32 +219,118 @@ impl DbInner {
     /// Ensures the active memtable has room: when it is full (or `force` and non-empty), freezes
     /// it into an immutable memtable, starts a new WAL and wakes the flush thread. Waits while
     /// `max_write_buffer_number` memtables are already in memory.
-    pub(crate) fn make_room_for_write(&self, log: &mut LogState, force: bool) -> Result<()> {
+    ///
+    /// Also applies write backpressure for a group of `write_bytes` (unless `force`):
+    /// - past a soft limit (`level0_slowdown_writes_trigger` tables in level 0, or
+    ///   `soft_pending_compaction_bytes_limit`) the group is delayed by
+    ///   `write_bytes / rate`, where the rate falls linearly from `delayed_write_rate` to a tenth
+    ///   of it as the hard limit nears, so writers slow down smoothly instead of hitting a wall;
+    /// - at a hard limit (`level0_stop_writes_trigger`, `hard_pending_compaction_bytes_limit`)
+    ///   the leader waits until a compaction finishes.
+    pub(crate) fn make_room_for_write(
+        &self,
+        log: &mut LogState,
+        force: bool,
+        write_bytes: u64,
+    ) -> Result<()> {
+        let mut delayed = force;
         loop {
             self.check_writable()?;
             let sv = self.super_version();
+            if !force {
+                let o = &self.options;
+                let l0 = sv.version.files(0).len();
+                let pending = self.pending_compaction_bytes.load(Ordering::Relaxed);
+                if l0 >= o.level0_stop_writes_trigger
+                    || pending >= o.hard_pending_compaction_bytes_limit
+                {
+                    self.wait_for_background_progress()?;
+                    continue;
+                }
+                if !delayed {
+                    delayed = true;
+                    if let Some(delay) = self.write_delay(l0, pending, write_bytes) {
+                        std::thread::sleep(delay);
+                        let micros = u64::try_from(delay.as_micros()).unwrap_or(u64::MAX);
+                        self.stats.delay_micros.fetch_add(micros, Ordering::Relaxed);
+                    }
+                }
+            }
             let full = sv.mem.approximate_size() >= self.options.write_buffer_size;
             if !(full || force && !sv.mem.is_empty()) {
                 return Ok(());
             }
             if sv.imms.len() + 1 >= self.options.max_write_buffer_number {
                 // Stall until the flush thread frees a slot.
-                let start = Instant::now();
-                let mut bg = self.bg.lock();
-                let seen = bg.flushes_done;
-                while bg.flushes_done == seen && !bg.shutting_down && !self.is_poisoned() {
-                    self.bg_cv.wait(&mut bg);
-                }
-                let micros = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
-                self.stats.stall_micros.fetch_add(micros, Ordering::Relaxed);
-                if bg.shutting_down {
-                    return Err(Error::Closed);
-                }
+                self.wait_for_background_progress()?;
                 continue;
             }
             self.switch_memtable(log, &sv)?;
             return Ok(());
         }
+    }
+
+    /// Waits until a flush or compaction finishes (a write stall, counted in statistics).
+    fn wait_for_background_progress(&self) -> Result<()> {
+        let start = Instant::now();
+        let mut bg = self.bg.lock();
+        let seen = (bg.flushes_done, bg.compactions_done);
+        while (bg.flushes_done, bg.compactions_done) == seen
+            && !bg.shutting_down
+            && !self.is_poisoned()
+        {
+            self.bg_cv.wait(&mut bg);
+        }
+        let micros = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.stats.stall_micros.fetch_add(micros, Ordering::Relaxed);
+        if bg.shutting_down {
+            return Err(Error::Closed);
+        }
+        Ok(())
+    }
+
+    /// The delay for a group of `write_bytes` under the soft limits, or `None` below them.
+    fn write_delay(
+        &self,
+        l0: usize,
+        pending: u64,
+        write_bytes: u64,
+    ) -> Option<std::time::Duration> {
+        let o = &self.options;
+        // How far between soft (0.0) and hard (1.0) limit each signal is; the worse one counts.
+        let frac = |value: f64, soft: f64, hard: f64| {
+            if value < soft {
+                None
+            } else {
+                Some(((value - soft) / (hard - soft).max(1.0)).clamp(0.0, 1.0))
+            }
+        };
+        #[expect(
+            clippy::cast_precision_loss,
+            reason = "ratios of counts and byte sizes"
+        )]
+        let severity = [
+            frac(
+                l0 as f64,
+                o.level0_slowdown_writes_trigger as f64,
+                o.level0_stop_writes_trigger as f64,
+            ),
+            frac(
+                pending as f64,
+                o.soft_pending_compaction_bytes_limit as f64,
+                o.hard_pending_compaction_bytes_limit as f64,
+            ),
+        ]
+        .into_iter()
+        .flatten()
+        .fold(None, |acc: Option<f64>, s| {
+            Some(acc.map_or(s, |a| a.max(s)))
+        })?;
+        #[expect(clippy::cast_precision_loss, reason = "rates in bytes per second")]
+        let rate = o.delayed_write_rate as f64 * (1.0 - 0.9 * severity);
+        #[expect(clippy::cast_precision_loss, reason = "bytes")]
+        let secs = (write_bytes as f64 / rate).min(1.0);
+        Some(std::time::Duration::from_secs_f64(secs))
     }
 
     fn switch_memtable(&self, log: &mut LogState, sv: &SuperVersion) -> Result<()> {

@@ -1,0 +1,452 @@
+//! The compaction job: runs a [`CompactionTask`] against the table files and returns the
+//! [`VersionEdit`] that records it (rules: `docs/compaction.md`, "What a compaction keeps").
+//!
+//! The inputs are merged in internal-key order (each L0 table is its own source; a level `>= 1`
+//! is one concatenating source). For each user key, entries arrive newest first and fall into
+//! *stripes*: the seqno ranges between consecutive live snapshots, plus the range above the
+//! newest one. Stripe `i` holds the entries the snapshot `snapshots[i]` can see that the
+//! snapshot below it cannot; stripe 0 (at or below the oldest snapshot, or everything when no
+//! snapshot is live) is the *earliest stripe*.
+//!
+//! - The newest entry of each stripe is kept; older entries of the same stripe are shadowed and
+//!   dropped. A merge operand does not end its stripe: operands are kept, with everything older
+//!   in the stripe, until the next put or tombstone (operands are not folded yet).
+//! - A tombstone in the earliest stripe of a bottommost task is dropped together with
+//!   everything older (no snapshot needs what it hides, and no deeper level holds the key).
+//! - In a bottommost task, a put in the earliest stripe that is the only entry of its user key
+//!   written is given sequence number 0: zeros compress, and a lone version at seqno 0 reads
+//!   the same for every snapshot.
+//!
+//! Output tables are cut when they reach `target_file_size` or overlap more than
+//! [`MAX_GRANDPARENT_OVERLAP_FACTOR`]` * target_file_size` bytes of the level below the output,
+//! and only between two user keys, so the output tables are sorted and disjoint by user key.
+//! Each is fsynced as it is finished, and the directory once at the end.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::cache::TableCache;
+use crate::compaction::picker::{CompactionTask, MAX_GRANDPARENT_OVERLAP_FACTOR};
+use crate::error::{Error, Result};
+use crate::filename;
+use crate::iterator::InternalIterator;
+use crate::iterator::level::LevelIterator;
+use crate::iterator::merging::MergingIterator;
+use crate::options::Options;
+use crate::sstable::{TableBuilder, TableBuilderOptions};
+use crate::types::{FileNumber, InternalKeyRef, SeqNo, ValueKind};
+use crate::version::{FileMeta, VersionEdit};
+
+/// What a compaction job needs from the database.
+pub struct JobContext<'a> {
+    /// The database directory (input and output tables live here).
+    pub dir: &'a Path,
+    /// The database's options (`target_file_size`, table layout).
+    pub options: &'a Options,
+    /// Opens the input tables.
+    pub table_cache: &'a Arc<TableCache>,
+    /// Sequence numbers of the live snapshots, ascending (duplicates allowed). Taken when the
+    /// job starts; a snapshot taken later sees at least everything the job keeps.
+    pub snapshots: &'a [SeqNo],
+    /// Hands out a fresh file number for each output table.
+    pub new_file_number: &'a mut dyn FnMut() -> FileNumber,
+}
+
+impl fmt::Debug for JobContext<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JobContext")
+            .field("dir", &self.dir)
+            .field("snapshots", &self.snapshots)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Counters of one compaction job.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JobStats {
+    /// Bytes of the input tables (0 for a trivial move).
+    pub bytes_read: u64,
+    /// Bytes of the output tables (0 for a trivial move).
+    pub bytes_written: u64,
+    /// Entries read from the inputs.
+    pub entries_in: u64,
+    /// Entries written to the outputs.
+    pub entries_out: u64,
+    /// Entries dropped: shadowed versions and tombstones no longer needed.
+    pub dropped: u64,
+    /// Output tables written.
+    pub output_files: usize,
+    /// Wall-clock time of the job.
+    pub duration: Duration,
+}
+
+/// Runs `task`. A trivial move returns an edit moving the input tables to the output level,
+/// with no I/O. Otherwise the inputs are merged, entries no snapshot can see are dropped (see
+/// the module docs), and the rest is written to new tables at `task.output_level`, cut at
+/// `options.target_file_size` (never between two versions of one user key), each fsynced,
+/// then the directory fsynced. All input tables of both levels are deleted in the edit.
+///
+/// The caller appends the edit to the manifest, installs the new version, and only then
+/// deletes the input files (the job never deletes inputs). No lock is needed meanwhile: the
+/// inputs are immutable and the outputs are not referenced by any version yet.
+///
+/// # Errors
+/// [`Error::Io`] from reading inputs or writing outputs, [`Error::Corruption`] /
+/// [`Error::ChecksumMismatch`] from a damaged input (including inputs whose entries are out of
+/// order). On error every output table written so far is removed and the version is
+/// unchanged; the input tables are untouched.
+pub fn run_compaction(
+    task: &CompactionTask,
+    ctx: &mut JobContext<'_>,
+) -> Result<(VersionEdit, JobStats)> {
+    let start = Instant::now();
+    let mut edit = VersionEdit::default();
+    for (level, f) in task.all_inputs() {
+        edit.delete_file(level, f.number);
+    }
+    let mut stats = JobStats::default();
+    if task.trivial_move {
+        debug_assert!(task.output_inputs.is_empty(), "trivial move onto tables");
+        for f in &task.inputs {
+            edit.add_file(task.output_level, FileMeta::clone(f));
+        }
+        stats.duration = start.elapsed();
+        tracing::debug!(
+            level = task.level,
+            output_level = task.output_level,
+            tables = task.inputs.len(),
+            "compaction: trivial move"
+        );
+        return Ok((edit, stats));
+    }
+
+    let mut input = open_inputs(task, ctx.table_cache);
+    let mut out = Outputs::new(task, ctx);
+    let merged = merge(task, ctx, &mut input, &mut out, &mut stats);
+    drop(input);
+    let outputs = match merged.and_then(|()| out.finish_current()) {
+        Ok(()) => out.finished,
+        Err(e) => {
+            out.abandon();
+            return Err(e);
+        }
+    };
+    if !outputs.is_empty()
+        && let Err(e) = filename::sync_dir(ctx.dir)
+    {
+        remove_tables(ctx.dir, outputs.iter().map(|m| m.number));
+        return Err(e);
+    }
+    stats.bytes_read = task.input_bytes();
+    stats.bytes_written = outputs.iter().map(|m| m.size).sum();
+    stats.output_files = outputs.len();
+    stats.dropped = stats.entries_in - stats.entries_out;
+    for meta in outputs {
+        edit.add_file(task.output_level, meta);
+    }
+    stats.duration = start.elapsed();
+    // The caller logs the installed result at debug level.
+    tracing::trace!(
+        level = task.level,
+        output_level = task.output_level,
+        inputs = task.inputs.len() + task.output_inputs.len(),
+        outputs = stats.output_files,
+        read_bytes = stats.bytes_read,
+        written_bytes = stats.bytes_written,
+        dropped = stats.dropped,
+        bottommost = task.bottommost,
+        millis = stats.duration.as_millis(),
+        "compaction job wrote its outputs"
+    );
+    Ok((edit, stats))
+}
+
+/// One merging iterator over every input: each L0 table alone, each deeper level as one
+/// concatenation (its tables are sorted and disjoint).
+fn open_inputs(task: &CompactionTask, cache: &Arc<TableCache>) -> MergingIterator {
+    let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
+    if task.level == 0 {
+        for f in &task.inputs {
+            children.push(level_iter(std::slice::from_ref(f), cache));
+        }
+    } else if !task.inputs.is_empty() {
+        children.push(level_iter(&task.inputs, cache));
+    }
+    if !task.output_inputs.is_empty() {
+        children.push(level_iter(&task.output_inputs, cache));
+    }
+    MergingIterator::new(children)
+}
+
+/// A lazily opening iterator over `files` (sorted, disjoint).
+fn level_iter(files: &[Arc<FileMeta>], cache: &Arc<TableCache>) -> Box<dyn InternalIterator> {
+    let ranges = files
+        .iter()
+        .map(|f| (f.smallest.clone(), f.largest.clone()))
+        .collect();
+    let numbers: Vec<FileNumber> = files.iter().map(|f| f.number).collect();
+    let cache = Arc::clone(cache);
+    Box::new(LevelIterator::new(ranges, move |i| {
+        // The level iterator only opens indices of its file list.
+        let Some(&number) = numbers.get(i) else {
+            return Err(Error::InvalidArgument(format!(
+                "level iterator asked for file {i} of {}",
+                numbers.len()
+            )));
+        };
+        let table = cache.get(number)?;
+        Ok(Box::new(table.iter()) as Box<dyn InternalIterator>)
+    }))
+}
+
+/// The merge loop: applies the dropping rules of the module docs to every entry.
+fn merge(
+    task: &CompactionTask,
+    ctx: &mut JobContext<'_>,
+    input: &mut MergingIterator,
+    out: &mut Outputs,
+    stats: &mut JobStats,
+) -> Result<()> {
+    let snapshots = ctx.snapshots;
+    debug_assert!(
+        snapshots.windows(2).all(|w| w[0] <= w[1]),
+        "snapshots must be ascending"
+    );
+    // State for the current user key.
+    let mut user_key: Vec<u8> = Vec::new();
+    let mut started = false;
+    let mut last_seqno = SeqNo::ZERO;
+    let mut last_kind = ValueKind::Put;
+    let mut stripe = usize::MAX;
+    let mut stripe_done = false;
+    let mut kept_for_key = 0u64;
+
+    input.seek_to_first()?;
+    while input.valid() {
+        let key = input.key();
+        stats.entries_in += 1;
+        if !started || key.user_key != &user_key[..] {
+            if started && key.user_key < &user_key[..] {
+                return Err(out_of_order(ctx.dir, task, key));
+            }
+            user_key.clear();
+            user_key.extend_from_slice(key.user_key);
+            started = true;
+            stripe = usize::MAX;
+            stripe_done = false;
+            kept_for_key = 0;
+        } else if (key.seqno, key.kind) >= (last_seqno, last_kind) {
+            // Same user key: the trailer must strictly decrease.
+            return Err(out_of_order(ctx.dir, task, key));
+        }
+        last_seqno = key.seqno;
+        last_kind = key.kind;
+
+        let entry_stripe = snapshots.partition_point(|&s| s < key.seqno);
+        if entry_stripe != stripe {
+            stripe = entry_stripe;
+            stripe_done = false;
+        } else if stripe_done {
+            // Shadowed by a newer entry of the same stripe: no snapshot sees it.
+            input.next()?;
+            continue;
+        }
+        let earliest = stripe == 0;
+        let keep = match key.kind {
+            ValueKind::Put => {
+                stripe_done = true;
+                true
+            }
+            ValueKind::Delete => {
+                stripe_done = true;
+                // Nothing deeper holds the key and no snapshot predates the tombstone: it and
+                // everything older in the stripe can go.
+                !(task.bottommost && earliest)
+            }
+            // Operands need everything down to the next put or tombstone of the stripe.
+            ValueKind::Merge => true,
+        };
+        if keep {
+            let seqno =
+                if task.bottommost && earliest && key.kind == ValueKind::Put && kept_for_key == 0 {
+                    SeqNo::ZERO
+                } else {
+                    key.seqno
+                };
+            out.add(
+                InternalKeyRef::new(key.user_key, seqno, key.kind),
+                input.value(),
+                &mut *ctx.new_file_number,
+            )?;
+            kept_for_key += 1;
+            stats.entries_out += 1;
+        }
+        input.next()?;
+    }
+    Ok(())
+}
+
+fn out_of_order(dir: &Path, task: &CompactionTask, key: InternalKeyRef<'_>) -> Error {
+    let tables: Vec<String> = task
+        .all_inputs()
+        .map(|(_, f)| f.number.to_string())
+        .collect();
+    Error::corruption(
+        dir,
+        0,
+        format!(
+            "compaction inputs (tables {}) are out of order at user key {:?} seqno {}",
+            tables.join(", "),
+            String::from_utf8_lossy(key.user_key),
+            key.seqno
+        ),
+    )
+}
+
+/// Deletes tables, best effort (error paths).
+fn remove_tables(dir: &Path, numbers: impl Iterator<Item = FileNumber>) {
+    for n in numbers {
+        let path = filename::table_path(dir, n);
+        if let Err(e) = std::fs::remove_file(&path) {
+            tracing::warn!(path = %path.display(), error = %e, "could not delete compaction output");
+        }
+    }
+}
+
+/// Tracks how many bytes of the grandparent level the current output table overlaps
+/// (LevelDB's `ShouldStopBefore`).
+#[derive(Debug)]
+struct GrandparentOverlap {
+    files: Vec<Arc<FileMeta>>,
+    index: usize,
+    overlapped: u64,
+    seen_key: bool,
+    max_bytes: u64,
+}
+
+impl GrandparentOverlap {
+    /// Called with each new output user key; true if the output table should be cut before
+    /// it (and then the count restarts).
+    fn cut_before(&mut self, user_key: &[u8]) -> bool {
+        while let Some(f) = self.files.get(self.index) {
+            if user_key <= &f.largest.user_key[..] {
+                break;
+            }
+            if self.seen_key {
+                self.overlapped = self.overlapped.saturating_add(f.size);
+            }
+            self.index += 1;
+        }
+        self.seen_key = true;
+        if self.overlapped > self.max_bytes {
+            self.overlapped = 0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// The output tables: the one being written and the finished ones.
+#[derive(Debug)]
+struct Outputs {
+    dir: PathBuf,
+    builder_options: TableBuilderOptions,
+    target_size: u64,
+    grandparents: GrandparentOverlap,
+    current: Option<(FileNumber, TableBuilder)>,
+    /// The last user key written (valid when `written`).
+    last_user_key: Vec<u8>,
+    written: bool,
+    finished: Vec<FileMeta>,
+}
+
+impl Outputs {
+    fn new(task: &CompactionTask, ctx: &JobContext<'_>) -> Self {
+        let target_size = ctx.options.target_file_size.max(1);
+        Outputs {
+            dir: ctx.dir.to_path_buf(),
+            builder_options: TableBuilderOptions::from_options(ctx.options),
+            target_size,
+            grandparents: GrandparentOverlap {
+                files: task.grandparents.clone(),
+                index: 0,
+                overlapped: 0,
+                seen_key: false,
+                max_bytes: MAX_GRANDPARENT_OVERLAP_FACTOR.saturating_mul(target_size),
+            },
+            current: None,
+            last_user_key: Vec::new(),
+            written: false,
+            finished: Vec::new(),
+        }
+    }
+
+    /// Appends an entry, first cutting the current table if it is full and `key` starts a
+    /// new user key.
+    fn add(
+        &mut self,
+        key: InternalKeyRef<'_>,
+        value: &[u8],
+        new_file_number: &mut dyn FnMut() -> FileNumber,
+    ) -> Result<()> {
+        if !self.written || key.user_key != &self.last_user_key[..] {
+            let gp_cut = self.grandparents.cut_before(key.user_key);
+            let full = self
+                .current
+                .as_ref()
+                .is_some_and(|(_, b)| b.estimated_size() >= self.target_size);
+            if full || gp_cut {
+                self.finish_current()?;
+            }
+            self.last_user_key.clear();
+            self.last_user_key.extend_from_slice(key.user_key);
+            self.written = true;
+        }
+        let (_, builder) = match &mut self.current {
+            Some(current) => current,
+            None => {
+                let number = new_file_number();
+                let path = filename::table_path(&self.dir, number);
+                let builder = TableBuilder::create(&path, self.builder_options)?;
+                self.current.insert((number, builder))
+            }
+        };
+        builder.add(key, value)
+    }
+
+    /// Finishes (and fsyncs) the current table, if any.
+    fn finish_current(&mut self) -> Result<()> {
+        let Some((number, builder)) = self.current.take() else {
+            return Ok(());
+        };
+        let (props, size) = match builder.finish() {
+            Ok(done) => done,
+            Err(e) => {
+                remove_tables(&self.dir, std::iter::once(number));
+                return Err(e);
+            }
+        };
+        self.finished.push(FileMeta {
+            number,
+            size,
+            smallest: props.smallest_key,
+            largest: props.largest_key,
+            smallest_seqno: props.smallest_seqno,
+            largest_seqno: props.largest_seqno,
+            num_entries: props.num_entries,
+            num_deletions: props.num_deletions,
+        });
+        Ok(())
+    }
+
+    /// Deletes every output table (error paths).
+    fn abandon(mut self) {
+        if let Some((_, builder)) = self.current.take() {
+            builder.abandon();
+        }
+        remove_tables(&self.dir, self.finished.iter().map(|m| m.number));
+    }
+}

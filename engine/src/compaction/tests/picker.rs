@@ -1,0 +1,433 @@
+//! Picker tests over hand-built versions.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use crate::compaction::picker::{
+    CompactionReason, LevelTargets, MAX_COMPACTION_FACTOR, level_scores, level_scores_with,
+    pending_compaction_bytes, pick_compaction, pick_compaction_with, pick_range_compaction,
+};
+use crate::options::Options;
+use crate::types::{FileNumber, InternalKey, SeqNo, ValueKind};
+use crate::version::{FileMeta, NUM_LEVELS, Version, VersionEdit};
+
+const KIB: u64 = 1024;
+const MIB: u64 = 1024 * KIB;
+
+/// A table `[lo, hi]` of `size` bytes with seqnos `seqs`.
+fn t(number: u64, lo: &str, hi: &str, size: u64, seqs: (u64, u64)) -> FileMeta {
+    FileMeta {
+        number: FileNumber(number),
+        size,
+        smallest: InternalKey::new(lo.as_bytes().to_vec(), SeqNo(seqs.1), ValueKind::Put),
+        largest: InternalKey::new(hi.as_bytes().to_vec(), SeqNo(seqs.0), ValueKind::Put),
+        smallest_seqno: SeqNo(seqs.0),
+        largest_seqno: SeqNo(seqs.1),
+        num_entries: 100,
+        num_deletions: 0,
+    }
+}
+
+fn version(files: Vec<(usize, FileMeta)>) -> Version {
+    let mut edit = VersionEdit::default();
+    for (level, f) in files {
+        edit.add_file(level, f);
+    }
+    match Version::empty().apply(&edit) {
+        Ok(v) => v,
+        Err(e) => panic!("bad test version: {e}"),
+    }
+}
+
+fn numbers(files: &[Arc<FileMeta>]) -> Vec<u64> {
+    let mut n: Vec<u64> = files.iter().map(|f| f.number.0).collect();
+    n.sort_unstable();
+    n
+}
+
+/// Small sizes so tests read easily: L1 target 1000 bytes, tables cut at 100 bytes.
+fn small() -> Options {
+    Options {
+        max_bytes_for_level_base: 1000,
+        target_file_size: 100,
+        level_size_multiplier: 10,
+        level0_file_num_compaction_trigger: 4,
+        ..Options::default()
+    }
+}
+
+fn none() -> HashSet<FileNumber> {
+    HashSet::new()
+}
+
+#[test]
+fn level0_below_trigger_needs_no_compaction() {
+    let v = version(vec![
+        (0, t(1, "a", "z", 10, (1, 1))),
+        (0, t(2, "a", "z", 10, (2, 2))),
+        (0, t(3, "a", "z", 10, (3, 3))),
+    ]);
+    assert!(pick_compaction(&v, &small(), &none()).is_none());
+    assert!((level_scores(&v, &small())[0] - 0.75).abs() < 1e-9);
+}
+
+#[test]
+fn level0_trigger_compacts_all_overlapping_tables_to_the_base_level() {
+    let v = version(vec![
+        (0, t(1, "a", "m", 10, (1, 1))),
+        (0, t(2, "k", "z", 10, (2, 2))),
+        (0, t(3, "c", "d", 10, (3, 3))),
+        (0, t(4, "b", "x", 10, (4, 4))),
+    ]);
+    let task = pick_compaction(&v, &small(), &none()).expect_task();
+    assert_eq!(task.level, 0);
+    // Empty database: dynamic targets send L0 straight to the last level.
+    assert_eq!(task.output_level, NUM_LEVELS - 1);
+    assert_eq!(numbers(&task.inputs), vec![1, 2, 3, 4]);
+    assert_eq!(task.reason, CompactionReason::Level0);
+    assert!(!task.trivial_move);
+    assert!(task.bottommost);
+    assert!((task.score - 1.0).abs() < 1e-9);
+}
+
+#[test]
+fn level0_table_moves_only_with_every_older_overlapping_table() {
+    // Oldest first: 1 [a..c], 2 [m..p], 3 [c..f] (overlaps 1), 4 [e..g] (overlaps 3),
+    // 5 [q..r]. Components: {1, 3, 4}, {2}, {5}.
+    let v = version(vec![
+        (0, t(1, "a", "c", 10, (1, 1))),
+        (0, t(2, "m", "p", 10, (2, 2))),
+        (0, t(3, "c", "f", 10, (3, 3))),
+        (0, t(4, "e", "g", 10, (4, 4))),
+        (0, t(5, "q", "r", 10, (5, 5))),
+    ]);
+    let task = pick_compaction(&v, &small(), &none()).expect_task();
+    assert_eq!(numbers(&task.inputs), vec![1, 3, 4]);
+    // Inputs stay in L0 order (newest first).
+    let order: Vec<u64> = task.inputs.iter().map(|f| f.number.0).collect();
+    assert_eq!(order, vec![4, 3, 1]);
+    assert_l0_closed(&v, &task.inputs);
+
+    // With the base-level tables under component {1, 3, 4} busy, the picker moves another
+    // component (they share no key, so the order rule holds).
+    let v = version(vec![
+        (0, t(1, "a", "c", 10, (1, 1))),
+        (0, t(2, "m", "p", 10, (2, 2))),
+        (0, t(3, "c", "f", 10, (3, 3))),
+        (0, t(4, "e", "g", 10, (4, 4))),
+        (0, t(5, "q", "r", 10, (5, 5))),
+        (6, t(9, "a", "b", 10, (0, 0))),
+    ]);
+    let busy: HashSet<FileNumber> = [FileNumber(9)].into();
+    let task = pick_compaction(&v, &small(), &busy).expect_task();
+    assert_eq!(numbers(&task.inputs), vec![2]);
+    assert!(task.trivial_move);
+}
+
+/// Every L0 table outside `inputs` overlapping one of them must not exist.
+fn assert_l0_closed(v: &Version, inputs: &[Arc<FileMeta>]) {
+    let chosen: HashSet<FileNumber> = inputs.iter().map(|f| f.number).collect();
+    for f in v.files(0) {
+        if chosen.contains(&f.number) {
+            continue;
+        }
+        for g in inputs {
+            assert!(
+                !f.overlaps(Some(&g.smallest.user_key), Some(&g.largest.user_key)),
+                "L0 table {} overlaps input {} but was left behind",
+                f.number,
+                g.number
+            );
+        }
+    }
+}
+
+#[test]
+fn level0_components_sharing_base_tables_are_compacted_together() {
+    // Components {1} [a..b] and {2} [d..e] both overlap base table 9 [a..z].
+    let v = version(vec![
+        (0, t(1, "a", "b", 10, (1, 1))),
+        (0, t(2, "d", "e", 10, (2, 2))),
+        (0, t(3, "d", "e", 10, (3, 3))),
+        (0, t(4, "a", "b", 10, (4, 4))),
+        (6, t(9, "a", "z", 10, (0, 0))),
+    ]);
+    let task = pick_compaction(&v, &small(), &none()).expect_task();
+    assert_eq!(numbers(&task.inputs), vec![1, 2, 3, 4]);
+    assert_eq!(numbers(&task.output_inputs), vec![9]);
+}
+
+#[test]
+fn highest_scoring_level_is_compacted_first() {
+    let opts = small();
+    let fixed = LevelTargets::fixed(&opts);
+    // Static targets: L1 1000, L2 10_000. L1 holds 1500 (1.5), L2 30_000 (3.0).
+    let v = version(vec![
+        (1, t(1, "a", "c", 700, (1, 1))),
+        (1, t(2, "d", "f", 800, (2, 2))),
+        (2, t(3, "a", "c", 15_000, (0, 0))),
+        (2, t(4, "n", "z", 15_000, (0, 0))),
+        (3, t(5, "a", "z", 100, (0, 0))),
+    ]);
+    let scores = level_scores_with(&v, &opts, &fixed, &none());
+    assert!((scores[1] - 1.5).abs() < 1e-9 && (scores[2] - 3.0).abs() < 1e-9);
+    let task = pick_compaction_with(&v, &opts, &fixed, &none()).expect_task();
+    assert_eq!((task.level, task.output_level), (2, 3));
+    assert_eq!(task.reason, CompactionReason::LevelSize);
+    assert!((task.score - 3.0).abs() < 1e-9);
+    // With L2 busy the next level over target goes: table 2 has no idle overlap below.
+    let busy: HashSet<FileNumber> = [FileNumber(3), FileNumber(4)].into();
+    let task = pick_compaction_with(&v, &opts, &fixed, &busy).expect_task();
+    assert_eq!(task.level, 1);
+    assert_eq!(numbers(&task.inputs), vec![2]);
+}
+
+#[test]
+fn level_n_picks_the_table_with_the_smallest_overlap_ratio() {
+    let opts = small();
+    let fixed = LevelTargets::fixed(&opts);
+    // L1 over target; table 2 overlaps 50 bytes below per 600 of its own, table 1 900 per 500.
+    let v = version(vec![
+        (1, t(1, "a", "c", 500, (1, 1))),
+        (1, t(2, "d", "f", 600, (2, 2))),
+        (2, t(3, "a", "b", 900, (0, 0))),
+        (2, t(4, "e", "e", 50, (0, 0))),
+    ]);
+    let task = pick_compaction_with(&v, &opts, &fixed, &none()).expect_task();
+    assert_eq!(numbers(&task.inputs), vec![2]);
+    assert_eq!(numbers(&task.output_inputs), vec![4]);
+    assert!(!task.trivial_move);
+    assert!(task.bottommost);
+}
+
+#[test]
+fn lone_table_with_no_overlap_below_is_moved_not_rewritten() {
+    let opts = small();
+    let fixed = LevelTargets::fixed(&opts);
+    let v = version(vec![
+        (1, t(1, "a", "c", 600, (1, 1))),
+        (1, t(2, "d", "f", 600, (2, 2))),
+        (2, t(3, "a", "b", 900, (0, 0))),
+        (3, t(4, "e", "e", 50, (0, 0))),
+    ]);
+    let task = pick_compaction_with(&v, &opts, &fixed, &none()).expect_task();
+    assert_eq!(numbers(&task.inputs), vec![2]);
+    assert!(task.output_inputs.is_empty());
+    assert!(task.trivial_move);
+    assert_eq!(numbers(&task.grandparents), vec![4]);
+    assert!(!task.bottommost);
+}
+
+#[test]
+fn no_trivial_move_over_a_large_grandparent_overlap() {
+    let opts = small();
+    let fixed = LevelTargets::fixed(&opts);
+    // Table 1 would land on 11 grandparent tables of 100 bytes: more than 10 * target.
+    let mut files = vec![(1, t(1, "a", "z", 1500, (1, 1)))];
+    for i in 0..11u64 {
+        let k = format!("k{i:02}");
+        files.push((3, t(10 + i, &k, &k, 100, (0, 0))));
+    }
+    let v = version(files);
+    let task = pick_compaction_with(&v, &opts, &fixed, &none()).expect_task();
+    assert!(task.output_inputs.is_empty());
+    assert_eq!(task.grandparents.len(), 11);
+    assert!(!task.trivial_move);
+}
+
+#[test]
+fn busy_tables_are_never_picked() {
+    let opts = small();
+    let fixed = LevelTargets::fixed(&opts);
+    let v = version(vec![
+        (0, t(1, "a", "z", 10, (1, 1))),
+        (0, t(2, "a", "z", 10, (2, 2))),
+        (0, t(3, "a", "z", 10, (3, 3))),
+        (0, t(4, "a", "z", 10, (4, 4))),
+        (0, t(5, "a", "z", 10, (5, 5))),
+    ]);
+    // One L0 compaction at a time: a busy L0 table blocks L0 (and 4 idle tables remain).
+    let busy: HashSet<FileNumber> = [FileNumber(1)].into();
+    assert!(pick_compaction_with(&v, &opts, &fixed, &busy).is_none());
+
+    let v = version(vec![
+        (1, t(1, "a", "c", 600, (1, 1))),
+        (1, t(2, "d", "f", 600, (2, 2))),
+        (2, t(3, "a", "b", 10, (0, 0))),
+        (2, t(4, "e", "e", 10, (0, 0))),
+    ]);
+    // Table 2's overlap below is busy: table 1 goes instead.
+    let busy: HashSet<FileNumber> = [FileNumber(4)].into();
+    let task = pick_compaction_with(&v, &opts, &fixed, &busy).expect_task();
+    assert_eq!(numbers(&task.inputs), vec![1]);
+    // Busy tables also drop out of the score: with table 1 busy, 600 idle bytes of 1000 is
+    // under target.
+    let busy: HashSet<FileNumber> = [FileNumber(1), FileNumber(4)].into();
+    assert!(pick_compaction_with(&v, &opts, &fixed, &busy).is_none());
+}
+
+#[test]
+fn range_compaction_takes_the_tables_overlapping_the_range() {
+    let opts = small();
+    let v = version(vec![
+        (0, t(1, "a", "c", 10, (1, 1))),
+        (0, t(2, "b", "k", 10, (2, 2))),
+        (0, t(3, "x", "z", 10, (3, 3))),
+        (1, t(4, "a", "d", 100, (0, 0))),
+        (1, t(5, "e", "g", 100, (0, 0))),
+        (1, t(6, "h", "j", 100, (0, 0))),
+        (2, t(7, "f", "f", 100, (0, 0))),
+    ]);
+    // L0 [a..a]: table 1, grown by table 2 (overlaps 1); into the base level (L1 here).
+    let task = pick_range_compaction(&v, &opts, 0, Some(b"a"), Some(b"a")).expect_task();
+    assert_eq!(numbers(&task.inputs), vec![1, 2]);
+    assert_eq!(task.output_level, 1);
+    assert_eq!(numbers(&task.output_inputs), vec![4, 5, 6]);
+    assert_eq!(task.reason, CompactionReason::Manual);
+    // L1 [f..i]: tables 5 and 6 into L2.
+    let task = pick_range_compaction(&v, &opts, 1, Some(b"f"), Some(b"i")).expect_task();
+    assert_eq!(numbers(&task.inputs), vec![5, 6]);
+    assert_eq!(numbers(&task.output_inputs), vec![7]);
+    assert!(task.bottommost);
+    // Unbounded L1 with no overlap for table 4 alone: the range is all three tables.
+    let task = pick_range_compaction(&v, &opts, 1, None, None).expect_task();
+    assert_eq!(numbers(&task.inputs), vec![4, 5, 6]);
+    // Nothing in range, or the last level: no task.
+    assert!(pick_range_compaction(&v, &opts, 1, Some(b"p"), Some(b"q")).is_none());
+    assert!(pick_range_compaction(&v, &opts, NUM_LEVELS - 1, None, None).is_none());
+}
+
+#[test]
+fn range_compaction_of_disjoint_tables_with_nothing_below_is_a_trivial_move() {
+    let opts = small();
+    let v = version(vec![
+        (0, t(1, "a", "c", 10, (1, 1))),
+        (0, t(2, "d", "f", 10, (2, 2))),
+    ]);
+    let task = pick_range_compaction(&v, &opts, 0, None, None).expect_task();
+    assert_eq!(numbers(&task.inputs), vec![1, 2]);
+    assert!(task.trivial_move);
+}
+
+#[test]
+fn range_compaction_of_a_deep_level_is_bounded_in_bytes() {
+    let opts = small();
+    let max = MAX_COMPACTION_FACTOR * opts.target_file_size;
+    let files: Vec<(usize, FileMeta)> = (0..40u64)
+        .map(|i| {
+            let k = format!("k{i:02}");
+            (2, t(i + 1, &k, &k, 100, (0, 0)))
+        })
+        .collect();
+    let v = version(files);
+    let task = pick_range_compaction(&v, &opts, 2, None, None).expect_task();
+    let bytes: u64 = task.inputs.iter().map(|f| f.size).sum();
+    assert!(bytes >= max && bytes < max + 100, "{bytes} bytes picked");
+    // The tables taken are the first ones in key order.
+    assert_eq!(task.inputs[0].number, FileNumber(1));
+}
+
+#[test]
+fn dynamic_targets_are_computed_from_the_last_level() {
+    let opts = Options::default();
+    let base = opts.max_bytes_for_level_base;
+    // Empty: L0 goes to the last level.
+    let empty = LevelTargets::dynamic(&Version::empty(), &opts);
+    assert_eq!(empty.base_level(), NUM_LEVELS - 1);
+
+    // 1 GiB in L6: L5 would be 102 MiB < 256 MiB, so L5 is the base level with the base size.
+    let v = version(vec![(6, t(1, "a", "z", 1 << 30, (0, 0)))]);
+    let targets = LevelTargets::dynamic(&v, &opts);
+    assert_eq!(targets.base_level(), 5);
+    assert_eq!(targets.target_bytes(5), base);
+    assert_eq!(targets.target_bytes(6), (1 << 30) / 10 * 10);
+    assert_eq!(targets.target_bytes(4), u64::MAX);
+
+    // 40.8 GB in L6 (1.7 billion 24-byte entries): 4.08 GB, 408 MB, 40.8 MB -> base L3 with
+    // targets 256 MiB, 408 MB, 4.08 GB, 40.8 GB.
+    let size = 40_800_000_000u64;
+    let v = version(vec![(6, t(1, "a", "z", size, (0, 0)))]);
+    let targets = LevelTargets::dynamic(&v, &opts);
+    assert_eq!(targets.base_level(), 3);
+    let l3 = size / 10 / 10 / 10;
+    assert_eq!(targets.target_bytes(3), base);
+    assert_eq!(targets.target_bytes(4), (l3 * 10).max(base));
+    assert_eq!(targets.target_bytes(5), l3 * 100);
+    assert_eq!(targets.target_bytes(6), l3 * 1000);
+
+    // Static targets for comparison.
+    let fixed = LevelTargets::fixed(&opts);
+    assert_eq!(fixed.base_level(), 1);
+    assert_eq!(fixed.target_bytes(1), 256 * MIB);
+    assert_eq!(fixed.target_bytes(3), 25_600 * MIB);
+}
+
+#[test]
+fn dynamic_base_level_compacts_into_the_next_level_when_over_target() {
+    let opts = Options::default();
+    // L6 = 1 GiB, base L5 (target 256 MiB) holds 300 MiB: L5 scores above 1.
+    let v = version(vec![
+        (5, t(1, "a", "c", 150 * MIB, (5, 5))),
+        (5, t(2, "d", "f", 150 * MIB, (6, 6))),
+        (6, t(3, "a", "z", 1 << 30, (0, 0))),
+    ]);
+    let scores = level_scores(&v, &opts);
+    assert!(scores[5] > 1.0, "{scores:?}");
+    assert_eq!(scores[6], 0.0);
+    let task = pick_compaction(&v, &opts, &none()).expect_task();
+    assert_eq!((task.level, task.output_level), (5, 6));
+    assert!(task.bottommost);
+}
+
+#[test]
+fn level0_size_counts_toward_its_score() {
+    let opts = small();
+    // Two L0 tables, but 3000 bytes against a 1000-byte base target.
+    let v = version(vec![
+        (0, t(1, "a", "c", 1500, (1, 1))),
+        (0, t(2, "a", "c", 1500, (2, 2))),
+    ]);
+    assert!((level_scores(&v, &opts)[0] - 3.0).abs() < 1e-9);
+    assert!(pick_compaction(&v, &opts, &none()).is_some());
+}
+
+#[test]
+fn pending_compaction_bytes_counts_the_excess_and_its_fanout() {
+    let opts = small();
+    // Within targets: nothing pending.
+    let v = version(vec![(0, t(1, "a", "z", 10, (1, 1)))]);
+    assert_eq!(pending_compaction_bytes(&v, &opts), 0);
+    // L0 at the trigger: all of L0 plus the base level.
+    let v = version(vec![
+        (0, t(1, "a", "z", 10, (1, 1))),
+        (0, t(2, "a", "z", 10, (2, 2))),
+        (0, t(3, "a", "z", 10, (3, 3))),
+        (0, t(4, "a", "z", 10, (4, 4))),
+        (6, t(5, "a", "z", 500, (0, 0))),
+    ]);
+    assert_eq!(LevelTargets::dynamic(&v, &opts).base_level(), 6);
+    assert_eq!(pending_compaction_bytes(&v, &opts), 40 + 500);
+    // Base level L5 (target 1000) holds 3000 over an L6 of 9000: excess 2000 with fan-out
+    // 9000 / 3000 -> 2000 * (1 + 3) = 8000.
+    let v = version(vec![
+        (5, t(1, "a", "m", 3000, (1, 1))),
+        (6, t(2, "a", "z", 9000, (0, 0))),
+    ]);
+    let targets = LevelTargets::dynamic(&v, &opts);
+    assert_eq!((targets.base_level(), targets.target_bytes(5)), (5, 1000));
+    assert_eq!(pending_compaction_bytes(&v, &opts), 8000);
+}
+
+/// `Option<CompactionTask>` unwrapping with a readable failure.
+trait ExpectTask {
+    fn expect_task(self) -> crate::compaction::CompactionTask;
+}
+
+impl ExpectTask for Option<crate::compaction::CompactionTask> {
+    fn expect_task(self) -> crate::compaction::CompactionTask {
+        match self {
+            Some(t) => t,
+            None => panic!("expected a compaction task, got none"),
+        }
+    }
+}

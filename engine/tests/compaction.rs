@@ -1,0 +1,127 @@
+//! Compaction regressions: deletes stay deleted, snapshots keep what they saw, tombstones
+//! compact away, and writes keep going while compactions run.
+
+#![allow(
+    clippy::expect_used,
+    clippy::unwrap_used,
+    reason = "a panic is how a test fails"
+)]
+
+use strata_engine::{Db, Options, ReadOptions};
+
+fn small() -> Options {
+    Options::default()
+        .write_buffer_size(16 << 10)
+        .block_size(256)
+        .target_file_size(8 << 10)
+        .max_bytes_for_level_base(32 << 10)
+        .level_size_multiplier(4)
+        .level0_file_num_compaction_trigger(2)
+}
+
+fn table_count(dir: &std::path::Path) -> usize {
+    std::fs::read_dir(dir)
+        .expect("read_dir")
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".sst"))
+        .count()
+}
+
+#[test]
+fn deletes_stay_deleted_after_compaction_and_reopen() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(dir.path(), small()).expect("open");
+    for i in 0..3000u32 {
+        db.put(format!("k{i:05}").as_bytes(), &[7; 40])
+            .expect("put");
+    }
+    db.flush().expect("flush");
+    db.compact_range(None, None).expect("compact");
+    for i in (0..3000u32).filter(|i| i % 3 == 0) {
+        db.delete(format!("k{i:05}").as_bytes()).expect("delete");
+    }
+    db.compact_range(None, None).expect("compact");
+    db.close().expect("close");
+    let db = Db::open(dir.path(), small()).expect("reopen");
+    for i in 0..3000u32 {
+        let got = db.get(format!("k{i:05}").as_bytes()).expect("get");
+        assert_eq!(got.is_some(), i % 3 != 0, "key {i}");
+    }
+    assert_eq!(db.iter(&ReadOptions::default()).count(), 2000);
+    db.check_integrity().expect("integrity");
+}
+
+#[test]
+fn snapshot_reads_the_value_it_saw_after_compaction() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(dir.path(), small()).expect("open");
+    for i in 0..2000u32 {
+        db.put(format!("k{i:05}").as_bytes(), b"old").expect("put");
+    }
+    let snap = db.snapshot();
+    for i in 0..2000u32 {
+        if i % 2 == 0 {
+            db.put(format!("k{i:05}").as_bytes(), b"new").expect("put");
+        } else {
+            db.delete(format!("k{i:05}").as_bytes()).expect("delete");
+        }
+    }
+    db.compact_range(None, None).expect("compact");
+    let ro = ReadOptions::at(&snap);
+    for i in 0..2000u32 {
+        let k = format!("k{i:05}");
+        assert_eq!(
+            db.get_opt(&ro, k.as_bytes()).expect("get").as_deref(),
+            Some(&b"old"[..])
+        );
+        let now = db.get(k.as_bytes()).expect("get");
+        assert_eq!(now.as_deref(), (i % 2 == 0).then_some(&b"new"[..]));
+    }
+    assert_eq!(db.iter(&ro).count(), 2000);
+    drop(snap);
+    db.compact_range(None, None).expect("compact");
+    assert_eq!(db.iter(&ReadOptions::default()).count(), 1000);
+}
+
+#[test]
+fn a_run_of_only_tombstones_compacts_to_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(dir.path(), small()).expect("open");
+    for i in 0..2000u32 {
+        db.put(format!("k{i:05}").as_bytes(), &[1; 30])
+            .expect("put");
+    }
+    db.flush().expect("flush");
+    for i in 0..2000u32 {
+        db.delete(format!("k{i:05}").as_bytes()).expect("delete");
+    }
+    db.compact_range(None, None).expect("compact");
+    assert_eq!(db.iter(&ReadOptions::default()).count(), 0);
+    let stats = db.stats();
+    assert_eq!(stats.table_bytes(), 0, "{stats}");
+    db.close().expect("close");
+    assert_eq!(table_count(dir.path()), 0);
+}
+
+#[test]
+fn background_compaction_keeps_levels_in_shape_under_writes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(dir.path(), small()).expect("open");
+    for i in 0..20_000u64 {
+        let k = (i.wrapping_mul(0x9e37_79b9_7f4a_7c15)).to_le_bytes();
+        db.put(&k, &i.to_le_bytes()).expect("put");
+    }
+    db.flush().expect("flush");
+    let stats = db.stats();
+    assert!(stats.compactions > 0, "no compaction ran: {stats}");
+    let l0 = stats.levels.first().map_or(0, |l| l.files);
+    assert!(l0 < 36, "level 0 grew to {l0} tables: {stats}");
+    for i in (0..20_000u64).step_by(97) {
+        let k = (i.wrapping_mul(0x9e37_79b9_7f4a_7c15)).to_le_bytes();
+        assert_eq!(
+            db.get(&k).expect("get").as_deref(),
+            Some(&i.to_le_bytes()[..])
+        );
+    }
+    db.check_integrity().expect("integrity");
+}
