@@ -135,9 +135,10 @@ pub fn open(name: &str, dir: &Path, tuning: &Tuning) -> Result<Box<dyn Engine>> 
         "rocksdb" => Ok(Box::new(RocksDbEngine::open(dir, tuning)?)),
         #[cfg(feature = "fjall")]
         "fjall" => Ok(Box::new(FjallEngine::open(dir, tuning)?)),
-        "rocksdb" | "fjall" => {
-            bail!("engine {name} is not compiled in: build with `--features {name}`")
-        }
+        #[cfg(not(feature = "rocksdb"))]
+        "rocksdb" => bail!("engine rocksdb is not compiled in: build with `--features rocksdb`"),
+        #[cfg(not(feature = "fjall"))]
+        "fjall" => bail!("engine fjall is not compiled in: build with `--features fjall`"),
         other => bail!("unknown engine {other}; known: strata, rocksdb, fjall"),
     }
 }

@@ -16,7 +16,7 @@ use crate::filename;
 use crate::memtable::MemTable;
 use crate::options::Options;
 use crate::sstable::{TableBuilder, TableBuilderOptions};
-use crate::types::{FileNumber, SeqNo, ValueKind};
+use crate::types::FileNumber;
 use crate::version::{FileMeta, VersionEdit};
 
 impl DbInner {
@@ -106,40 +106,22 @@ pub(crate) fn write_level0_table(
     }
     let path = filename::table_path(dir, number);
     let mut builder = TableBuilder::create(&path, TableBuilderOptions::from_options(options))?;
-    let mut smallest = None;
-    let mut largest = None;
-    let (mut min_seq, mut max_seq) = (SeqNo::MAX, SeqNo::ZERO);
-    let (mut entries, mut deletions) = (0u64, 0u64);
     for entry in mem.map().iter() {
-        let key = entry.key();
-        if let Err(e) = builder.add(key.as_ref(), entry.value()) {
+        if let Err(e) = builder.add(entry.key().as_ref(), entry.value().as_slice()) {
             builder.abandon();
             return Err(e);
         }
-        if smallest.is_none() {
-            smallest = Some(key.clone());
-        }
-        largest = Some(key.clone());
-        min_seq = min_seq.min(key.seqno);
-        max_seq = max_seq.max(key.seqno);
-        entries += 1;
-        if key.kind == ValueKind::Delete {
-            deletions += 1;
-        }
     }
-    let (_props, size) = builder.finish()?;
+    let (props, size) = builder.finish()?;
     filename::sync_dir(dir)?;
-    let (Some(smallest), Some(largest)) = (smallest, largest) else {
-        return Ok(None);
-    };
     Ok(Some(FileMeta {
         number,
         size,
-        smallest,
-        largest,
-        smallest_seqno: min_seq,
-        largest_seqno: max_seq,
-        num_entries: entries,
-        num_deletions: deletions,
+        smallest: props.smallest_key,
+        largest: props.largest_key,
+        smallest_seqno: props.smallest_seqno,
+        largest_seqno: props.largest_seqno,
+        num_entries: props.num_entries,
+        num_deletions: props.num_deletions,
     }))
 }

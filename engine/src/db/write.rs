@@ -382,17 +382,31 @@ impl DbInner {
 
 /// Inserts a batch's entries (in its encoded form) into `mem`, entry `i` at `first + i`, with
 /// keys and values sharing `data`'s buffer.
+///
+/// Large batches are inserted in key order: each skiplist search then walks mostly the same
+/// nodes as the previous one, which stay in the CPU cache, instead of a random path through a
+/// memtable far larger than the cache. Sequence numbers follow the batch order, so the result
+/// is the same as inserting in batch order.
 pub(crate) fn insert_batch(mem: &MemTable, data: Bytes, first: SeqNo) -> Result<()> {
+    /// Below this many entries sorting costs more than it saves.
+    const SORT_THRESHOLD: usize = 64;
+    let mut entries = Vec::new();
     let mut seqno = first;
     for entry in crate::batch::entries(&data) {
         let (kind, key, value) = entry.map_err(Error::InvalidArgument)?;
+        entries.push((key, seqno, kind, value));
+        seqno = SeqNo(seqno.get() + 1);
+    }
+    if entries.len() >= SORT_THRESHOLD {
+        entries.sort_unstable_by(|a, b| a.0.cmp(b.0).then(b.1.cmp(&a.1)));
+    }
+    for (key, seqno, kind, value) in entries {
         let value = if kind == ValueKind::Delete {
             Bytes::new()
         } else {
             data.slice_ref(value)
         };
         mem.add_bytes(seqno, kind, data.slice_ref(key), value);
-        seqno = SeqNo(seqno.get() + 1);
     }
     Ok(())
 }

@@ -8,18 +8,17 @@
 use std::ops::Bound;
 use std::sync::Arc;
 
-use bytes::Bytes;
-
 use super::MemTable;
+use super::{MemKey, SmallBytes};
 use crate::error::Result;
 use crate::iterator::InternalIterator;
-use crate::types::{InternalKey, InternalKeyRef};
+use crate::types::InternalKeyRef;
 
 /// An [`InternalIterator`] over one memtable.
 #[derive(Debug)]
 pub struct MemTableIter {
     table: Arc<MemTable>,
-    current: Option<(InternalKey, Bytes)>,
+    current: Option<(MemKey, SmallBytes)>,
 }
 
 impl MemTable {
@@ -33,7 +32,7 @@ impl MemTable {
 }
 
 impl MemTableIter {
-    fn set(&mut self, entry: Option<crossbeam_skiplist::map::Entry<'_, InternalKey, Bytes>>) {
+    fn set(&mut self, entry: Option<crossbeam_skiplist::map::Entry<'_, MemKey, SmallBytes>>) {
         self.current = entry.map(|e| (e.key().clone(), e.value().clone()));
     }
 }
@@ -57,14 +56,14 @@ impl InternalIterator for MemTableIter {
 
     fn seek(&mut self, target: InternalKeyRef<'_>) -> Result<()> {
         let table = Arc::clone(&self.table);
-        let target = target.to_owned();
+        let target = MemKey::from_slice(target.user_key, target.seqno, target.kind);
         self.set(table.map().lower_bound(Bound::Included(&target)));
         Ok(())
     }
 
     fn seek_for_prev(&mut self, target: InternalKeyRef<'_>) -> Result<()> {
         let table = Arc::clone(&self.table);
-        let target = target.to_owned();
+        let target = MemKey::from_slice(target.user_key, target.seqno, target.kind);
         self.set(table.map().upper_bound(Bound::Included(&target)));
         Ok(())
     }
@@ -97,6 +96,6 @@ impl InternalIterator for MemTableIter {
     }
 
     fn value(&self) -> &[u8] {
-        self.current.as_ref().map_or(&[], |(_, v)| v.as_ref())
+        self.current.as_ref().map_or(&[], |(_, v)| v.as_slice())
     }
 }

@@ -9,6 +9,7 @@
 //! instead of being copied one by one (see [`MemTable::add_bytes`]).
 
 mod iter;
+mod key;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -16,8 +17,9 @@ use bytes::Bytes;
 use crossbeam_skiplist::SkipMap;
 
 pub use iter::MemTableIter;
+pub(crate) use key::{MemKey, SmallBytes};
 
-use crate::types::{InternalKey, SeqNo, ValueKind};
+use crate::types::{SeqNo, ValueKind};
 
 /// Bytes charged per entry on top of key and value, for skiplist nodes and bookkeeping. An
 /// estimate (a node holds the key, value, a tower of pointers and a refcount), so that
@@ -27,7 +29,7 @@ const ENTRY_OVERHEAD_BYTES: usize = 64;
 /// A sorted in-memory table of versioned entries.
 #[derive(Debug, Default)]
 pub struct MemTable {
-    map: SkipMap<InternalKey, Bytes>,
+    map: SkipMap<MemKey, SmallBytes>,
     size_bytes: AtomicUsize,
 }
 
@@ -52,8 +54,10 @@ impl MemTable {
     /// Sequence numbers are unique per entry, so an insert never replaces another entry.
     pub fn add_bytes(&self, seqno: SeqNo, kind: ValueKind, user_key: Bytes, value: Bytes) {
         let charge = user_key.len() + value.len() + ENTRY_OVERHEAD_BYTES;
-        self.map
-            .insert(InternalKey::new(user_key, seqno, kind), value);
+        self.map.insert(
+            MemKey::from_bytes(user_key, seqno, kind),
+            SmallBytes::from_bytes(value),
+        );
         self.size_bytes.fetch_add(charge, Ordering::Relaxed);
     }
 
@@ -62,10 +66,10 @@ impl MemTable {
     /// A `Delete` result means the key is deleted as of that entry; a `Merge` result means the
     /// caller must collect older operands (see the database's read path).
     pub fn get(&self, user_key: &[u8], seqno: SeqNo) -> Option<(SeqNo, ValueKind, Bytes)> {
-        let target = InternalKey::new(Bytes::copy_from_slice(user_key), seqno, ValueKind::FOR_SEEK);
+        let target = MemKey::from_slice(user_key, seqno, ValueKind::FOR_SEEK);
         let entry = self.map.lower_bound(std::ops::Bound::Included(&target))?;
-        let key = entry.key();
-        (key.user_key.as_ref() == user_key).then(|| (key.seqno, key.kind, entry.value().clone()))
+        let key = entry.key().as_ref();
+        (key.user_key == user_key).then(|| (key.seqno, key.kind, entry.value().to_bytes()))
     }
 
     /// Approximate memory used, in bytes (payload plus a per-entry estimate).
@@ -85,10 +89,10 @@ impl MemTable {
 
     /// Largest sequence number stored, if any (scans; used at flush time only).
     pub fn max_seqno(&self) -> Option<SeqNo> {
-        self.map.iter().map(|e| e.key().seqno).max()
+        self.map.iter().map(|e| e.key().as_ref().seqno).max()
     }
 
-    pub(crate) fn map(&self) -> &SkipMap<InternalKey, Bytes> {
+    pub(crate) fn map(&self) -> &SkipMap<MemKey, SmallBytes> {
         &self.map
     }
 }
