@@ -242,7 +242,10 @@ impl Replay<'_> {
                     self.stop = true;
                 }
                 WalRecoveryMode::TolerateCorruptedTail => {
-                    if !newest || has_valid_record_after(&mut reader)? {
+                    if !newest
+                        || has_valid_record_after(&mut reader)?
+                        || wal::scan::later_record_start(&path, offset)?.is_some()
+                    {
                         return Err(Error::corruption(&path, offset, reason));
                     }
                     tracing::warn!(path = %path.display(), offset, %reason, "dropping torn WAL tail");

@@ -193,11 +193,11 @@ pub(crate) fn replay(
                 torn,
             } => {
                 // Tolerated only when nothing intact follows: the reader says so with its next
-                // outcome, and `later_record` checks the bytes the reader skipped (it drops the
+                // outcome, and `later_record_start` checks the bytes the reader skipped (it drops the
                 // rest of a damaged block, which may hold later records).
                 let at_tail = matches!(reader.next_outcome()?, ReadOutcome::Eof);
                 let later = if at_tail {
-                    later_record(path, offset)?
+                    wal::scan::later_record_start(path, offset)?
                 } else {
                     None
                 };
@@ -224,60 +224,6 @@ pub(crate) fn replay(
             ReadOutcome::Eof => return Ok(ReplayEnd::Clean),
         }
     }
-}
-
-/// Offset of the first intact `FULL` or `FIRST` WAL fragment (the start of a record) that begins
-/// after `damaged` in the manifest at `path`, if any.
-///
-/// A torn append damages only the bytes of the last record, all of which follow `damaged` (the
-/// offset of its first fragment); its own later fragments are `MIDDLE` or `LAST`. A fragment is
-/// recognised with the WAL framing of `docs/format/wal.md`: a 7-byte header
-/// `crc: u32 LE | length: u16 LE | type: u8` that fits in its 32 KiB block and whose masked
-/// CRC32C of `[type][payload]` matches. Random bytes pass with probability 2^-32 per position.
-fn later_record(path: &Path, damaged: u64) -> Result<Option<u64>> {
-    use std::io::{Read, Seek, SeekFrom};
-    let mut tail = Vec::new();
-    let mut file = std::fs::File::open(path).ctx(path)?;
-    file.seek(SeekFrom::Start(damaged)).ctx(path)?;
-    file.read_to_end(&mut tail).ctx(path)?;
-    let block = wal::BLOCK_SIZE as u64;
-    for start in 1..tail.len() {
-        let pos = damaged.saturating_add(start as u64);
-        let left_in_block = block - pos % block;
-        let Some(header) = tail.get(start..start.saturating_add(wal::HEADER_SIZE)) else {
-            break;
-        };
-        let (Some(&ty), Some(len), Some(crc)) = (
-            header.get(6),
-            header
-                .get(4..6)
-                .and_then(|b| b.try_into().ok())
-                .map(u16::from_le_bytes),
-            header
-                .get(..4)
-                .and_then(|b| b.try_into().ok())
-                .map(u32::from_le_bytes),
-        ) else {
-            continue;
-        };
-        let frag_len = wal::HEADER_SIZE + usize::from(len);
-        // A FULL fragment fits in its block; a FIRST one always fills it to the end.
-        let plausible = match wal::RecordType::try_from(ty) {
-            Ok(wal::RecordType::Full) => frag_len as u64 <= left_in_block,
-            Ok(wal::RecordType::First) => frag_len as u64 == left_in_block,
-            _ => false,
-        };
-        if !plausible {
-            continue;
-        }
-        let Some(payload) = tail.get(start + wal::HEADER_SIZE..start + frag_len) else {
-            continue;
-        };
-        if wal::fragment_crc(ty, payload) == crc {
-            return Ok(Some(pos));
-        }
-    }
-    Ok(None)
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@
 //! manifest (`MANIFEST-NNNNNN`, payload = a version edit) share this framing.
 
 pub mod reader;
+pub mod scan;
 pub mod writer;
 
 #[cfg(test)]
