@@ -90,9 +90,36 @@ pub(crate) fn sst_dump(file: &Path, entries: bool) -> anyhow::Result<ExitCode> {
     let cache = strata_engine::cache::BlockCache::new(8 << 20);
     let table = Table::open(file, number, cache)
         .with_context(|| format!("opening table {}", file.display()))?;
-    println!("file: {}", file.display());
-    println!("file size: {} bytes", table.file_size());
-    println!("{:#?}", table.properties());
+    let p = table.properties();
+    println!("file:              {}", file.display());
+    println!("file size:         {} bytes", table.file_size());
+    println!(
+        "entries:           {} ({} deletions, {} merge operands)",
+        p.num_entries, p.num_deletions, p.num_merges
+    );
+    println!(
+        "smallest key:      {} @ {} {:?}",
+        escape(&p.smallest_key.user_key),
+        p.smallest_key.seqno,
+        p.smallest_key.kind
+    );
+    println!(
+        "largest key:       {} @ {} {:?}",
+        escape(&p.largest_key.user_key),
+        p.largest_key.seqno,
+        p.largest_key.kind
+    );
+    println!(
+        "sequence numbers:  {} ..= {}",
+        p.smallest_seqno, p.largest_seqno
+    );
+    println!("raw key bytes:     {}", p.raw_key_bytes);
+    println!("raw value bytes:   {}", p.raw_value_bytes);
+    println!(
+        "data blocks:       {} ({} bytes stored)",
+        p.num_data_blocks, p.data_bytes
+    );
+    println!("bloom bits/key:    {}", p.filter_bits_per_key);
     if entries {
         let mut it = table.iter();
         it.seek_to_first()?;
@@ -101,15 +128,20 @@ pub(crate) fn sst_dump(file: &Path, entries: bool) -> anyhow::Result<ExitCode> {
             let k = it.key();
             writeln!(
                 out,
-                "{:?} @ {} {:?} => {:?}",
-                String::from_utf8_lossy(k.user_key),
+                "{} @ {} {:?} => {}",
+                escape(k.user_key),
                 k.seqno,
                 k.kind,
-                String::from_utf8_lossy(it.value())
+                escape(it.value())
             )?;
             it.next()?;
         }
         out.flush()?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Printable form of a byte string: ASCII as is, other bytes as `\xNN`.
+fn escape(bytes: &[u8]) -> String {
+    bytes.escape_ascii().to_string()
 }
