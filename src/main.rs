@@ -55,6 +55,8 @@ enum Command {
         #[arg(long)]
         limit: Option<usize>,
     },
+    /// Write a consistent, openable copy of a live database to DEST (tables hard-linked).
+    Checkpoint { dir: PathBuf, dest: PathBuf },
     /// Benchmarks through the public API.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -106,6 +108,18 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             limit,
         } => inspect::scan(&dir, from.as_deref(), to.as_deref(), reverse, limit),
         Command::SstDump { file, entries } => inspect::sst_dump(&file, entries),
+        Command::Checkpoint { dir, dest } => {
+            let db = Db::open(&dir, Options::default().create_if_missing(false))
+                .with_context(|| format!("opening database at {}", dir.display()))?;
+            let seqno = db.checkpoint(&dest)?;
+            db.close()?;
+            println!(
+                "checkpoint of {} at sequence number {seqno} written to {}",
+                dir.display(),
+                dest.display()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Bench(BenchCommand::Fill(args)) => bench::fill(&args).map(|()| ExitCode::SUCCESS),
     }
 }

@@ -9,6 +9,7 @@
 //! `versions` → `super_version` → `bg`. No code takes an earlier lock while holding a later one.
 
 mod background;
+mod checkpoint;
 mod flush;
 mod lock;
 mod read;
@@ -223,6 +224,19 @@ impl Db {
     /// database is poisoned then); [`crate::Error::Poisoned`]; [`crate::Error::Closed`].
     pub fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
         self.inner().compact_range(begin, end)
+    }
+
+    /// Writes a consistent, openable copy of the database into the new directory `dest`
+    /// (tables hard-linked where the file system allows, else copied; manifest and WALs
+    /// copied) and returns the sequence number it is consistent at: the copy holds exactly the
+    /// writes acknowledged before this call. Writers pause while the manifest and WALs are
+    /// copied; reads go on.
+    ///
+    /// # Errors
+    /// [`crate::Error::InvalidArgument`] when `dest` exists; [`crate::Error::Io`];
+    /// [`crate::Error::Closed`].
+    pub fn checkpoint(&self, dest: impl AsRef<Path>) -> Result<crate::SeqNo> {
+        self.inner().checkpoint(dest.as_ref())
     }
 
     /// Counters since open: tables and bytes per level, bytes written by the WAL, flushes and

@@ -93,10 +93,18 @@ impl Engine for StrataEngine {
     fn shape(&self) -> String {
         let s = self.db.stats();
         let files: Vec<String> = s.levels.iter().map(|l| l.files.to_string()).collect();
+        let per_group = if s.write_groups > 0 {
+            s.last_seqno as f64 / s.write_groups as f64
+        } else {
+            0.0
+        };
         format!(
-            "files per level [{}], write amp {:.2} (tables per flushed byte)",
+            "files per level [{}], write amp {:.2} (tables per flushed byte), {} commit groups \
+             ({per_group:.1} entries per group), {} WAL syncs",
             files.join(" "),
-            s.write_amplification()
+            s.write_amplification(),
+            s.write_groups,
+            s.wal_syncs
         )
     }
 

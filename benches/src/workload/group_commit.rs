@@ -75,6 +75,7 @@ pub(super) fn group_commit(cfg: &Config) -> Result<()> {
     println!("   {}", describe(&tuning));
 
     let mut table = Vec::new();
+    let mut shapes = Vec::new();
     for t in [threads, 1] {
         let mut results: Vec<(String, Samples)> = cfg
             .engines
@@ -87,6 +88,12 @@ pub(super) fn group_commit(cfg: &Config) -> Result<()> {
                 let (ops, elapsed) = one_run(&opened, t, cfg.duration, cfg.seed ^ run as u64)
                     .with_context(|| format!("{name} with {t} threads"))?;
                 samples.push(ops, elapsed);
+                if run + 1 == cfg.runs {
+                    shapes.push(format!(
+                        "{name} ({t} thread(s), last run): {}",
+                        opened.engine().shape()
+                    ));
+                }
             }
         }
         print_table(&format!("synced writes/s, {t} thread(s)"), &results);
@@ -102,6 +109,9 @@ pub(super) fn group_commit(cfg: &Config) -> Result<()> {
             };
             println!("    {name:<8} {ratio:>8.1}x");
         }
+    }
+    for s in shapes {
+        println!("  {s}");
     }
     Ok(())
 }
