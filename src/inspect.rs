@@ -145,3 +145,26 @@ pub(crate) fn sst_dump(file: &Path, entries: bool) -> anyhow::Result<ExitCode> {
 fn escape(bytes: &[u8]) -> String {
     bytes.escape_ascii().to_string()
 }
+
+pub(crate) fn check(dir: &Path) -> anyhow::Result<ExitCode> {
+    let db = match Db::open(dir, Options::default().create_if_missing(false)) {
+        Ok(db) => db,
+        Err(e) => {
+            println!("problem: {e}");
+            println!("1 problem found (the database does not open)");
+            return Ok(ExitCode::from(1));
+        }
+    };
+    let problems = db.integrity_problems()?;
+    db.close()?;
+    for p in &problems {
+        println!("problem: {p}");
+    }
+    if problems.is_empty() {
+        println!("ok: no problems found in {}", dir.display());
+        Ok(ExitCode::SUCCESS)
+    } else {
+        println!("{} problem(s) found", problems.len());
+        Ok(ExitCode::from(1))
+    }
+}

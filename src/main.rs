@@ -57,6 +57,8 @@ enum Command {
     },
     /// Write a consistent, openable copy of a live database to DEST (tables hard-linked).
     Checkpoint { dir: PathBuf, dest: PathBuf },
+    /// Verify every table and the manifest; print each problem; exit status 1 if any.
+    Check { dir: PathBuf },
     /// Benchmarks through the public API.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -108,6 +110,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             limit,
         } => inspect::scan(&dir, from.as_deref(), to.as_deref(), reverse, limit),
         Command::SstDump { file, entries } => inspect::sst_dump(&file, entries),
+        Command::Check { dir } => inspect::check(&dir),
         Command::Checkpoint { dir, dest } => {
             let db = Db::open(&dir, Options::default().create_if_missing(false))
                 .with_context(|| format!("opening database at {}", dir.display()))?;

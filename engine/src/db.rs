@@ -254,6 +254,16 @@ impl Db {
         self.inner().check_integrity()
     }
 
+    /// Verifies like [`Db::check_integrity`] but returns every problem found (damaged blocks,
+    /// missing or truncated tables, manifest invariants such as overlapping tables in a level),
+    /// each naming its file and offset. An empty list means the database is intact.
+    ///
+    /// # Errors
+    /// [`crate::Error::Closed`].
+    pub fn integrity_problems(&self) -> Result<Vec<crate::Error>> {
+        self.inner().integrity_problems()
+    }
+
     /// The database directory.
     pub fn path(&self) -> &Path {
         &self.inner().dir

@@ -180,3 +180,26 @@ fn damage_in_the_middle_of_the_wal_fails_the_open_unless_the_mode_allows_it() {
     // after the damage in the same block are skipped with it; those before it are kept.
     assert!((3..50).contains(&n), "keeps what precedes the damage: {n}");
 }
+
+#[test]
+fn integrity_report_lists_every_damaged_and_missing_table() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(dir.path(), no_compression()).expect("open");
+    for round in 0..3u32 {
+        for i in 0..500u32 {
+            db.put(format!("r{round}-{i:04}").as_bytes(), &[b'x'; 20])
+                .expect("put");
+        }
+        db.flush().expect("flush");
+    }
+    db.close().expect("close");
+    let tables = files_with_ext(dir.path(), "sst");
+    assert_eq!(tables.len(), 3);
+    flip_byte(&tables[0], 50);
+    std::fs::remove_file(&tables[1]).expect("remove");
+    let db = Db::open(dir.path(), no_compression()).expect("open");
+    let problems = db.integrity_problems().expect("report");
+    assert_eq!(problems.len(), 2, "{problems:?}");
+    assert!(problems.iter().all(Error::is_corruption));
+    assert!(problems.iter().any(|p| p.to_string().contains("missing")));
+}

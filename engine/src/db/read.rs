@@ -146,20 +146,57 @@ impl DbInner {
         }
     }
 
-    /// Verifies every table's checksums and the version invariants.
-    pub(crate) fn check_integrity(&self) -> Result<()> {
+    /// Verifies every table's checksums and the version invariants, collecting every problem.
+    pub(crate) fn integrity_problems(&self) -> Result<Vec<Error>> {
         self.check_open()?;
         let sv = self.super_version();
-        let problems = sv.version.check_invariants();
-        if let Some(problem) = problems.into_iter().next() {
-            return Err(Error::corruption(self.dir.join("CURRENT"), 0, problem));
-        }
+        let manifest =
+            crate::filename::manifest_path(&self.dir, self.versions.lock().manifest_number());
+        let mut problems: Vec<Error> = sv
+            .version
+            .check_invariants()
+            .into_iter()
+            .map(|p| Error::corruption(&manifest, 0, p))
+            .collect();
         for level in 0..sv.version.levels.len() {
             for file in sv.version.files(level) {
-                self.table_cache.get(file.number)?.verify_checksums()?;
+                let path = crate::filename::table_path(&self.dir, file.number);
+                match std::fs::metadata(&path) {
+                    Err(_) => problems.push(Error::corruption(
+                        &path,
+                        0,
+                        format!("table of level {level} referenced by the manifest is missing"),
+                    )),
+                    Ok(meta) if meta.len() != file.size => problems.push(Error::corruption(
+                        &path,
+                        meta.len(),
+                        format!(
+                            "table is {} bytes, the manifest says {}",
+                            meta.len(),
+                            file.size
+                        ),
+                    )),
+                    Ok(_) => {
+                        if let Err(e) = self
+                            .table_cache
+                            .get(file.number)
+                            .and_then(|t| t.verify_checksums())
+                        {
+                            problems.push(e);
+                        }
+                    }
+                }
             }
         }
-        Ok(())
+        Ok(problems)
+    }
+
+    /// The first integrity problem, if any.
+    pub(crate) fn check_integrity(&self) -> Result<()> {
+        match self.integrity_problems()?.into_iter().next() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
     }
 }
 
