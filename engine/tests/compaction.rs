@@ -125,3 +125,34 @@ fn background_compaction_keeps_levels_in_shape_under_writes() {
     }
     db.check_integrity().expect("integrity");
 }
+
+#[test]
+fn writers_at_the_stop_trigger_make_progress_during_manual_compactions() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let options = small()
+        .level0_file_num_compaction_trigger(2)
+        .level0_slowdown_writes_trigger(2)
+        .level0_stop_writes_trigger(3)
+        .delayed_write_rate(64 << 20);
+    let db = Db::open(dir.path(), options).expect("open");
+    let writer = {
+        let db = db.clone();
+        std::thread::spawn(move || {
+            for i in 0..20_000u32 {
+                db.put(format!("w{i:06}").as_bytes(), &[3; 40])
+                    .expect("put");
+            }
+        })
+    };
+    for _ in 0..5 {
+        db.compact_range(None, None).expect("compact");
+    }
+    // A hang here is the failure this test guards against.
+    writer.join().expect("writer");
+    assert_eq!(db.prefix(&ReadOptions::default(), b"w").count(), 20_000);
+    let stats = db.stats();
+    assert!(
+        stats.delay_micros > 0 || stats.stall_micros > 0 || stats.compactions > 0,
+        "{stats}"
+    );
+}

@@ -241,7 +241,12 @@ impl DbInner {
                 let Some(task) = task else {
                     break;
                 };
-                if let Err(e) = self.run_compaction_task(&task) {
+                let result = self.run_compaction_task(&task);
+                // Writers stalled at a hard limit wait for a finished compaction.
+                self.bg.lock().compactions_done += 1;
+                self.refresh_pending_compaction_bytes();
+                self.bg_cv.notify_all();
+                if let Err(e) = result {
                     self.set_poison(format!("manual compaction failed: {e}"));
                     return Err(e);
                 }
