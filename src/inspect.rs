@@ -88,7 +88,8 @@ pub(crate) fn sst_dump(file: &Path, entries: bool) -> anyhow::Result<ExitCode> {
         .and_then(|s| s.parse().ok())
         .map_or(strata_engine::FileNumber(0), strata_engine::FileNumber);
     let cache = strata_engine::cache::BlockCache::new(8 << 20);
-    let table = Table::open(file, number, cache)
+    // An ingested table's global sequence number lives in the manifest: shown as stored (0).
+    let table = Table::open(file, number, None, cache)
         .with_context(|| format!("opening table {}", file.display()))?;
     let p = table.properties();
     println!("file:              {}", file.display());

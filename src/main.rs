@@ -1,10 +1,12 @@
 //! `strata`: the command-line tool for Strata databases.
 //!
-//! Subcommands: `demo` (open a database, write and read a few keys), `get`, `put`, `delete`,
+//! Subcommands: `repl` (the SQL shell, see `docs/sql.md`), `demo` (open a database, write and read a few keys), `get`, `put`, `delete`,
 //! `scan` (inspect a database, like RocksDB's `ldb`) and `sst-dump` (inspect one table file).
 
 mod bench;
 mod inspect;
+mod load;
+mod repl;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -23,6 +25,16 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Open the SQL shell on the database in DIR (created if missing). Reads statements from
+    /// the terminal, from `-c`, or from piped stdin; see docs/sql.md.
+    Repl {
+        /// Database directory.
+        #[arg(default_value = "./strata-data")]
+        dir: PathBuf,
+        /// Run these SQL statements (separated by `;`) and exit; status 1 if any failed.
+        #[arg(short = 'c', long = "command")]
+        command: Option<String>,
+    },
     /// Open (or create) a database, write and read back a few keys, and print what happened.
     Demo {
         /// Database directory.
@@ -59,6 +71,8 @@ enum Command {
     Checkpoint { dir: PathBuf, dest: PathBuf },
     /// Verify every table and the manifest; print each problem; exit status 1 if any.
     Check { dir: PathBuf },
+    /// Bulk-load a file of key<TAB>value lines (sorted or not) with one atomic ingest.
+    Load(load::LoadArgs),
     /// Benchmarks through the public API.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -98,6 +112,7 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
+        Command::Repl { dir, command } => repl::run(&dir, command.as_deref()),
         Command::Demo { dir } => demo(&dir),
         Command::Get { dir, key } => inspect::get(&dir, key.as_bytes()),
         Command::Put { dir, key, value } => inspect::put(&dir, key.as_bytes(), value.as_bytes()),
@@ -123,6 +138,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             );
             Ok(ExitCode::SUCCESS)
         }
+        Command::Load(args) => load::run(&args),
         Command::Bench(BenchCommand::Fill(args)) => bench::fill(&args).map(|()| ExitCode::SUCCESS),
     }
 }

@@ -20,6 +20,10 @@ fn create(dir: &Path, n: u64) -> Writer {
     Writer::create(&dir.join(format!("{n:06}.wal"))).expect("create WAL")
 }
 
+fn remove(dir: &Path, n: u64) {
+    std::fs::remove_file(dir.join(format!("{n:06}.wal"))).expect("remove WAL");
+}
+
 fn append_unsynced(c: &mut Criterion) {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut group = c.benchmark_group("wal/append");
@@ -35,8 +39,7 @@ fn append_unsynced(c: &mut Criterion) {
                 for _ in 0..iters {
                     if written >= ROTATE_BYTES {
                         drop(writer);
-                        std::fs::remove_file(dir.path().join(format!("{file_no:06}.wal")))
-                            .expect("remove WAL");
+                        remove(dir.path(), file_no);
                         file_no += 1;
                         writer = create(dir.path(), file_no);
                         written = 0;
@@ -46,6 +49,9 @@ fn append_unsynced(c: &mut Criterion) {
                     total += start.elapsed();
                     written += payload.len() as u64;
                 }
+                drop(writer);
+                remove(dir.path(), file_no);
+                file_no += 1;
                 total
             });
         });

@@ -19,7 +19,7 @@ use crate::error::Result;
 use crate::filename::table_path;
 use crate::sstable::Table;
 use crate::sstable::block::Block;
-use crate::types::FileNumber;
+use crate::types::{FileNumber, SeqNo};
 
 /// Sentinel "no node" index in [`Lru`]'s list.
 const NIL: usize = usize::MAX;
@@ -277,15 +277,20 @@ impl TableCache {
     /// miss. An evicted table stays usable by whoever still holds its `Arc`; its file closes
     /// when the last holder drops it.
     ///
+    /// `global_seqno` is the table's `FileMeta::global_seqno` (`Some` for an ingested table;
+    /// see [`Table::open`]). It is used when the table is opened; a table number always comes
+    /// with the same value, since both are fixed when the table enters the manifest.
+    ///
     /// # Errors
     /// As [`Table::open`]: [`crate::Error::Io`] (e.g. the file is missing),
     /// [`crate::Error::Corruption`] or [`crate::Error::ChecksumMismatch`].
-    pub fn get(&self, number: FileNumber) -> Result<Arc<Table>> {
+    pub fn get(&self, number: FileNumber, global_seqno: Option<SeqNo>) -> Result<Arc<Table>> {
         if let Some(t) = self.tables.lock().get(&number) {
+            debug_assert_eq!(t.global_seqno(), global_seqno, "table {number}");
             return Ok(t);
         }
         let path = table_path(&self.dir, number);
-        let table = Table::open(&path, number, Arc::clone(&self.block_cache))?;
+        let table = Table::open(&path, number, global_seqno, Arc::clone(&self.block_cache))?;
         self.tables.lock().insert(number, Arc::clone(&table), 1);
         Ok(table)
     }

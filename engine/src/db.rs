@@ -11,6 +11,7 @@
 mod background;
 mod checkpoint;
 mod flush;
+mod ingest;
 mod lock;
 mod read;
 mod recovery;
@@ -224,6 +225,40 @@ impl Db {
     /// database is poisoned then); [`crate::Error::Poisoned`]; [`crate::Error::Closed`].
     pub fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
         self.inner().compact_range(begin, end)
+    }
+
+    /// Links SSTables built by [`crate::TableWriter`] into the database, atomically: after a
+    /// crash either every file is part of the database or none is.
+    ///
+    /// The whole ingest gets **one** new sequence number, newer than every write acknowledged
+    /// before the call, so ingested values shadow older values of the same keys; a snapshot
+    /// taken before the call does not see them, every read started after it returns does
+    /// (after a reopen too). Each file is placed in the deepest level where no table of that
+    /// level or any level above overlaps its key range (the last level, for a load into an
+    /// empty database: the data is written once). If the memtables hold keys inside a file's
+    /// range they are flushed first.
+    ///
+    /// The files are **moved** in: each is hard-linked into the database directory (copied
+    /// when linking fails, e.g. across file systems) and fsynced, and on success the source
+    /// paths are removed. On error the sources are left as they were. Automatic compactions
+    /// pause and writes wait while the ingest installs the files (a flush, if one is needed,
+    /// happens meanwhile). `ingest(&[])` does nothing.
+    ///
+    /// # Errors
+    /// - [`crate::Error::InvalidArgument`]: a file is empty, holds entries other than
+    ///   `TableWriter`'s (sequence number not 0, tombstones), is one of the database's own
+    ///   files, or two files' key ranges overlap. Nothing changed.
+    /// - [`crate::Error::Corruption`] / [`crate::Error::ChecksumMismatch`]: a file is not a
+    ///   readable table. Nothing changed.
+    /// - [`crate::Error::Io`]: linking, copying or syncing failed. Nothing changed.
+    /// - [`crate::Error::Poisoned`]: the manifest write failed (the database is poisoned; reopen
+    ///   to learn whether the ingest happened), or an earlier failure poisoned it.
+    /// - [`crate::Error::Closed`], [`crate::Error::SeqNoExhausted`].
+    ///
+    /// # Examples
+    /// See [`crate::TableWriter`].
+    pub fn ingest(&self, files: &[std::path::PathBuf]) -> Result<()> {
+        self.inner().ingest(files)
     }
 
     /// Writes a consistent, openable copy of the database into the new directory `dest`

@@ -186,17 +186,18 @@ fn level_iter(files: &[Arc<FileMeta>], cache: &Arc<TableCache>) -> Box<dyn Inter
         .iter()
         .map(|f| (f.smallest.clone(), f.largest.clone()))
         .collect();
-    let numbers: Vec<FileNumber> = files.iter().map(|f| f.number).collect();
+    let numbers: Vec<(FileNumber, Option<SeqNo>)> =
+        files.iter().map(|f| (f.number, f.global_seqno)).collect();
     let cache = Arc::clone(cache);
     Box::new(LevelIterator::new(ranges, move |i| {
         // The level iterator only opens indices of its file list.
-        let Some(&number) = numbers.get(i) else {
+        let Some(&(number, global_seqno)) = numbers.get(i) else {
             return Err(Error::InvalidArgument(format!(
                 "level iterator asked for file {i} of {}",
                 numbers.len()
             )));
         };
-        let table = cache.get(number)?;
+        let table = cache.get(number, global_seqno)?;
         Ok(Box::new(table.iter()) as Box<dyn InternalIterator>)
     }))
 }
@@ -438,6 +439,7 @@ impl Outputs {
             largest_seqno: props.largest_seqno,
             num_entries: props.num_entries,
             num_deletions: props.num_deletions,
+            global_seqno: None,
         });
         Ok(())
     }

@@ -123,5 +123,6 @@ pub(crate) fn write_level0_table(
         largest_seqno: props.largest_seqno,
         num_entries: props.num_entries,
         num_deletions: props.num_deletions,
+        global_seqno: None,
     }))
 }

@@ -63,7 +63,7 @@ impl DbInner {
         }
         let target = InternalKeyRef::new(key, seqno, ValueKind::FOR_SEEK);
         for (_, file) in sv.version.files_for_get(key) {
-            let table = self.table_cache.get(file.number)?;
+            let table = self.table_cache.get(file.number, file.global_seqno)?;
             if let Some((_, kind, value)) = table.get(target)? {
                 return self.resolve(&sv, seqno, key, kind, value);
             }
@@ -179,7 +179,7 @@ impl DbInner {
                     Ok(_) => {
                         if let Err(e) = self
                             .table_cache
-                            .get(file.number)
+                            .get(file.number, file.global_seqno)
                             .and_then(|t| t.verify_checksums())
                         {
                             problems.push(e);
@@ -301,7 +301,7 @@ pub(crate) fn merging_iterator(
         children.push(Box::new(imm.mem.iter()));
     }
     for file in sv.version.files(0) {
-        children.push(Box::new(cache.get(file.number)?.iter()));
+        children.push(Box::new(cache.get(file.number, file.global_seqno)?.iter()));
     }
     for level in 1..sv.version.levels.len() {
         let files = sv.version.files(level).to_vec();
@@ -317,7 +317,7 @@ pub(crate) fn merging_iterator(
             let file = files.get(i).ok_or_else(|| {
                 Error::InvalidArgument(format!("level iterator asked for file index {i}"))
             })?;
-            let table = cache.get(file.number)?;
+            let table = cache.get(file.number, file.global_seqno)?;
             Ok(Box::new(table.iter()) as Box<dyn InternalIterator>)
         })));
     }

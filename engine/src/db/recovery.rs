@@ -180,7 +180,13 @@ fn delete_obsolete_files(dir: &Path, versions: &VersionSet, active_wal: FileNumb
         };
         if obsolete {
             tracing::debug!(path = %path.display(), "deleting obsolete file");
-            if let Err(e) = std::fs::remove_file(&path) {
+            // A `*.tmp` directory is scratch space of an interrupted `strata load`.
+            let removed = if kind == FileKind::Temp && path.is_dir() {
+                std::fs::remove_dir_all(&path)
+            } else {
+                std::fs::remove_file(&path)
+            };
+            if let Err(e) = removed {
                 tracing::warn!(path = %path.display(), error = %e, "could not delete obsolete file");
             }
         }

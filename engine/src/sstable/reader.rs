@@ -5,6 +5,10 @@
 //! are read and checked once at open and kept in memory; data blocks are read on demand with
 //! positional reads (no shared file cursor, so one `Table` serves many threads) and cached in
 //! the shared [`BlockCache`].
+//!
+//! A table opened with a *global sequence number* `S` (an ingested table, spec section 9) has
+//! every entry stored at sequence number 0 and one entry per user key; it presents every entry
+//! at `S` and translates seek targets to the stored keys.
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -36,16 +40,28 @@ pub struct Table {
     index: Arc<Block>,
     filter: Option<Filter>,
     properties: TableProperties,
+    /// `Some(S)`: an ingested table whose entries are presented at sequence number `S`.
+    global_seqno: Option<SeqNo>,
 }
 
 impl Table {
     /// Opens a table file: reads and checks the footer, index, filter and properties blocks.
     /// `number` keys the table's blocks in `cache`.
     ///
+    /// `global_seqno` is `Some(S)` for an ingested table (the manifest's
+    /// `FileMeta::global_seqno`): its entries, all stored at sequence number 0 with one entry
+    /// per user key, are then read as if written at `S` (`docs/format/sstable.md` section 9).
+    /// Pass `None` for every other table, or to see an ingested file as stored.
+    ///
     /// # Errors
     /// [`Error::Io`] if the file cannot be opened or read; [`Error::Corruption`] or
     /// [`Error::ChecksumMismatch`] naming the file and the offset of the damaged part.
-    pub fn open(path: &Path, number: FileNumber, cache: Arc<BlockCache>) -> Result<Arc<Table>> {
+    pub fn open(
+        path: &Path,
+        number: FileNumber,
+        global_seqno: Option<SeqNo>,
+        cache: Arc<BlockCache>,
+    ) -> Result<Arc<Table>> {
         let file = File::open(path).ctx(path)?;
         let file_size = file.metadata().ctx(path)?.len();
         let path: Arc<Path> = Arc::from(path);
@@ -91,6 +107,7 @@ impl Table {
             index,
             filter,
             properties,
+            global_seqno,
         }))
     }
 
@@ -107,17 +124,20 @@ impl Table {
         if !self.may_contain(key.user_key) {
             return Ok(None);
         }
+        let stored = stored_target(key, self.global_seqno);
         let mut index = self.index.iter();
-        index.seek(key)?;
+        index.seek(stored)?;
         // The first block whose separator is >= key holds the answer; looping on is only a
         // safeguard should a block end before `key`.
         while index.valid() {
             let handle = self.decode_handle(index.value())?;
             let mut it = self.data_block(handle)?.iter();
-            it.seek(key)?;
+            it.seek(stored)?;
             if it.valid() {
-                let found = it.key();
-                if found.user_key != key.user_key {
+                let found = present(it.key(), self.global_seqno);
+                // With a global sequence number the entry may be newer than the read; the
+                // table holds nothing older for this user key.
+                if found.user_key != key.user_key || found < key {
                     return Ok(None);
                 }
                 return Ok(Some((found.seqno, found.kind, it.value_bytes())));
@@ -147,7 +167,13 @@ impl Table {
             index: self.index.iter(),
             data: None,
             data_offset: 0,
+            global_seqno: self.global_seqno,
         }
+    }
+
+    /// The global sequence number the table was opened with (`Some` for an ingested table).
+    pub fn global_seqno(&self) -> Option<SeqNo> {
+        self.global_seqno
     }
 
     /// The properties recorded when the table was written.
@@ -246,6 +272,24 @@ impl Table {
     }
 }
 
+/// The stored key to seek for `target`: itself for an ordinary table; for an ingested table
+/// (entries stored at seqno 0, one per user key) the first stored entry of `target.user_key`,
+/// whichever its presented sequence number.
+fn stored_target(target: InternalKeyRef<'_>, global_seqno: Option<SeqNo>) -> InternalKeyRef<'_> {
+    match global_seqno {
+        None => target,
+        Some(_) => InternalKeyRef::new(target.user_key, SeqNo::MAX, ValueKind::FOR_SEEK),
+    }
+}
+
+/// A stored key as readers see it: at the global sequence number, if any.
+fn present(mut key: InternalKeyRef<'_>, global_seqno: Option<SeqNo>) -> InternalKeyRef<'_> {
+    if let Some(s) = global_seqno {
+        key.seqno = s;
+    }
+    key
+}
+
 /// Reads `buf.len()` bytes at `offset`; a short file is corruption, not an I/O error.
 fn read_at(file: &File, path: &Path, buf: &mut [u8], offset: u64) -> Result<()> {
     match file.read_exact_at(buf, offset) {
@@ -282,6 +326,8 @@ pub struct TableIter {
     data: Option<BlockIter>,
     /// File offset of the block `data` iterates.
     data_offset: u64,
+    /// The table's global sequence number (copied so `key()` needs no pointer chase).
+    global_seqno: Option<SeqNo>,
 }
 
 impl TableIter {
@@ -381,13 +427,23 @@ impl InternalIterator for TableIter {
     }
 
     fn seek(&mut self, target: InternalKeyRef<'_>) -> Result<()> {
+        let stored = stored_target(target, self.global_seqno);
         self.guarded(|it| {
-            it.index.seek(target)?;
+            it.index.seek(stored)?;
             it.init_data_block()?;
             if let Some(d) = &mut it.data {
-                d.seek(target)?;
+                d.seek(stored)?;
             }
-            it.skip_empty_forward()
+            it.skip_empty_forward()?;
+            // Ingested table: on `target.user_key` but newer than the target; the next entry
+            // has the next user key.
+            if it.global_seqno.is_some() && it.data_valid() && it.key() < target {
+                if let Some(d) = &mut it.data {
+                    d.next()?;
+                }
+                it.skip_empty_forward()?;
+            }
+            Ok(())
         })
     }
 
@@ -424,7 +480,7 @@ impl InternalIterator for TableIter {
 
     fn key(&self) -> InternalKeyRef<'_> {
         match &self.data {
-            Some(d) => d.key(),
+            Some(d) => present(d.key(), self.global_seqno),
             None => InternalKeyRef::new(&[], SeqNo::ZERO, ValueKind::Delete),
         }
     }

@@ -41,7 +41,7 @@ fn write(path: &Path, model: &Model, o: TableBuilderOptions) -> Result<(TablePro
 }
 
 fn open(path: &Path) -> Result<Arc<Table>> {
-    Table::open(path, FileNumber(1), BlockCache::new(1 << 20))
+    Table::open(path, FileNumber(1), None, BlockCache::new(1 << 20))
 }
 
 fn entry(it: &TableIter) -> (InternalKey, Vec<u8>) {
@@ -278,7 +278,7 @@ fn filter_rejected_get_reads_no_data_block() -> Result<()> {
         .collect();
     write(&path, &model, opts(256, 10, true))?;
     let cache = BlockCache::new(1 << 20);
-    let t = Table::open(&path, FileNumber(1), Arc::clone(&cache))?;
+    let t = Table::open(&path, FileNumber(1), None, Arc::clone(&cache))?;
     let (mut rejected, mut checked) = (0u64, 0u64);
     for i in 0..1000u32 {
         let absent = format!("nope{i:06}");
@@ -615,8 +615,8 @@ fn table_cache_opens_once_and_evicts() -> Result<()> {
         )?;
     }
     let cache = TableCache::new(dir.path().to_path_buf(), 2, BlockCache::new(1 << 20));
-    let a = cache.get(FileNumber(1))?;
-    assert!(Arc::ptr_eq(&a, &cache.get(FileNumber(1))?));
+    let a = cache.get(FileNumber(1), None)?;
+    assert!(Arc::ptr_eq(&a, &cache.get(FileNumber(1), None)?));
     assert_eq!(a.file_number(), FileNumber(1));
     assert_eq!(a.path(), table_path(dir.path(), FileNumber(1)));
     a.get(InternalKeyRef::new(
@@ -625,9 +625,9 @@ fn table_cache_opens_once_and_evicts() -> Result<()> {
         ValueKind::FOR_SEEK,
     ))?;
     assert!(cache.block_cache().usage_bytes() > 0);
-    cache.get(FileNumber(2))?;
-    cache.get(FileNumber(3))?; // capacity 2: table 1 is evicted
-    assert!(!Arc::ptr_eq(&a, &cache.get(FileNumber(1))?));
+    cache.get(FileNumber(2), None)?;
+    cache.get(FileNumber(3), None)?; // capacity 2: table 1 is evicted
+    assert!(!Arc::ptr_eq(&a, &cache.get(FileNumber(1), None)?));
     cache.evict(FileNumber(1));
     assert_eq!(
         cache.block_cache().usage_bytes(),
@@ -636,7 +636,10 @@ fn table_cache_opens_once_and_evicts() -> Result<()> {
     );
     // The evicted handle still works.
     check_table(&a, &small_model())?;
-    assert!(matches!(cache.get(FileNumber(9)), Err(Error::Io { .. })));
+    assert!(matches!(
+        cache.get(FileNumber(9), None),
+        Err(Error::Io { .. })
+    ));
     Ok(())
 }
 

@@ -12,7 +12,8 @@
 //!                       smallest: bytes, largest: bytes,      (encoded internal keys)
 //!                       smallest_seqno: varint, largest_seqno: varint,
 //!                       num_entries: varint, num_deletions: varint
-//!   6..=31 reserved; 0 and everything else invalid
+//!   8 new_file_global   the fields of tag 5, then global_seqno: varint   (an ingested table)
+//!   6, 7, 9..=31 reserved; 0 and everything else invalid
 //! bytes  := len: varint, byte{len}
 //! ```
 #![deny(clippy::indexing_slicing)]
@@ -33,9 +34,12 @@ enum Tag {
     LastSeqNo,
     DeletedFile,
     NewFile,
+    /// A new file with a global sequence number (an ingested table).
+    NewFileGlobal,
 }
 
-/// Tags 6..=31 are reserved for later formats (6: keyspace create/drop, 7: compaction pointer).
+/// Tags 6..=31 other than 8 are reserved for later formats (6: keyspace create/drop, 7:
+/// compaction pointer).
 const RESERVED_TAGS: std::ops::RangeInclusive<u64> = 6..=31;
 
 impl From<Tag> for u64 {
@@ -47,6 +51,7 @@ impl From<Tag> for u64 {
             Tag::LastSeqNo => 3,
             Tag::DeletedFile => 4,
             Tag::NewFile => 5,
+            Tag::NewFileGlobal => 8,
         }
     }
 }
@@ -61,6 +66,7 @@ impl TryFrom<u64> for Tag {
             3 => Ok(Tag::LastSeqNo),
             4 => Ok(Tag::DeletedFile),
             5 => Ok(Tag::NewFile),
+            8 => Ok(Tag::NewFileGlobal),
             other => Err(other),
         }
     }
@@ -85,6 +91,11 @@ pub struct FileMeta {
     pub num_entries: u64,
     /// Number of tombstones among the entries.
     pub num_deletions: u64,
+    /// `Some(S)` for an ingested table (manifest tag 8): every entry is stored with sequence
+    /// number 0 and read as `S` (`docs/format/sstable.md` section 9). `smallest`, `largest`,
+    /// `smallest_seqno` and `largest_seqno` then describe the entries as read, at `S`. `None`
+    /// for every table written by a flush or compaction.
+    pub global_seqno: Option<SeqNo>,
 }
 
 impl FileMeta {
@@ -164,7 +175,12 @@ impl VersionEdit {
             put_varint64(dst, number.0);
         }
         for (level, f) in &self.new_files {
-            put_varint64(dst, Tag::NewFile.into());
+            let tag = if f.global_seqno.is_some() {
+                Tag::NewFileGlobal
+            } else {
+                Tag::NewFile
+            };
+            put_varint64(dst, tag.into());
             put_varint64(dst, *level as u64);
             put_varint64(dst, f.number.0);
             put_varint64(dst, f.size);
@@ -174,6 +190,9 @@ impl VersionEdit {
             put_varint64(dst, f.largest_seqno.0);
             put_varint64(dst, f.num_entries);
             put_varint64(dst, f.num_deletions);
+            if let Some(s) = f.global_seqno {
+                put_varint64(dst, s.0);
+            }
         }
     }
 
@@ -216,9 +235,9 @@ impl VersionEdit {
                     let number = FileNumber(input.varint("deleted_file number")?);
                     edit.deleted_files.push((level, number));
                 }
-                Tag::NewFile => {
+                Tag::NewFile | Tag::NewFileGlobal => {
                     let level = input.level("new_file level")?;
-                    let meta = FileMeta {
+                    let mut meta = FileMeta {
                         number: FileNumber(input.varint("new_file number")?),
                         size: input.varint("new_file size")?,
                         smallest: input.internal_key("new_file smallest")?,
@@ -227,7 +246,11 @@ impl VersionEdit {
                         largest_seqno: input.seqno("new_file largest_seqno")?,
                         num_entries: input.varint("new_file num_entries")?,
                         num_deletions: input.varint("new_file num_deletions")?,
+                        global_seqno: None,
                     };
+                    if tag == Tag::NewFileGlobal {
+                        meta.global_seqno = Some(input.seqno("new_file global_seqno")?);
+                    }
                     edit.new_files.push((level, meta));
                 }
             }
@@ -253,7 +276,11 @@ impl fmt::Display for VersionEdit {
             write!(f, " -L{level}:{n}")?;
         }
         for (level, m) in &self.new_files {
-            write!(f, " +L{level}:{}({}B)", m.number, m.size)?;
+            write!(f, " +L{level}:{}({}B", m.number, m.size)?;
+            if let Some(s) = m.global_seqno {
+                write!(f, " @{s}")?;
+            }
+            write!(f, ")")?;
         }
         write!(f, " }}")
     }
@@ -338,6 +365,7 @@ mod tests {
             largest_seqno: SeqNo(seqs.1),
             num_entries: 20,
             num_deletions: 1,
+            global_seqno: None,
         }
     }
 
@@ -372,6 +400,54 @@ mod tests {
         assert_eq!(VersionEdit::decode(&buf), Ok(flush_edit()));
     }
 
+    fn ingest_edit() -> VersionEdit {
+        let s = SeqNo(121);
+        let mut e = VersionEdit {
+            next_file_number: Some(FileNumber(13)),
+            last_seqno: Some(s),
+            ..Default::default()
+        };
+        e.add_file(
+            6,
+            FileMeta {
+                number: FileNumber(12),
+                size: 65536,
+                smallest: InternalKey::new(b"ant".to_vec(), s, ValueKind::Put),
+                largest: InternalKey::new(b"zebra".to_vec(), s, ValueKind::Put),
+                smallest_seqno: s,
+                largest_seqno: s,
+                num_entries: 1000,
+                num_deletions: 0,
+                global_seqno: Some(s),
+            },
+        );
+        e
+    }
+
+    #[test]
+    fn ingest_edit_matches_documented_bytes() {
+        // The ingest example of docs/format/manifest.md, section 2.
+        let mut buf = Vec::new();
+        ingest_edit().encode(&mut buf);
+        let mut expected = vec![0x02, 0x0d, 0x03, 0x79, 0x08, 0x06, 0x0c, 0x80, 0x80, 0x04];
+        expected.push(0x0b);
+        expected.extend_from_slice(b"ant");
+        expected.extend_from_slice(&[0x01, 0x79, 0, 0, 0, 0, 0, 0]);
+        expected.push(0x0d);
+        expected.extend_from_slice(b"zebra");
+        expected.extend_from_slice(&[0x01, 0x79, 0, 0, 0, 0, 0, 0]);
+        expected.extend_from_slice(&[0x79, 0x79, 0xe8, 0x07, 0x00, 0x79]);
+        assert_eq!(buf, expected);
+        assert_eq!(buf.len(), 42);
+        assert_eq!(VersionEdit::decode(&buf), Ok(ingest_edit()));
+        // Cut before the global sequence number: truncated, not a tag-5 file.
+        assert!(VersionEdit::decode(&buf[..buf.len() - 1]).is_err());
+        // A global sequence number above SeqNo::MAX.
+        let mut bad = buf[..buf.len() - 1].to_vec();
+        put_varint64(&mut bad, SeqNo::MAX.0 + 1);
+        assert!(VersionEdit::decode(&bad).is_err());
+    }
+
     #[test]
     fn empty_edit_encodes_to_nothing_and_back() {
         let mut buf = Vec::new();
@@ -402,7 +478,7 @@ mod tests {
 
     #[test]
     fn unknown_reserved_and_zero_tags_are_errors() {
-        for tag in [0_u64, 6, 7, 31, 32, 1000] {
+        for tag in [0_u64, 6, 7, 9, 31, 32, 1000] {
             let mut buf = Vec::new();
             put_varint64(&mut buf, tag);
             put_varint64(&mut buf, 1);
@@ -481,8 +557,9 @@ mod tests {
             0..=SeqNo::MAX.0,
             any::<u64>(),
             any::<u64>(),
+            proptest::option::of(0..=SeqNo::MAX.0),
         )
-            .prop_map(|(n, size, a, b, s1, s2, ne, nd)| FileMeta {
+            .prop_map(|(n, size, a, b, s1, s2, ne, nd, g)| FileMeta {
                 number: FileNumber(n),
                 size,
                 smallest: a,
@@ -491,6 +568,7 @@ mod tests {
                 largest_seqno: SeqNo(s2),
                 num_entries: ne,
                 num_deletions: nd,
+                global_seqno: g.map(SeqNo),
             })
     }
 

@@ -84,6 +84,7 @@ impl Fixture {
             largest_seqno: props.largest_seqno,
             num_entries: props.num_entries,
             num_deletions: props.num_deletions,
+            global_seqno: None,
         }))
     }
 
@@ -111,7 +112,7 @@ impl Fixture {
 
     /// Every entry of table `number`, in order.
     fn read(&self, number: FileNumber) -> Result<Vec<(InternalKey, Bytes)>> {
-        let table = self.cache.get(number)?;
+        let table = self.cache.get(number, None)?;
         let mut it = table.iter();
         it.seek_to_first()?;
         let mut out = Vec::new();
@@ -427,6 +428,7 @@ fn outputs_are_cut_where_the_grandparent_overlap_grows_too_large() -> Result<()>
                 largest_seqno: SeqNo(1),
                 num_entries: 1,
                 num_deletions: 0,
+                global_seqno: None,
             })
         })
         .collect();

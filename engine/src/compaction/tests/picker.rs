@@ -25,6 +25,7 @@ fn t(number: u64, lo: &str, hi: &str, size: u64, seqs: (u64, u64)) -> FileMeta {
         largest_seqno: SeqNo(seqs.1),
         num_entries: 100,
         num_deletions: 0,
+        global_seqno: None,
     }
 }
 

@@ -1,0 +1,305 @@
+//! Bulk ingest, inside half: [`DbInner::ingest`] links tables built by
+//! [`crate::TableWriter`] into the database with one manifest edit.
+//!
+//! Steps (`docs/design.md`, "Bulk ingest"): validate the files; pause compactions; take the
+//! `log` lock (no write in flight); flush the memtables if they hold a key inside a file's
+//! range; assign one sequence number `S`; hard-link (or copy) each file to a new table number
+//! and fsync; pick each file's level; append one edit adding every file with tag 8
+//! (`global_seqno = S`, `docs/format/manifest.md` section 2.1); install the version and
+//! publish `S`; remove the source paths.
+//!
+//! Lock order as everywhere: `log` → `versions` → `super_version` → `bg`. Waiting for a flush
+//! with `log` held is safe because the flush thread never takes `log`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
+
+use super::state::{DbInner, LogState, SuperVersion};
+use crate::cache::BlockCache;
+use crate::error::{Error, IoContext, Result};
+use crate::filename;
+use crate::iterator::InternalIterator;
+use crate::sstable::Table;
+use crate::types::{FileNumber, InternalKey, InternalKeyRef, SeqNo, ValueKind};
+use crate::version::{FileMeta, NUM_LEVELS, Version, VersionEdit};
+
+/// A validated file to ingest.
+#[derive(Debug)]
+struct Candidate {
+    source: PathBuf,
+    size: u64,
+    num_entries: u64,
+    smallest: Bytes,
+    smallest_kind: ValueKind,
+    largest: Bytes,
+    largest_kind: ValueKind,
+}
+
+impl DbInner {
+    /// Ingests `files`; see [`crate::Db::ingest`].
+    pub(crate) fn ingest(&self, files: &[PathBuf]) -> Result<()> {
+        self.check_writable()?;
+        if files.is_empty() {
+            return Ok(());
+        }
+        let candidates = self.validate_ingest(files)?;
+        self.pause_compactions()?;
+        let result = self.ingest_paused(&candidates);
+        self.bg.lock().manual_compaction = false;
+        self.refresh_pending_compaction_bytes();
+        self.bg_cv.notify_all();
+        result?;
+        for c in &candidates {
+            if let Err(e) = std::fs::remove_file(&c.source) {
+                tracing::warn!(path = %c.source.display(), error = %e, "could not remove ingested source file");
+            }
+        }
+        Ok(())
+    }
+
+    /// Opens every file and checks it holds what `TableWriter` writes; returns them sorted by
+    /// key range, which must not overlap.
+    fn validate_ingest(&self, files: &[PathBuf]) -> Result<Vec<Candidate>> {
+        let dir = std::fs::canonicalize(&self.dir).ctx(&self.dir)?;
+        let mut out = Vec::with_capacity(files.len());
+        for path in files {
+            let invalid = |what: &str| {
+                Error::InvalidArgument(format!("cannot ingest {}: {what}", path.display()))
+            };
+            // A file of this database (a live table, say) must never be moved away.
+            let parent = path
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
+            let parent = std::fs::canonicalize(parent).ctx(parent)?;
+            let name = path.file_name().and_then(|n| n.to_str());
+            if parent == dir && name.and_then(filename::parse).is_some() {
+                return Err(invalid("it is one of the database's own files"));
+            }
+            let table = Table::open(path, FileNumber(0), None, BlockCache::new(0))?;
+            let p = table.properties();
+            if p.num_entries == 0 {
+                return Err(invalid("the table is empty"));
+            }
+            if p.smallest_seqno != SeqNo::ZERO || p.largest_seqno != SeqNo::ZERO {
+                return Err(invalid(&format!(
+                    "entries have sequence numbers {}..={}, not 0 (not written by TableWriter)",
+                    p.smallest_seqno, p.largest_seqno
+                )));
+            }
+            if p.num_deletions != 0 {
+                return Err(invalid("the table holds tombstones"));
+            }
+            out.push(Candidate {
+                source: path.clone(),
+                size: table.file_size(),
+                num_entries: p.num_entries,
+                smallest: p.smallest_key.user_key.clone(),
+                smallest_kind: p.smallest_key.kind,
+                largest: p.largest_key.user_key.clone(),
+                largest_kind: p.largest_key.kind,
+            });
+        }
+        out.sort_by(|a, b| a.smallest.cmp(&b.smallest));
+        for pair in out.windows(2) {
+            if let [a, b] = pair
+                && a.largest >= b.smallest
+            {
+                return Err(Error::InvalidArgument(format!(
+                    "cannot ingest {} and {}: their key ranges overlap",
+                    a.source.display(),
+                    b.source.display()
+                )));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Waits for running compactions (and a manual compaction or another ingest) to finish
+    /// and keeps new ones from starting until `manual_compaction` is cleared.
+    fn pause_compactions(&self) -> Result<()> {
+        let mut bg = self.bg.lock();
+        while bg.manual_compaction || bg.compactions_running > 0 {
+            if bg.shutting_down {
+                return Err(Error::Closed);
+            }
+            self.bg_cv.wait(&mut bg);
+        }
+        bg.manual_compaction = true;
+        Ok(())
+    }
+
+    /// Links the files in (no lock held: no version names them yet), then installs them.
+    fn ingest_paused(&self, candidates: &[Candidate]) -> Result<()> {
+        let mut linked: Vec<FileNumber> = Vec::with_capacity(candidates.len());
+        let linking = candidates.iter().try_for_each(|c| {
+            let number = self.versions.lock().new_file_number();
+            let dest = filename::table_path(&self.dir, number);
+            link_or_copy(&c.source, &dest)?;
+            linked.push(number);
+            Ok(())
+        });
+        let result = linking
+            .and_then(|()| filename::sync_dir(&self.dir))
+            .and_then(|()| self.install_ingested(candidates, &linked));
+        if let Err(e) = &result
+            && !matches!(e, Error::Poisoned { .. })
+        {
+            // Nothing names the tables: remove them.
+            for &n in &linked {
+                let _ = std::fs::remove_file(filename::table_path(&self.dir, n));
+            }
+        }
+        result
+    }
+
+    /// Under the `log` lock: flushes the memtables if they overlap, assigns the sequence
+    /// number, appends the edit and installs the version. On a manifest write failure the
+    /// database is poisoned and [`Error::Poisoned`] returned (the edit may be durable, so the
+    /// linked tables must stay).
+    fn install_ingested(&self, candidates: &[Candidate], linked: &[FileNumber]) -> Result<()> {
+        let mut log = self.log.lock();
+        self.check_writable()?;
+        if memtables_overlap(&self.super_version(), candidates)? {
+            self.flush_memtables_locked(&mut log)?;
+        }
+        let seqno = log.last_seqno.checked_add(1).ok_or(Error::SeqNoExhausted {
+            last: log.last_seqno.get(),
+        })?;
+        let mut versions = self.versions.lock();
+        let mut edit = VersionEdit {
+            last_seqno: Some(seqno),
+            ..VersionEdit::default()
+        };
+        let current = versions.current();
+        for (c, &number) in candidates.iter().zip(linked) {
+            let level = pick_level(&current, &c.smallest, &c.largest);
+            tracing::debug!(
+                source = %c.source.display(),
+                table = %number,
+                level,
+                size_bytes = c.size,
+                entries = c.num_entries,
+                seqno = seqno.get(),
+                "ingesting table"
+            );
+            edit.add_file(
+                level,
+                FileMeta {
+                    number,
+                    size: c.size,
+                    smallest: InternalKey::new(c.smallest.clone(), seqno, c.smallest_kind),
+                    largest: InternalKey::new(c.largest.clone(), seqno, c.largest_kind),
+                    smallest_seqno: seqno,
+                    largest_seqno: seqno,
+                    num_entries: c.num_entries,
+                    num_deletions: 0,
+                    global_seqno: Some(seqno),
+                },
+            );
+        }
+        let version = match versions.log_and_apply(edit) {
+            Ok(v) => v,
+            Err(Error::InvalidArgument(reason)) => {
+                // Nothing was written to the manifest.
+                return Err(Error::InvalidArgument(reason));
+            }
+            Err(e) => {
+                // The edit may be durable: keep the tables; the next open deletes them if the
+                // manifest does not name them.
+                let reason = format!("manifest write for an ingest failed: {e}");
+                self.set_poison(reason.clone());
+                return Err(Error::Poisoned { reason });
+            }
+        };
+        self.track_version(&version);
+        {
+            let mut sv = self.super_version.write();
+            *sv = Arc::new(SuperVersion {
+                mem: Arc::clone(&sv.mem),
+                imms: sv.imms.clone(),
+                version,
+            });
+        }
+        drop(versions);
+        // Readers that take `S` from now on see the new tables (the version is installed).
+        log.last_seqno = seqno;
+        self.visible_seqno.store(seqno.get(), Ordering::Release);
+        Ok(())
+    }
+
+    /// Freezes the memtable and waits until every immutable memtable is flushed, with `log`
+    /// held so no write slips in.
+    fn flush_memtables_locked(&self, log: &mut LogState) -> Result<()> {
+        self.make_room_for_write(log, true, 0)?;
+        self.bg_cv.notify_all();
+        let mut bg = self.bg.lock();
+        loop {
+            if let Some(reason) = self.poison.lock().clone() {
+                return Err(Error::Poisoned { reason });
+            }
+            if bg.shutting_down {
+                return Err(Error::Closed);
+            }
+            if self.super_version().imms.is_empty() && !bg.flush_running {
+                return Ok(());
+            }
+            self.bg_cv.wait(&mut bg);
+        }
+    }
+}
+
+/// True if a memtable of `sv` holds a key inside a candidate's range.
+fn memtables_overlap(sv: &SuperVersion, candidates: &[Candidate]) -> Result<bool> {
+    let mems = std::iter::once(&sv.mem).chain(sv.imms.iter().map(|imm| &imm.mem));
+    for mem in mems {
+        if mem.is_empty() {
+            continue;
+        }
+        let mut it = mem.iter();
+        for c in candidates {
+            it.seek(InternalKeyRef::new(
+                &c.smallest,
+                SeqNo::MAX,
+                ValueKind::FOR_SEEK,
+            ))?;
+            if it.valid() && it.key().user_key <= &c.largest[..] {
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
+}
+
+/// The deepest level such that no table in it or any level above overlaps `[lo, hi]`; 0 when
+/// level 0 itself overlaps.
+fn pick_level(version: &Version, lo: &[u8], hi: &[u8]) -> usize {
+    let mut best = 0;
+    for level in 0..NUM_LEVELS {
+        if !version
+            .overlapping_files(level, Some(lo), Some(hi))
+            .is_empty()
+        {
+            break;
+        }
+        best = level;
+    }
+    best
+}
+
+/// Makes `dest` a durable copy of `source`: a hard link when the file system allows, else a
+/// byte copy; then fsyncs `dest`.
+fn link_or_copy(source: &Path, dest: &Path) -> Result<()> {
+    if let Err(e) = std::fs::hard_link(source, dest) {
+        tracing::debug!(source = %source.display(), error = %e, "hard link failed; copying");
+        if let Err(e) = std::fs::copy(source, dest) {
+            let _ = std::fs::remove_file(dest);
+            return Err(Error::io(dest, e));
+        }
+    }
+    let file = std::fs::File::open(dest).ctx(dest)?;
+    file.sync_all().ctx(dest)
+}

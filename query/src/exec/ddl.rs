@@ -1,0 +1,276 @@
+//! CREATE/DROP TABLE and INDEX, DESCRIBE.
+//!
+//! Catalog changes are one batch. Work proportional to the table (building or dropping an
+//! index, dropping a table's rows) is written in chunks of [`CHUNK_ENTRIES`] under the
+//! statement lock: an index becomes visible only when its catalog record is written after
+//! the last chunk, and a dropped object disappears from the catalog before its entries are
+//! deleted. Ids are never reused, so entries a crash leaves behind are unreachable garbage,
+//! never wrong answers.
+
+use std::ops::Bound;
+use std::sync::Arc;
+
+use super::source::decode;
+use super::store::{KvBatch, KvRead, KvStore};
+use super::write::index_key;
+use super::{Database, Output};
+use crate::ast::Statement;
+use crate::catalog::FORMAT_VERSION;
+use crate::catalog::{Catalog, Column, IndexDef, META_KEY, TableSchema, table_record_key};
+use crate::codec::key::prefix_successor;
+use crate::codec::schema::{encode_meta, encode_table};
+use crate::error::{Result, plan_err};
+use crate::plan;
+use crate::value::Value;
+
+/// Entries per write batch when building or deleting an index or a table's rows.
+pub const CHUNK_ENTRIES: usize = 50_000;
+
+pub(super) fn run<S: KvStore>(db: &Database<S>, stmt: &Statement) -> Result<Output> {
+    let catalog = db.catalog();
+    match stmt {
+        Statement::CreateTable {
+            name,
+            columns,
+            primary_key,
+            if_not_exists,
+        } => {
+            if catalog.table(name).is_some() {
+                return if *if_not_exists {
+                    Ok(Output::Done("CREATE TABLE"))
+                } else {
+                    plan_err(format!("table {name} already exists"))
+                };
+            }
+            let mut pk = Vec::new();
+            for p in primary_key {
+                let Some(i) = columns.iter().position(|c| c.name == *p) else {
+                    return plan_err(format!("PRIMARY KEY column {p} is not a column of {name}"));
+                };
+                if pk.contains(&i) {
+                    return plan_err(format!("PRIMARY KEY names column {p} twice"));
+                }
+                pk.push(i);
+            }
+            let cols = columns
+                .iter()
+                .map(|c| Column {
+                    name: c.name.clone(),
+                    ty: c.ty,
+                    not_null: c.not_null,
+                })
+                .collect();
+            let t = TableSchema::new(name.clone(), catalog.next_id, cols, pk);
+            let mut next = (*catalog).clone();
+            next.next_id += 1;
+            let mut batch = S::Batch::default();
+            batch.put(&META_KEY, &encode_meta(FORMAT_VERSION, next.next_id));
+            batch.put(&table_record_key(name), &encode_table(&t));
+            db.store.write(batch)?;
+            next.tables.insert(name.clone(), Arc::new(t));
+            db.set_catalog(next);
+            Ok(Output::Done("CREATE TABLE"))
+        }
+        Statement::DropTable { name, if_exists } => {
+            let Some(t) = catalog.table(name).cloned() else {
+                return if *if_exists {
+                    Ok(Output::Done("DROP TABLE"))
+                } else {
+                    plan_err(format!("no such table: {name}"))
+                };
+            };
+            let mut batch = S::Batch::default();
+            batch.delete(&table_record_key(name));
+            db.store.write(batch)?;
+            let mut next = (*catalog).clone();
+            next.tables.remove(name);
+            db.set_catalog(next);
+            delete_prefix(db, &t.key_prefix())?;
+            for index in &t.indexes {
+                delete_prefix(db, &index.key_prefix())?;
+            }
+            Ok(Output::Done("DROP TABLE"))
+        }
+        Statement::CreateIndex {
+            name,
+            table,
+            column,
+            if_not_exists,
+        } => {
+            if catalog.index_owner(name).is_some() {
+                return if *if_not_exists {
+                    Ok(Output::Done("CREATE INDEX"))
+                } else {
+                    plan_err(format!("index {name} already exists"))
+                };
+            }
+            let t = plan::table(&catalog, table)?;
+            let Some(c) = t.column_index(column) else {
+                return plan_err(format!("no column {column} in table {}", t.name));
+            };
+            let index = IndexDef {
+                name: name.clone(),
+                id: catalog.next_id,
+                column: c,
+            };
+            // Reserve the id first, so a crash mid-build can never reuse it.
+            let mut next: Catalog = (*catalog).clone();
+            next.next_id += 1;
+            let mut batch = S::Batch::default();
+            batch.put(&META_KEY, &encode_meta(FORMAT_VERSION, next.next_id));
+            db.store.write(batch)?;
+            build_index(db, &t, &index)?;
+            let mut t2 = (*t).clone();
+            t2.indexes.push(index);
+            let mut batch = S::Batch::default();
+            batch.put(&table_record_key(&t2.name), &encode_table(&t2));
+            db.store.write(batch)?;
+            next.tables.insert(t2.name.clone(), Arc::new(t2));
+            db.set_catalog(next);
+            Ok(Output::Done("CREATE INDEX"))
+        }
+        Statement::DropIndex { name, if_exists } => {
+            let Some(t) = catalog.index_owner(name).cloned() else {
+                return if *if_exists {
+                    Ok(Output::Done("DROP INDEX"))
+                } else {
+                    plan_err(format!("no such index: {name}"))
+                };
+            };
+            let mut t2 = (*t).clone();
+            let Some(pos) = t2.indexes.iter().position(|i| i.name == *name) else {
+                return plan_err(format!("no such index: {name}"));
+            };
+            let index = t2.indexes.remove(pos);
+            let mut batch = S::Batch::default();
+            batch.put(&table_record_key(&t2.name), &encode_table(&t2));
+            db.store.write(batch)?;
+            let mut next = (*catalog).clone();
+            next.tables.insert(t2.name.clone(), Arc::new(t2));
+            db.set_catalog(next);
+            delete_prefix(db, &index.key_prefix())?;
+            Ok(Output::Done("DROP INDEX"))
+        }
+        _ => plan_err("not a DDL statement"),
+    }
+}
+
+fn build_index<S: KvStore>(db: &Database<S>, t: &TableSchema, index: &IndexDef) -> Result<()> {
+    let reader = db.store.reader();
+    let lo = t.key_prefix();
+    let mut hi = lo.clone();
+    let upper = if prefix_successor(&mut hi) {
+        Bound::Excluded(hi.as_slice())
+    } else {
+        Bound::Unbounded
+    };
+    let mut needed = vec![false; t.columns.len()];
+    if let Some(n) = needed.get_mut(index.column) {
+        *n = true;
+    }
+    let mut row = vec![Value::Null; t.columns.len()];
+    let mut batch = S::Batch::default();
+    for kv in reader.scan(Bound::Included(lo.as_slice()), upper, false) {
+        let (k, v) = kv?;
+        decode(t, &k, &v, &needed, &mut row)?;
+        batch.put(&index_key(index, &row, &k), &[]);
+        if batch.len() >= CHUNK_ENTRIES {
+            db.store.write(std::mem::take(&mut batch))?;
+        }
+    }
+    db.store.write(batch)?;
+    Ok(())
+}
+
+fn delete_prefix<S: KvStore>(db: &Database<S>, prefix: &[u8]) -> Result<()> {
+    let reader = db.store.reader();
+    let mut hi = prefix.to_vec();
+    let upper = if prefix_successor(&mut hi) {
+        Bound::Excluded(hi.as_slice())
+    } else {
+        Bound::Unbounded
+    };
+    let mut batch = S::Batch::default();
+    for kv in reader.scan(Bound::Included(prefix), upper, false) {
+        let (k, _) = kv?;
+        batch.delete(&k);
+        if batch.len() >= CHUNK_ENTRIES {
+            db.store.write(std::mem::take(&mut batch))?;
+        }
+    }
+    db.store.write(batch)?;
+    Ok(())
+}
+
+pub(super) fn describe(catalog: &Catalog, table: &str) -> Result<Output> {
+    let t = plan::table(catalog, table)?;
+    let rows = t
+        .columns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let key = t
+                .primary_key
+                .iter()
+                .position(|&k| k == i)
+                .map_or(Value::Null, |p| {
+                    Value::Int(i64::try_from(p + 1).unwrap_or(0))
+                });
+            let indexes: Vec<&str> = t
+                .indexes
+                .iter()
+                .filter(|x| x.column == i)
+                .map(|x| x.name.as_str())
+                .collect();
+            vec![
+                Value::Text(c.name.clone()),
+                Value::Text(c.ty.to_string()),
+                Value::Bool(!c.not_null),
+                key,
+                if indexes.is_empty() {
+                    Value::Null
+                } else {
+                    Value::Text(indexes.join(", "))
+                },
+            ]
+        })
+        .collect();
+    Ok(Output::Rows {
+        columns: ["column", "type", "nullable", "primary_key", "indexes"]
+            .map(str::to_owned)
+            .to_vec(),
+        rows,
+    })
+}
+
+/// `CREATE TABLE` text for `t` (what `.schema` prints), with its `CREATE INDEX` lines.
+pub fn schema_sql(t: &TableSchema) -> String {
+    let mut cols: Vec<String> = t
+        .columns
+        .iter()
+        .map(|c| {
+            format!(
+                "  {} {}{}",
+                c.name,
+                c.ty,
+                if c.not_null && !t.is_key_column(t.column_index(&c.name).unwrap_or(0)) {
+                    " NOT NULL"
+                } else {
+                    ""
+                }
+            )
+        })
+        .collect();
+    let pk: Vec<&str> = t
+        .primary_key
+        .iter()
+        .filter_map(|&c| t.columns.get(c).map(|c| c.name.as_str()))
+        .collect();
+    cols.push(format!("  PRIMARY KEY ({})", pk.join(", ")));
+    let mut s = format!("CREATE TABLE {} (\n{}\n);", t.name, cols.join(",\n"));
+    for i in &t.indexes {
+        let col = t.columns.get(i.column).map_or("?", |c| c.name.as_str());
+        s.push_str(&format!("\nCREATE INDEX {} ON {} ({col});", i.name, t.name));
+    }
+    s
+}

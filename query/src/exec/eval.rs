@@ -1,0 +1,380 @@
+//! Expression evaluation with SQL's NULL rules (three-valued logic).
+//!
+//! - Arithmetic and comparisons with a NULL operand give NULL.
+//! - `AND`/`OR` follow Kleene logic: `FALSE AND NULL` is FALSE, `TRUE OR NULL` is TRUE.
+//! - A WHERE or HAVING that evaluates to NULL rejects the row.
+//! - Integer overflow and division by zero are errors, not NULL.
+//! - Comparing values of incompatible types (TEXT with BIGINT) is an error.
+
+use std::cmp::Ordering;
+
+use crate::ast::{BinaryOp, Expr, ScalarFunc, UnaryOp};
+use crate::error::{QueryError, Result, exec_err};
+use crate::value::Value;
+
+/// Evaluates `e` against `row` (bound expressions: `Field(i)` reads `row[i]`).
+///
+/// # Errors
+/// [`QueryError::Exec`] for type errors, overflow and division by zero.
+pub fn eval(e: &Expr, row: &[Value]) -> Result<Value> {
+    Ok(match e {
+        Expr::Literal(v) => v.clone(),
+        Expr::Field(i) => row.get(*i).cloned().unwrap_or(Value::Null),
+        Expr::Column(name) => return exec_err(format!("unbound column {name}")),
+        Expr::Aggregate { func, .. } => {
+            return exec_err(format!(
+                "{}() is not allowed here",
+                func.name().to_uppercase()
+            ));
+        }
+        Expr::Unary { op, expr } => {
+            let v = eval(expr, row)?;
+            match (op, v) {
+                (_, Value::Null) => Value::Null,
+                (UnaryOp::Not, Value::Bool(b)) => Value::Bool(!b),
+                (UnaryOp::Neg, Value::Int(i)) => Value::Int(
+                    i.checked_neg()
+                        .ok_or_else(|| QueryError::Exec("integer overflow".to_owned()))?,
+                ),
+                (UnaryOp::Neg, Value::Double(d)) => Value::Double(-d),
+                (UnaryOp::Not, v) => {
+                    return exec_err(format!("NOT needs a BOOLEAN, got {}", v.type_name()));
+                }
+                (UnaryOp::Neg, v) => return exec_err(format!("cannot negate {}", v.type_name())),
+            }
+        }
+        Expr::Binary { op, left, right } => match op {
+            BinaryOp::And => {
+                let l = truth(&eval(left, row)?, "AND")?;
+                if l == Some(false) {
+                    return Ok(Value::Bool(false));
+                }
+                let r = truth(&eval(right, row)?, "AND")?;
+                match (l, r) {
+                    (_, Some(false)) => Value::Bool(false),
+                    (Some(true), Some(true)) => Value::Bool(true),
+                    _ => Value::Null,
+                }
+            }
+            BinaryOp::Or => {
+                let l = truth(&eval(left, row)?, "OR")?;
+                if l == Some(true) {
+                    return Ok(Value::Bool(true));
+                }
+                let r = truth(&eval(right, row)?, "OR")?;
+                match (l, r) {
+                    (_, Some(true)) => Value::Bool(true),
+                    (Some(false), Some(false)) => Value::Bool(false),
+                    _ => Value::Null,
+                }
+            }
+            _ => binary(*op, &eval(left, row)?, &eval(right, row)?)?,
+        },
+        Expr::IsNull { expr, negated } => Value::Bool(eval(expr, row)?.is_null() != *negated),
+        Expr::Between {
+            expr,
+            low,
+            high,
+            negated,
+        } => {
+            let v = eval(expr, row)?;
+            let ge = compare(BinaryOp::GtEq, &v, &eval(low, row)?)?;
+            let le = compare(BinaryOp::LtEq, &v, &eval(high, row)?)?;
+            let r = match (ge, le) {
+                (Some(false), _) | (_, Some(false)) => Some(false),
+                (Some(true), Some(true)) => Some(true),
+                _ => None,
+            };
+            not_if(r, *negated)
+        }
+        Expr::InList {
+            expr,
+            list,
+            negated,
+        } => {
+            let v = eval(expr, row)?;
+            let mut r = Some(false);
+            if v.is_null() {
+                r = None;
+            } else {
+                for item in list {
+                    match compare(BinaryOp::Eq, &v, &eval(item, row)?)? {
+                        Some(true) => {
+                            r = Some(true);
+                            break;
+                        }
+                        None => r = None,
+                        Some(false) => {}
+                    }
+                }
+            }
+            not_if(r, *negated)
+        }
+        Expr::Like {
+            expr,
+            pattern,
+            negated,
+        } => match (eval(expr, row)?, eval(pattern, row)?) {
+            (Value::Null, _) | (_, Value::Null) => Value::Null,
+            (Value::Text(s), Value::Text(p)) => Value::Bool(like(&s, &p) != *negated),
+            (a, b) => {
+                return exec_err(format!(
+                    "LIKE needs TEXT operands, got {} and {}",
+                    a.type_name(),
+                    b.type_name()
+                ));
+            }
+        },
+        Expr::Function { func, args } => function(*func, args, row)?,
+    })
+}
+
+fn not_if(r: Option<bool>, negated: bool) -> Value {
+    match r {
+        Some(b) => Value::Bool(b != negated),
+        None => Value::Null,
+    }
+}
+
+/// The truth value of a condition: `Some(bool)`, or `None` for NULL.
+///
+/// # Errors
+/// [`QueryError::Exec`] when `v` is not a BOOLEAN or NULL.
+pub fn truth(v: &Value, what: &str) -> Result<Option<bool>> {
+    match v {
+        Value::Bool(b) => Ok(Some(*b)),
+        Value::Null => Ok(None),
+        v => exec_err(format!("{what} needs a BOOLEAN, got {}", v.type_name())),
+    }
+}
+
+/// Evaluates a WHERE/HAVING condition: true keeps the row; false and NULL reject it.
+///
+/// # Errors
+/// As [`eval`]; also when the condition is not BOOLEAN.
+pub fn passes(e: &Expr, row: &[Value]) -> Result<bool> {
+    Ok(truth(&eval(e, row)?, "WHERE")? == Some(true))
+}
+
+fn compare(op: BinaryOp, a: &Value, b: &Value) -> Result<Option<bool>> {
+    if a.is_null() || b.is_null() {
+        return Ok(None);
+    }
+    let Some(o) = a.sql_cmp(b) else {
+        return exec_err(format!(
+            "cannot compare {} with {}",
+            a.type_name(),
+            b.type_name()
+        ));
+    };
+    Ok(Some(match op {
+        BinaryOp::Eq => o == Ordering::Equal,
+        BinaryOp::NotEq => o != Ordering::Equal,
+        BinaryOp::Lt => o == Ordering::Less,
+        BinaryOp::LtEq => o != Ordering::Greater,
+        BinaryOp::Gt => o == Ordering::Greater,
+        BinaryOp::GtEq => o != Ordering::Less,
+        _ => return exec_err(format!("{} is not a comparison", op.symbol())),
+    }))
+}
+
+fn overflow() -> QueryError {
+    QueryError::Exec("integer overflow".to_owned())
+}
+
+fn binary(op: BinaryOp, a: &Value, b: &Value) -> Result<Value> {
+    if matches!(
+        op,
+        BinaryOp::Eq
+            | BinaryOp::NotEq
+            | BinaryOp::Lt
+            | BinaryOp::LtEq
+            | BinaryOp::Gt
+            | BinaryOp::GtEq
+    ) {
+        return Ok(compare(op, a, b)?.map_or(Value::Null, Value::Bool));
+    }
+    if a.is_null() || b.is_null() {
+        return Ok(Value::Null);
+    }
+    if op == BinaryOp::Concat {
+        return match (a, b) {
+            (Value::Text(x), Value::Text(y)) => Ok(Value::Text(format!("{x}{y}"))),
+            (Value::Blob(x), Value::Blob(y)) => Ok(Value::Blob([x.as_slice(), y].concat())),
+            _ => exec_err(format!(
+                "|| needs two TEXT or two BLOB operands, got {} and {}",
+                a.type_name(),
+                b.type_name()
+            )),
+        };
+    }
+    match (a, b) {
+        (Value::Int(x), Value::Int(y)) => {
+            let (x, y) = (*x, *y);
+            let r = match op {
+                BinaryOp::Add => x.checked_add(y),
+                BinaryOp::Sub => x.checked_sub(y),
+                BinaryOp::Mul => x.checked_mul(y),
+                BinaryOp::Div | BinaryOp::Mod if y == 0 => return exec_err("division by zero"),
+                BinaryOp::Div => x.checked_div(y),
+                BinaryOp::Mod => x.checked_rem(y),
+                _ => return exec_err(format!("bad operator {}", op.symbol())),
+            };
+            r.map(Value::Int).ok_or_else(overflow)
+        }
+        (Value::Int(_) | Value::Double(_), Value::Int(_) | Value::Double(_)) => {
+            let (x, y) = (as_f64(a), as_f64(b));
+            Ok(Value::Double(match op {
+                BinaryOp::Add => x + y,
+                BinaryOp::Sub => x - y,
+                BinaryOp::Mul => x * y,
+                BinaryOp::Div | BinaryOp::Mod if y == 0.0 => return exec_err("division by zero"),
+                BinaryOp::Div => x / y,
+                BinaryOp::Mod => x % y,
+                _ => return exec_err(format!("bad operator {}", op.symbol())),
+            }))
+        }
+        _ => exec_err(format!(
+            "cannot apply {} to {} and {}",
+            op.symbol(),
+            a.type_name(),
+            b.type_name()
+        )),
+    }
+}
+
+#[expect(
+    clippy::cast_precision_loss,
+    reason = "mixed integer/double arithmetic is done in doubles, as in every SQL database"
+)]
+fn as_f64(v: &Value) -> f64 {
+    match v {
+        Value::Int(i) => *i as f64,
+        Value::Double(d) => *d,
+        _ => 0.0,
+    }
+}
+
+fn function(func: ScalarFunc, args: &[Expr], row: &[Value]) -> Result<Value> {
+    if func == ScalarFunc::Coalesce {
+        for a in args {
+            let v = eval(a, row)?;
+            if !v.is_null() {
+                return Ok(v);
+            }
+        }
+        return Ok(Value::Null);
+    }
+    let v = match args.first() {
+        Some(a) => eval(a, row)?,
+        None => Value::Null,
+    };
+    Ok(match (func, v) {
+        (_, Value::Null) => Value::Null,
+        (ScalarFunc::Length, Value::Text(s)) => Value::Int(len_i64(s.chars().count())),
+        (ScalarFunc::Length, Value::Blob(b)) => Value::Int(len_i64(b.len())),
+        (ScalarFunc::Upper, Value::Text(s)) => Value::Text(s.to_uppercase()),
+        (ScalarFunc::Lower, Value::Text(s)) => Value::Text(s.to_lowercase()),
+        (ScalarFunc::Abs, Value::Int(i)) => Value::Int(i.checked_abs().ok_or_else(overflow)?),
+        (ScalarFunc::Abs, Value::Double(d)) => Value::Double(d.abs()),
+        (f, v) => {
+            return exec_err(format!(
+                "{}() does not accept {}",
+                f.name().to_uppercase(),
+                v.type_name()
+            ));
+        }
+    })
+}
+
+fn len_i64(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// SQL `LIKE`: `%` matches any run of characters, `_` exactly one; case-sensitive.
+pub fn like(s: &str, pattern: &str) -> bool {
+    let s: Vec<char> = s.chars().collect();
+    let p: Vec<char> = pattern.chars().collect();
+    // Greedy matching with backtracking to the last `%` (linear for typical patterns).
+    let (mut si, mut pi) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while si < s.len() {
+        match p.get(pi) {
+            Some('%') => {
+                star = Some((pi, si));
+                pi += 1;
+            }
+            Some('_') => {
+                si += 1;
+                pi += 1;
+            }
+            Some(c) if Some(c) == s.get(si) => {
+                si += 1;
+                pi += 1;
+            }
+            _ => match star {
+                Some((sp, ss)) => {
+                    pi = sp + 1;
+                    si = ss + 1;
+                    star = Some((sp, ss + 1));
+                }
+                None => return false,
+            },
+        }
+    }
+    p.get(pi..).unwrap_or_default().iter().all(|&c| c == '%')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lit(v: Value) -> Box<Expr> {
+        Box::new(Expr::Literal(v))
+    }
+
+    #[test]
+    fn like_matches_sql_wildcards() {
+        assert!(like("ACGTAC", "ACG%"));
+        assert!(like("ACGTAC", "%TA%"));
+        assert!(like("ACGTAC", "A_GT%C"));
+        assert!(!like("ACGTAC", "ACG"));
+        assert!(like("", "%"));
+        assert!(!like("AB", "A_B"));
+        assert!(like("a%b", "a%b"));
+    }
+
+    #[test]
+    fn and_or_follow_kleene_logic() {
+        let and = |a, b| {
+            eval(
+                &Expr::Binary {
+                    op: BinaryOp::And,
+                    left: lit(a),
+                    right: lit(b),
+                },
+                &[],
+            )
+            .unwrap()
+        };
+        assert_eq!(and(Value::Bool(false), Value::Null), Value::Bool(false));
+        assert_eq!(and(Value::Null, Value::Bool(false)), Value::Bool(false));
+        assert_eq!(and(Value::Bool(true), Value::Null), Value::Null);
+    }
+
+    #[test]
+    fn overflow_and_division_by_zero_are_errors() {
+        let e = Expr::Binary {
+            op: BinaryOp::Add,
+            left: lit(Value::Int(i64::MAX)),
+            right: lit(Value::Int(1)),
+        };
+        assert_eq!(eval(&e, &[]).unwrap_err().to_string(), "integer overflow");
+        let e = Expr::Binary {
+            op: BinaryOp::Div,
+            left: lit(Value::Int(1)),
+            right: lit(Value::Int(0)),
+        };
+        assert_eq!(eval(&e, &[]).unwrap_err().to_string(), "division by zero");
+    }
+}

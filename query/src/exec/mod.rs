@@ -1,0 +1,269 @@
+//! Running statements: [`Database`] over a [`KvStore`].
+//!
+//! # Atomicity and concurrency
+//! Every statement reads from one snapshot ([`KvStore::reader`]) and writes one batch, so it
+//! is atomic. Statements that write (INSERT, UPDATE, DELETE, DDL) hold the database's
+//! statement lock from their first read to their write, so two statements can never both
+//! insert the same primary key; SELECTs take no lock. Writers outside this `Database` (raw
+//! engine puts into the reserved prefixes) are not coordinated with and must not happen.
+
+mod ddl;
+pub use ddl::schema_sql;
+pub mod eval;
+mod select;
+mod source;
+pub mod store;
+mod write;
+
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+
+use strata_engine::{Db, Options};
+
+use crate::ast::{OnConflict, Statement};
+use crate::catalog::{CATALOG_PREFIX, Catalog, FORMAT_VERSION, META_KEY, TABLE_RECORD_TAG};
+use crate::codec::CodecError;
+use crate::codec::schema::{decode_meta, decode_table, encode_meta};
+use crate::error::{QueryError, Result};
+use crate::plan;
+use crate::value::Value;
+use store::{DbStore, KvBatch, KvRead, KvStore};
+
+/// The result of one statement.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Output {
+    /// A result set (SELECT, SHOW TABLES, DESCRIBE, EXPLAIN).
+    Rows {
+        /// Column names.
+        columns: Vec<String>,
+        /// Rows, each with one value per column.
+        rows: Vec<Vec<Value>>,
+    },
+    /// INSERT, UPDATE or DELETE: the number of rows written or removed.
+    Affected(u64),
+    /// A DDL statement succeeded; the text names it (`CREATE TABLE`).
+    Done(&'static str),
+}
+
+/// A SQL database over a key-value store.
+///
+/// `Database` is `Send + Sync`: share it (in an `Arc`) between threads. See the module docs
+/// for atomicity and locking.
+#[derive(Debug)]
+pub struct Database<S: KvStore = DbStore> {
+    store: S,
+    catalog: RwLock<Arc<Catalog>>,
+    statement_lock: Mutex<()>,
+}
+
+impl Database<DbStore> {
+    /// Opens (or creates) the engine database in `dir` and loads the catalog.
+    ///
+    /// # Errors
+    /// [`QueryError::Engine`] when the engine cannot open `dir` (for example
+    /// [`strata_engine::Error::Locked`]); [`QueryError::Corruption`] for a damaged catalog.
+    pub fn open(dir: impl AsRef<Path>) -> Result<Self> {
+        Database::new(DbStore::new(Db::open(dir, Options::default())?))
+    }
+}
+
+impl<S: KvStore> Database<S> {
+    /// Loads the catalog from `store` (writing the format record into an empty store).
+    ///
+    /// # Errors
+    /// [`QueryError::Corruption`] for damaged catalog records or an unknown format version;
+    /// store errors.
+    pub fn new(store: S) -> Result<Self> {
+        let reader = store.reader();
+        let mut catalog = Catalog::default();
+        match reader.get(&META_KEY)? {
+            Some(meta) => {
+                let (version, next_id) = decode_meta(&meta)?;
+                if version != FORMAT_VERSION {
+                    return Err(CodecError::catalog(0, "unknown SQL format version").into());
+                }
+                catalog.next_id = next_id;
+            }
+            None => {
+                catalog.next_id = 1;
+                let mut batch = S::Batch::default();
+                batch.put(&META_KEY, &encode_meta(FORMAT_VERSION, 1));
+                store.write(batch)?;
+            }
+        }
+        let lo = [CATALOG_PREFIX, TABLE_RECORD_TAG];
+        let hi = [CATALOG_PREFIX, TABLE_RECORD_TAG + 1];
+        for kv in reader.scan(
+            std::ops::Bound::Included(&lo[..]),
+            std::ops::Bound::Excluded(&hi[..]),
+            false,
+        ) {
+            let (k, v) = kv?;
+            let name = std::str::from_utf8(k.get(2..).unwrap_or_default())
+                .map_err(|_| CodecError::catalog(0, "table name is not UTF-8"))?;
+            let t = decode_table(name, &v)?;
+            catalog.tables.insert(name.to_owned(), Arc::new(t));
+        }
+        drop(reader);
+        Ok(Database {
+            store,
+            catalog: RwLock::new(Arc::new(catalog)),
+            statement_lock: Mutex::new(()),
+        })
+    }
+
+    /// The store.
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// The current catalog (a snapshot: later DDL does not change it).
+    pub fn catalog(&self) -> Arc<Catalog> {
+        Arc::clone(&self.catalog.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    fn set_catalog(&self, c: Catalog) {
+        *self.catalog.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(c);
+    }
+
+    fn lock(&self) -> MutexGuard<'_, ()> {
+        self.statement_lock
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Parses and runs every statement in `sql`, returning one output per statement. Stops
+    /// at the first error (statements before it stay applied).
+    ///
+    /// # Errors
+    /// Any [`QueryError`].
+    pub fn execute(&self, sql: &str) -> Result<Vec<Output>> {
+        let mut out = Vec::new();
+        self.execute_each(sql, |o| out.push(o))?;
+        Ok(out)
+    }
+
+    /// Like [`Database::execute`], handing each statement's output to `f` as soon as it is
+    /// done.
+    ///
+    /// # Errors
+    /// Any [`QueryError`]; outputs of earlier statements were already passed to `f`.
+    pub fn execute_each(&self, sql: &str, mut f: impl FnMut(Output)) -> Result<()> {
+        for s in crate::parse::parse(sql)? {
+            let stmt = crate::translate::statement(&s)?;
+            f(self.run(&stmt)?);
+        }
+        Ok(())
+    }
+
+    /// Runs one translated statement.
+    ///
+    /// # Errors
+    /// Any [`QueryError`].
+    pub fn run(&self, stmt: &Statement) -> Result<Output> {
+        match stmt {
+            Statement::Select(s) => {
+                let catalog = self.catalog();
+                let plan = plan::plan_select(&catalog, s)?;
+                let reader = self.store.reader();
+                let rows = select::run(&reader, &plan)?;
+                Ok(Output::Rows {
+                    columns: plan.columns,
+                    rows,
+                })
+            }
+            Statement::Explain(inner) => self.explain(inner),
+            Statement::ShowTables => Ok(Output::Rows {
+                columns: vec!["table".to_owned()],
+                rows: self
+                    .catalog()
+                    .tables
+                    .keys()
+                    .map(|n| vec![Value::Text(n.clone())])
+                    .collect(),
+            }),
+            Statement::Describe { table } => ddl::describe(&self.catalog(), table),
+            Statement::Insert(i) => {
+                let _guard = self.lock();
+                write::insert(self, i)
+            }
+            Statement::Update {
+                table,
+                assignments,
+                filter,
+            } => {
+                let _guard = self.lock();
+                write::update(self, table, assignments, filter.as_ref())
+            }
+            Statement::Delete { table, filter } => {
+                let _guard = self.lock();
+                write::delete(self, table, filter.as_ref())
+            }
+            Statement::CreateTable { .. }
+            | Statement::DropTable { .. }
+            | Statement::CreateIndex { .. }
+            | Statement::DropIndex { .. } => {
+                let _guard = self.lock();
+                ddl::run(self, stmt)
+            }
+        }
+    }
+
+    /// Inserts rows of values directly (what `.import` uses): one batch, like an INSERT
+    /// with the same rows. `columns` names the target columns (all, in order, when `None`).
+    ///
+    /// # Errors
+    /// As INSERT: unknown table or column, a value that does not fit its column, NOT NULL,
+    /// a duplicate primary key (with [`OnConflict::Error`]).
+    pub fn insert_values(
+        &self,
+        table: &str,
+        columns: Option<&[String]>,
+        rows: Vec<Vec<Value>>,
+        on_conflict: OnConflict,
+    ) -> Result<u64> {
+        let _guard = self.lock();
+        match write::insert_values(self, table, columns, rows, on_conflict)? {
+            Output::Affected(n) => Ok(n),
+            _ => Ok(0),
+        }
+    }
+
+    fn explain(&self, stmt: &Statement) -> Result<Output> {
+        let catalog = self.catalog();
+        let lines = match stmt {
+            Statement::Select(s) => plan::explain::explain_select(&plan::plan_select(&catalog, s)?),
+            Statement::Update { table, filter, .. } | Statement::Delete { table, filter } => {
+                let t = plan::table(&catalog, table)?;
+                let verb = if matches!(stmt, Statement::Update { .. }) {
+                    "update"
+                } else {
+                    "delete"
+                };
+                let mut lines = plan::explain::explain_scan(&plan::plan_scan(t, filter.as_ref())?);
+                lines.push(format!(
+                    "write: {verb} matching rows and their index entries in one batch"
+                ));
+                lines
+            }
+            Statement::Insert(i) => {
+                let t = plan::table(&catalog, &i.table)?;
+                vec![format!(
+                    "write: insert {} row(s) into {} in one batch (a point get per row checks the primary key; {} index(es) maintained)",
+                    i.rows.len(),
+                    t.name,
+                    t.indexes.len()
+                )]
+            }
+            _ => {
+                return Err(QueryError::Unsupported(
+                    "EXPLAIN of this statement".to_owned(),
+                ));
+            }
+        };
+        Ok(Output::Rows {
+            columns: vec!["plan".to_owned()],
+            rows: lines.into_iter().map(|l| vec![Value::Text(l)]).collect(),
+        })
+    }
+}

@@ -1,0 +1,234 @@
+//! The key-value interface the executor runs on, with two implementations: the engine
+//! ([`DbStore`]) and an in-memory map ([`MemStore`], for tests and as a reference).
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::{Arc, PoisonError, RwLock};
+
+use bytes::Bytes;
+use strata_engine::{Db, ReadOptions, WriteBatch, WriteOptions};
+
+/// Result of a store operation.
+pub type KvResult<T> = Result<T, strata_engine::Error>;
+
+/// An iterator over `(key, value)` pairs in key order (or reverse key order).
+pub type KvIter<'a> = Box<dyn Iterator<Item = KvResult<(Bytes, Bytes)>> + 'a>;
+
+/// A consistent read view: every call sees the same state (a snapshot).
+pub trait KvRead {
+    /// The value of `key`, or `None`.
+    ///
+    /// # Errors
+    /// The store's read errors.
+    fn get(&self, key: &[u8]) -> KvResult<Option<Bytes>>;
+
+    /// Pairs with keys between `lower` and `upper`, ascending, or descending when `reverse`.
+    /// Lazy: nothing is read before the first `next`.
+    fn scan(&self, lower: Bound<&[u8]>, upper: Bound<&[u8]>, reverse: bool) -> KvIter<'_>;
+}
+
+/// A batch of writes applied atomically by [`KvStore::write`]. Later entries for the same
+/// key win.
+pub trait KvBatch: Default {
+    /// Sets `key` to `value`.
+    fn put(&mut self, key: &[u8], value: &[u8]);
+    /// Deletes `key`.
+    fn delete(&mut self, key: &[u8]);
+    /// Number of entries.
+    fn len(&self) -> usize;
+    /// True when there are no entries.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A key-value store the SQL layer can run on.
+pub trait KvStore: Send + Sync {
+    /// The read view type.
+    type Reader: KvRead;
+    /// The write batch type.
+    type Batch: KvBatch;
+
+    /// A read view of the current state.
+    fn reader(&self) -> Self::Reader;
+
+    /// Applies `batch` atomically.
+    ///
+    /// # Errors
+    /// The store's write errors; nothing of the batch is applied then.
+    fn write(&self, batch: Self::Batch) -> KvResult<()>;
+}
+
+impl KvBatch for WriteBatch {
+    fn put(&mut self, key: &[u8], value: &[u8]) {
+        WriteBatch::put(self, key, value);
+    }
+    fn delete(&mut self, key: &[u8]) {
+        WriteBatch::delete(self, key);
+    }
+    fn len(&self) -> usize {
+        WriteBatch::len(self)
+    }
+}
+
+/// The engine as a [`KvStore`]. Readers are engine snapshots; writes are unsynced (they
+/// survive a killed process, not a power loss) unless [`DbStore::synced`] is used.
+#[derive(Debug, Clone)]
+pub struct DbStore {
+    db: Db,
+    write_options: WriteOptions,
+}
+
+impl DbStore {
+    /// Wraps an open database.
+    pub fn new(db: Db) -> Self {
+        DbStore {
+            db,
+            write_options: WriteOptions::default(),
+        }
+    }
+
+    /// Makes every statement fsync the WAL before it returns.
+    #[must_use]
+    pub fn synced(mut self) -> Self {
+        self.write_options = WriteOptions::synced();
+        self
+    }
+
+    /// The underlying database.
+    pub fn db(&self) -> &Db {
+        &self.db
+    }
+}
+
+/// A [`DbStore`] read view: an engine snapshot.
+#[derive(Debug)]
+pub struct DbReader {
+    db: Db,
+    options: ReadOptions,
+}
+
+impl KvRead for DbReader {
+    fn get(&self, key: &[u8]) -> KvResult<Option<Bytes>> {
+        self.db.get_opt(&self.options, key)
+    }
+
+    fn scan(&self, lower: Bound<&[u8]>, upper: Bound<&[u8]>, reverse: bool) -> KvIter<'_> {
+        let range = self.db.range(&self.options, (lower, upper));
+        if reverse {
+            Box::new(range.rev())
+        } else {
+            Box::new(range)
+        }
+    }
+}
+
+impl KvStore for DbStore {
+    type Reader = DbReader;
+    type Batch = WriteBatch;
+
+    fn reader(&self) -> DbReader {
+        let snapshot = self.db.snapshot();
+        DbReader {
+            db: self.db.clone(),
+            options: ReadOptions::at(&snapshot),
+        }
+    }
+
+    fn write(&self, batch: WriteBatch) -> KvResult<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        self.db.write(batch, &self.write_options)
+    }
+}
+
+/// An in-memory [`KvStore`] over a `BTreeMap`. Readers share the map copy-on-write, so a
+/// reader is O(1) and a write after a reader was taken copies the map once.
+#[derive(Debug, Default)]
+pub struct MemStore {
+    map: RwLock<Arc<BTreeMap<Bytes, Bytes>>>,
+}
+
+impl MemStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        MemStore::default()
+    }
+}
+
+/// A [`MemStore`] read view.
+#[derive(Debug)]
+pub struct MemReader {
+    map: Arc<BTreeMap<Bytes, Bytes>>,
+}
+
+impl KvRead for MemReader {
+    fn get(&self, key: &[u8]) -> KvResult<Option<Bytes>> {
+        Ok(self.map.get(key).cloned())
+    }
+
+    fn scan(&self, lower: Bound<&[u8]>, upper: Bound<&[u8]>, reverse: bool) -> KvIter<'_> {
+        if let (Bound::Included(l) | Bound::Excluded(l), Bound::Included(u) | Bound::Excluded(u)) =
+            (lower, upper)
+            && (l > u
+                || (l == u && !matches!((lower, upper), (Bound::Included(_), Bound::Included(_)))))
+        {
+            return Box::new(std::iter::empty());
+        }
+        let range = self
+            .map
+            .range::<[u8], _>((lower, upper))
+            .map(|(k, v)| Ok((k.clone(), v.clone())));
+        if reverse {
+            Box::new(range.rev())
+        } else {
+            Box::new(range)
+        }
+    }
+}
+
+/// A [`MemStore`] batch.
+#[derive(Debug, Default)]
+pub struct MemBatch {
+    ops: Vec<(Bytes, Option<Bytes>)>,
+}
+
+impl KvBatch for MemBatch {
+    fn put(&mut self, key: &[u8], value: &[u8]) {
+        self.ops.push((
+            Bytes::copy_from_slice(key),
+            Some(Bytes::copy_from_slice(value)),
+        ));
+    }
+    fn delete(&mut self, key: &[u8]) {
+        self.ops.push((Bytes::copy_from_slice(key), None));
+    }
+    fn len(&self) -> usize {
+        self.ops.len()
+    }
+}
+
+impl KvStore for MemStore {
+    type Reader = MemReader;
+    type Batch = MemBatch;
+
+    fn reader(&self) -> MemReader {
+        let map = self.map.read().unwrap_or_else(PoisonError::into_inner);
+        MemReader {
+            map: Arc::clone(&map),
+        }
+    }
+
+    fn write(&self, batch: MemBatch) -> KvResult<()> {
+        let mut guard = self.map.write().unwrap_or_else(PoisonError::into_inner);
+        let map = Arc::make_mut(&mut guard);
+        for (k, v) in batch.ops {
+            match v {
+                Some(v) => map.insert(k, v),
+                None => map.remove(&k),
+            };
+        }
+        Ok(())
+    }
+}

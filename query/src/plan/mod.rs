@@ -1,0 +1,540 @@
+//! Planning: binds names to columns, chooses the access path ([`access`]) and shapes the
+//! rest of a query (filter, aggregation, sort, limit). Pure: reads only the catalog.
+
+pub mod access;
+pub mod explain;
+
+use std::sync::Arc;
+
+use crate::ast::{AggFunc, Expr, OrderKey, Select, SelectItem};
+use crate::catalog::{Catalog, TableSchema};
+use crate::error::{QueryError, Result, plan_err};
+
+pub use access::{Access, KeyRange};
+
+/// How the rows of one table are read and filtered.
+#[derive(Debug, Clone)]
+pub struct ScanPlan {
+    /// The table.
+    pub table: Arc<TableSchema>,
+    /// The access path.
+    pub access: Access,
+    /// Conjuncts the access path enforces (for EXPLAIN).
+    pub bounds: Vec<Expr>,
+    /// A bound that narrows the scan without enforcing a conjunct (for EXPLAIN).
+    pub narrowing: Option<String>,
+    /// The residual filter, evaluated on each row.
+    pub filter: Option<Expr>,
+    /// Which columns the statement reads; others are not decoded.
+    pub needed: Vec<bool>,
+}
+
+impl ScanPlan {
+    /// True for an index scan whose statement needs no column beyond the indexed one and
+    /// the primary key: rows are decoded from the index entries alone, without a `get`.
+    pub fn index_only(&self) -> bool {
+        let Access::IndexRange { index, .. } = &self.access else {
+            return false;
+        };
+        self.needed
+            .iter()
+            .enumerate()
+            .all(|(c, &n)| !n || c == index.column || self.table.is_key_column(c))
+    }
+}
+
+/// How the result is ordered.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Sort {
+    /// No ORDER BY.
+    None,
+    /// ORDER BY is satisfied by the access path's key order: rows stream.
+    ByScan,
+    /// Rows are sorted by these `(expression, descending)` keys after the scan (kept to
+    /// `offset + limit` rows with a bounded heap when there is a LIMIT).
+    Explicit(Vec<(Expr, bool)>),
+}
+
+/// The part after the scan.
+#[derive(Debug, Clone)]
+pub enum Shape {
+    /// One output row per input row.
+    Simple {
+        /// Output expressions.
+        projections: Vec<Expr>,
+    },
+    /// Grouping and aggregates. Expressions after grouping (`having`, `projections`, sort
+    /// keys) read a *group row*: the group-by values, then the aggregate results.
+    Aggregate {
+        /// GROUP BY expressions over the table row.
+        group_by: Vec<Expr>,
+        /// Aggregate calls over the table row.
+        aggregates: Vec<(AggFunc, Option<Expr>)>,
+        /// HAVING over the group row.
+        having: Option<Expr>,
+        /// Output expressions over the group row.
+        projections: Vec<Expr>,
+    },
+}
+
+/// A planned SELECT.
+#[derive(Debug, Clone)]
+pub struct SelectPlan {
+    /// The scan; `None` for a SELECT without FROM (one empty row).
+    pub scan: Option<ScanPlan>,
+    /// Output column names.
+    pub columns: Vec<String>,
+    /// Projection or aggregation.
+    pub shape: Shape,
+    /// Ordering.
+    pub sort: Sort,
+    /// LIMIT.
+    pub limit: Option<u64>,
+    /// OFFSET.
+    pub offset: u64,
+}
+
+/// Resolves column names in `e` against `table` (`Column(name)` → `Field(i)`).
+///
+/// # Errors
+/// [`QueryError::Plan`] for an unknown column, or any column when there is no table.
+pub fn bind(e: &Expr, table: Option<&TableSchema>) -> Result<Expr> {
+    let b = |e: &Expr| bind(e, table).map(Box::new);
+    Ok(match e {
+        Expr::Column(name) => match table {
+            Some(t) => match t.column_index(name) {
+                Some(i) => Expr::Field(i),
+                None => return plan_err(format!("no column {name} in table {}", t.name)),
+            },
+            None => return plan_err(format!("no column {name}: there is no table here")),
+        },
+        Expr::Literal(_) | Expr::Field(_) => e.clone(),
+        Expr::Unary { op, expr } => Expr::Unary {
+            op: *op,
+            expr: b(expr)?,
+        },
+        Expr::Binary { op, left, right } => Expr::Binary {
+            op: *op,
+            left: b(left)?,
+            right: b(right)?,
+        },
+        Expr::IsNull { expr, negated } => Expr::IsNull {
+            expr: b(expr)?,
+            negated: *negated,
+        },
+        Expr::Between {
+            expr,
+            low,
+            high,
+            negated,
+        } => Expr::Between {
+            expr: b(expr)?,
+            low: b(low)?,
+            high: b(high)?,
+            negated: *negated,
+        },
+        Expr::InList {
+            expr,
+            list,
+            negated,
+        } => Expr::InList {
+            expr: b(expr)?,
+            list: list.iter().map(|e| bind(e, table)).collect::<Result<_>>()?,
+            negated: *negated,
+        },
+        Expr::Like {
+            expr,
+            pattern,
+            negated,
+        } => Expr::Like {
+            expr: b(expr)?,
+            pattern: b(pattern)?,
+            negated: *negated,
+        },
+        Expr::Function { func, args } => Expr::Function {
+            func: *func,
+            args: args.iter().map(|e| bind(e, table)).collect::<Result<_>>()?,
+        },
+        Expr::Aggregate { func, arg } => Expr::Aggregate {
+            func: *func,
+            arg: arg.as_deref().map(b).transpose()?,
+        },
+    })
+}
+
+/// Splits a filter into its AND-ed conjuncts.
+pub fn conjuncts(e: Expr, out: &mut Vec<Expr>) {
+    match e {
+        Expr::Binary {
+            op: crate::ast::BinaryOp::And,
+            left,
+            right,
+        } => {
+            conjuncts(*left, out);
+            conjuncts(*right, out);
+        }
+        e => out.push(e),
+    }
+}
+
+fn and_all(mut es: Vec<Expr>) -> Option<Expr> {
+    let first = if es.is_empty() {
+        return None;
+    } else {
+        es.remove(0)
+    };
+    Some(es.into_iter().fold(first, |acc, e| Expr::Binary {
+        op: crate::ast::BinaryOp::And,
+        left: Box::new(acc),
+        right: Box::new(e),
+    }))
+}
+
+fn mark_fields(e: &Expr, needed: &mut [bool]) {
+    e.walk(&mut |e| {
+        if let Expr::Field(i) = e
+            && let Some(n) = needed.get_mut(*i)
+        {
+            *n = true;
+        }
+    });
+}
+
+/// Looks up a table.
+///
+/// # Errors
+/// [`QueryError::Plan`] when there is no such table.
+pub fn table(catalog: &Catalog, name: &str) -> Result<Arc<TableSchema>> {
+    catalog
+        .table(name)
+        .cloned()
+        .ok_or_else(|| QueryError::Plan(format!("no such table: {name}")))
+}
+
+/// Plans the scan for an UPDATE or DELETE (or the first step of a SELECT): the access path
+/// for `filter`, the residual, and `needed` marking the filter's columns (the caller adds
+/// its own).
+///
+/// # Errors
+/// [`QueryError::Plan`] for unknown columns.
+pub fn plan_scan(table: Arc<TableSchema>, filter: Option<&Expr>) -> Result<ScanPlan> {
+    let mut parts = Vec::new();
+    if let Some(f) = filter {
+        conjuncts(bind(f, Some(&table))?, &mut parts);
+    }
+    let chosen = access::choose(&table, parts);
+    let mut needed = vec![false; table.columns.len()];
+    let filter = and_all(chosen.residual);
+    if let Some(f) = &filter {
+        mark_fields(f, &mut needed);
+    }
+    Ok(ScanPlan {
+        table,
+        access: chosen.access,
+        bounds: chosen.bounds,
+        narrowing: chosen.narrowing,
+        filter,
+        needed,
+    })
+}
+
+/// Rewrites a bound expression over the table row into one over the group row.
+fn to_group_row(
+    e: &Expr,
+    group_by: &[Expr],
+    aggregates: &mut Vec<(AggFunc, Option<Expr>)>,
+    names: &[String],
+) -> Result<Expr> {
+    if let Some(j) = group_by.iter().position(|g| g == e) {
+        return Ok(Expr::Field(j));
+    }
+    let rec = |e: &Expr, aggs: &mut Vec<(AggFunc, Option<Expr>)>| {
+        to_group_row(e, group_by, aggs, names).map(Box::new)
+    };
+    Ok(match e {
+        Expr::Aggregate { func, arg } => {
+            let key = (*func, arg.as_deref().cloned());
+            let i = match aggregates.iter().position(|a| *a == key) {
+                Some(i) => i,
+                None => {
+                    aggregates.push(key);
+                    aggregates.len() - 1
+                }
+            };
+            Expr::Field(group_by.len() + i)
+        }
+        Expr::Field(i) => {
+            let name = names.get(*i).map_or("?", String::as_str);
+            return plan_err(format!(
+                "column {name} must appear in GROUP BY or be used in an aggregate function"
+            ));
+        }
+        Expr::Literal(_) | Expr::Column(_) => e.clone(),
+        Expr::Unary { op, expr } => Expr::Unary {
+            op: *op,
+            expr: rec(expr, aggregates)?,
+        },
+        Expr::Binary { op, left, right } => Expr::Binary {
+            op: *op,
+            left: rec(left, aggregates)?,
+            right: rec(right, aggregates)?,
+        },
+        Expr::IsNull { expr, negated } => Expr::IsNull {
+            expr: rec(expr, aggregates)?,
+            negated: *negated,
+        },
+        Expr::Between {
+            expr,
+            low,
+            high,
+            negated,
+        } => Expr::Between {
+            expr: rec(expr, aggregates)?,
+            low: rec(low, aggregates)?,
+            high: rec(high, aggregates)?,
+            negated: *negated,
+        },
+        Expr::InList {
+            expr,
+            list,
+            negated,
+        } => Expr::InList {
+            expr: rec(expr, aggregates)?,
+            list: list
+                .iter()
+                .map(|e| to_group_row(e, group_by, aggregates, names))
+                .collect::<Result<_>>()?,
+            negated: *negated,
+        },
+        Expr::Like {
+            expr,
+            pattern,
+            negated,
+        } => Expr::Like {
+            expr: rec(expr, aggregates)?,
+            pattern: rec(pattern, aggregates)?,
+            negated: *negated,
+        },
+        Expr::Function { func, args } => Expr::Function {
+            func: *func,
+            args: args
+                .iter()
+                .map(|e| to_group_row(e, group_by, aggregates, names))
+                .collect::<Result<_>>()?,
+        },
+    })
+}
+
+/// Plans a SELECT.
+///
+/// # Errors
+/// [`QueryError::Plan`] for unknown tables or columns, columns outside GROUP BY, ORDER BY
+/// positions out of range.
+pub fn plan_select(catalog: &Catalog, s: &Select) -> Result<SelectPlan> {
+    let table = s.from.as_deref().map(|n| table(catalog, n)).transpose()?;
+    let schema = table.as_deref();
+    // Output columns.
+    let mut columns = Vec::new();
+    let mut projections = Vec::new();
+    for item in &s.projection {
+        match item {
+            SelectItem::Wildcard => {
+                if let Some(t) = schema {
+                    for (i, c) in t.columns.iter().enumerate() {
+                        columns.push(c.name.clone());
+                        projections.push(Expr::Field(i));
+                    }
+                }
+            }
+            SelectItem::Expr { expr, name } => {
+                columns.push(name.clone());
+                projections.push(bind(expr, schema)?);
+            }
+        }
+    }
+    // ORDER BY keys: ordinals and output aliases refer to the projections.
+    let mut order = Vec::new();
+    for o in &s.order_by {
+        let e = match &o.key {
+            OrderKey::Ordinal(n) => projections.get(n - 1).cloned().ok_or_else(|| {
+                QueryError::Plan(format!("ORDER BY position {n} is out of range"))
+            })?,
+            OrderKey::Expr(Expr::Column(name))
+                if columns.iter().filter(|c| *c == name).count() == 1
+                    && schema.is_none_or(|t| t.column_index(name).is_none()) =>
+            {
+                let i = columns.iter().position(|c| c == name).unwrap_or(0);
+                projections.get(i).cloned().unwrap_or(Expr::Field(0))
+            }
+            OrderKey::Expr(e) => bind(e, schema)?,
+        };
+        order.push((e, o.desc));
+    }
+    let group_by = s
+        .group_by
+        .iter()
+        .map(|e| bind(e, schema))
+        .collect::<Result<Vec<_>>>()?;
+    let having = s.having.as_ref().map(|e| bind(e, schema)).transpose()?;
+    let aggregate = !group_by.is_empty()
+        || having.is_some()
+        || projections.iter().any(Expr::has_aggregate)
+        || order.iter().any(|(e, _)| e.has_aggregate());
+    if aggregate && schema.is_none() {
+        return plan_err("aggregate queries need a FROM table");
+    }
+    let mut scan = match &table {
+        Some(t) => Some(plan_scan(Arc::clone(t), s.filter.as_ref())?),
+        None => {
+            if s.filter.is_some() {
+                return plan_err("WHERE needs a FROM table");
+            }
+            None
+        }
+    };
+
+    let (shape, sort) = if aggregate {
+        let names: Vec<String> = schema
+            .map(|t| t.columns.iter().map(|c| c.name.clone()).collect())
+            .unwrap_or_default();
+        let mut aggregates = Vec::new();
+        let projections = projections
+            .iter()
+            .map(|e| to_group_row(e, &group_by, &mut aggregates, &names))
+            .collect::<Result<Vec<_>>>()?;
+        let having = having
+            .as_ref()
+            .map(|e| to_group_row(e, &group_by, &mut aggregates, &names))
+            .transpose()?;
+        let keys = order
+            .iter()
+            .map(|(e, d)| Ok((to_group_row(e, &group_by, &mut aggregates, &names)?, *d)))
+            .collect::<Result<Vec<_>>>()?;
+        if let Some(scan) = &mut scan {
+            for e in group_by
+                .iter()
+                .chain(aggregates.iter().filter_map(|(_, a)| a.as_ref()))
+            {
+                mark_fields(e, &mut scan.needed);
+            }
+        }
+        let sort = if keys.is_empty() {
+            Sort::None
+        } else {
+            Sort::Explicit(keys)
+        };
+        (
+            Shape::Aggregate {
+                group_by,
+                aggregates,
+                having,
+                projections,
+            },
+            sort,
+        )
+    } else {
+        let sort = match &mut scan {
+            _ if order.is_empty() => Sort::None,
+            None => Sort::Explicit(order),
+            Some(scan) => order_scan(scan, order, s.limit.is_some()),
+        };
+        if let Some(scan) = &mut scan {
+            for e in &projections {
+                mark_fields(e, &mut scan.needed);
+            }
+            if let Sort::Explicit(keys) = &sort {
+                for (e, _) in keys {
+                    mark_fields(e, &mut scan.needed);
+                }
+            }
+        }
+        (Shape::Simple { projections }, sort)
+    };
+    Ok(SelectPlan {
+        scan,
+        columns,
+        shape,
+        sort,
+        limit: s.limit,
+        offset: s.offset,
+    })
+}
+
+/// Makes the scan produce rows in `order` when its key order allows (possibly reversed, or
+/// switching a full scan to a full index scan when there is a LIMIT); otherwise sorts.
+fn order_scan(scan: &mut ScanPlan, order: Vec<(Expr, bool)>, has_limit: bool) -> Sort {
+    let cols: Option<Vec<(usize, bool)>> = order
+        .iter()
+        .map(|(e, d)| match e {
+            Expr::Field(c) => Some((*c, *d)),
+            _ => None,
+        })
+        .collect();
+    let Some(cols) = cols else {
+        return Sort::Explicit(order);
+    };
+    if matches!(scan.access, Access::PointGet { .. }) {
+        return Sort::ByScan;
+    }
+    let fixed = fixed_columns(&scan.bounds);
+    let natural = access::natural_order(&scan.table, &scan.access);
+    if let Some(reverse) = access::order_satisfied(&natural, &fixed, &cols) {
+        set_reverse(&mut scan.access, reverse);
+        return Sort::ByScan;
+    }
+    let full = matches!(scan.access, Access::KeyRange { full: true, .. });
+    if full
+        && has_limit
+        && let Some(&(first, _)) = cols.first()
+        && let Some(index) = scan.table.index_on(first)
+    {
+        let access = access::full_index(index);
+        let natural = access::natural_order(&scan.table, &access);
+        if let Some(reverse) = access::order_satisfied(&natural, &[], &cols) {
+            scan.access = access;
+            set_reverse(&mut scan.access, reverse);
+            return Sort::ByScan;
+        }
+    }
+    Sort::Explicit(order)
+}
+
+/// Columns fixed to a single value by equality bounds.
+fn fixed_columns(bounds: &[Expr]) -> Vec<usize> {
+    bounds
+        .iter()
+        .filter_map(|e| match e {
+            Expr::Binary {
+                op: crate::ast::BinaryOp::Eq,
+                left,
+                right,
+            } => match (left.as_ref(), right.as_ref()) {
+                (Expr::Field(c), _) | (_, Expr::Field(c)) => Some(*c),
+                _ => None,
+            },
+            Expr::Like { expr, pattern, .. } => match (expr.as_ref(), pattern.as_ref()) {
+                (Expr::Field(c), Expr::Literal(crate::value::Value::Text(p)))
+                    if !p.contains(['%', '_']) =>
+                {
+                    Some(*c)
+                }
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect()
+}
+
+fn set_reverse(access: &mut Access, reverse: bool) {
+    match access {
+        Access::KeyRange { range, .. } | Access::IndexRange { range, .. } => {
+            range.reverse = reverse;
+        }
+        Access::MultiGet { keys } => {
+            if reverse {
+                keys.sort_by(|a, b| b.cmp(a));
+            }
+        }
+        Access::PointGet { .. } => {}
+    }
+}

@@ -1,0 +1,185 @@
+//! CREATE TABLE, CREATE INDEX, DROP.
+
+use sqlparser::ast::{
+    ColumnOption as SqlColumnOption, CreateIndex as SqlCreateIndex, CreateTable as SqlCreateTable,
+    DataType as SqlDataType, Expr as SqlExpr, IndexColumn as SqlIndexColumn,
+    ObjectName as SqlObjectName, ObjectType as SqlObjectType,
+    TableConstraint as SqlTableConstraint,
+};
+
+use super::{ident, object_name};
+use crate::ast::{ColumnDef, Statement};
+use crate::error::{QueryError, Result, unsupported};
+use crate::value::DataType;
+
+pub(crate) fn data_type(t: &SqlDataType) -> Result<DataType> {
+    Ok(match t {
+        SqlDataType::BigInt(_)
+        | SqlDataType::Int(_)
+        | SqlDataType::Integer(_)
+        | SqlDataType::Int64 => DataType::BigInt,
+        SqlDataType::Double(_)
+        | SqlDataType::DoublePrecision
+        | SqlDataType::Real
+        | SqlDataType::Float(_)
+        | SqlDataType::Float64 => DataType::Double,
+        SqlDataType::Text | SqlDataType::Varchar(_) | SqlDataType::String(_) => DataType::Text,
+        SqlDataType::Blob(_) | SqlDataType::Bytea => DataType::Blob,
+        SqlDataType::Boolean | SqlDataType::Bool => DataType::Boolean,
+        other => return unsupported(format!("the type {other}")),
+    })
+}
+
+fn index_column(c: &SqlIndexColumn) -> Result<String> {
+    if c.operator_class.is_some() || c.column.with_fill.is_some() {
+        return unsupported(format!("the index column `{c}`"));
+    }
+    match &c.column.expr {
+        SqlExpr::Identifier(i) => Ok(ident(i)),
+        other => unsupported(format!("indexes on expressions (`{other}`)")),
+    }
+}
+
+pub(crate) fn create_table(t: &SqlCreateTable) -> Result<Statement> {
+    if t.or_replace {
+        return unsupported("CREATE OR REPLACE TABLE");
+    }
+    if t.temporary {
+        return unsupported("temporary tables");
+    }
+    if t.external {
+        return unsupported("external tables");
+    }
+    if t.query.is_some() {
+        return unsupported("CREATE TABLE ... AS SELECT");
+    }
+    if t.like.is_some() || t.clone.is_some() {
+        return unsupported("CREATE TABLE ... LIKE");
+    }
+    if t.partition_by.is_some() || t.order_by.is_some() || t.cluster_by.is_some() {
+        return unsupported("table partitioning and clustering options");
+    }
+    let name = object_name(&t.name)?;
+    let mut columns = Vec::new();
+    let mut primary_key: Vec<String> = Vec::new();
+    for c in &t.columns {
+        let col_name = ident(&c.name);
+        let mut not_null = false;
+        for o in &c.options {
+            match &o.option {
+                SqlColumnOption::Null => {}
+                SqlColumnOption::NotNull => not_null = true,
+                SqlColumnOption::PrimaryKey(_) => {
+                    if !primary_key.is_empty() {
+                        return Err(QueryError::Translate(format!(
+                            "table {name} has more than one PRIMARY KEY"
+                        )));
+                    }
+                    primary_key.push(col_name.clone());
+                }
+                SqlColumnOption::Unique(_) => return unsupported("UNIQUE constraints"),
+                SqlColumnOption::Default(_) => return unsupported("DEFAULT values"),
+                SqlColumnOption::Check(_) => return unsupported("CHECK constraints"),
+                SqlColumnOption::ForeignKey(_) => return unsupported("foreign keys"),
+                other => return unsupported(format!("the column option {other}")),
+            }
+        }
+        if columns.iter().any(|c: &ColumnDef| c.name == col_name) {
+            return Err(QueryError::Translate(format!(
+                "column {col_name} is declared twice"
+            )));
+        }
+        columns.push(ColumnDef {
+            name: col_name,
+            ty: data_type(&c.data_type)?,
+            not_null,
+        });
+    }
+    for constraint in &t.constraints {
+        match constraint {
+            SqlTableConstraint::PrimaryKey(pk) => {
+                if !primary_key.is_empty() {
+                    return Err(QueryError::Translate(format!(
+                        "table {name} has more than one PRIMARY KEY"
+                    )));
+                }
+                for c in &pk.columns {
+                    primary_key.push(index_column(c)?);
+                }
+            }
+            SqlTableConstraint::Unique(_) => return unsupported("UNIQUE constraints"),
+            SqlTableConstraint::ForeignKey(_) => return unsupported("foreign keys"),
+            SqlTableConstraint::Check(_) => return unsupported("CHECK constraints"),
+            other => return unsupported(format!("the table constraint {other}")),
+        }
+    }
+    if primary_key.is_empty() {
+        return Err(QueryError::Translate(format!(
+            "table {name} needs a PRIMARY KEY"
+        )));
+    }
+    if columns.is_empty() {
+        return Err(QueryError::Translate(format!(
+            "table {name} has no columns"
+        )));
+    }
+    Ok(Statement::CreateTable {
+        name,
+        columns,
+        primary_key,
+        if_not_exists: t.if_not_exists,
+    })
+}
+
+pub(crate) fn create_index(c: &SqlCreateIndex) -> Result<Statement> {
+    if c.unique {
+        return unsupported("UNIQUE indexes");
+    }
+    if c.using.is_some() {
+        return unsupported("CREATE INDEX ... USING");
+    }
+    if c.predicate.is_some() {
+        return unsupported("partial indexes (CREATE INDEX ... WHERE)");
+    }
+    if !c.include.is_empty() || !c.with.is_empty() || c.concurrently {
+        return unsupported("CREATE INDEX options");
+    }
+    let name = match &c.name {
+        Some(n) => object_name(n)?,
+        None => {
+            return Err(QueryError::Translate(
+                "CREATE INDEX needs a name".to_owned(),
+            ));
+        }
+    };
+    let column = match c.columns.as_slice() {
+        [one] => index_column(one)?,
+        _ => return unsupported("indexes on more than one column"),
+    };
+    Ok(Statement::CreateIndex {
+        name,
+        table: object_name(&c.table_name)?,
+        column,
+        if_not_exists: c.if_not_exists,
+    })
+}
+
+pub(crate) fn drop(
+    object_type: SqlObjectType,
+    if_exists: bool,
+    names: &[SqlObjectName],
+    cascade: bool,
+) -> Result<Statement> {
+    if cascade {
+        return unsupported("DROP ... CASCADE");
+    }
+    let name = match names {
+        [one] => object_name(one)?,
+        _ => return unsupported("dropping more than one object at once"),
+    };
+    match object_type {
+        SqlObjectType::Table => Ok(Statement::DropTable { name, if_exists }),
+        SqlObjectType::Index => Ok(Statement::DropIndex { name, if_exists }),
+        other => unsupported(format!("DROP {other}")),
+    }
+}

@@ -1,0 +1,552 @@
+//! sqlparser's AST → our AST ([`crate::ast`]), refusing everything outside the supported
+//! subset with [`QueryError::Unsupported`] naming the construct.
+//!
+//! Identifiers are case-folded here: unquoted names are lowercased, quoted names kept.
+
+mod ddl;
+mod expr;
+
+use sqlparser::ast::{
+    AssignmentTarget as SqlAssignmentTarget, Distinct as SqlDistinct, Expr as SqlExpr,
+    FromTable as SqlFromTable, GroupByExpr as SqlGroupByExpr, Ident as SqlIdent,
+    LimitClause as SqlLimitClause, ObjectName as SqlObjectName,
+    ObjectNamePart as SqlObjectNamePart, OnConflictAction as SqlOnConflictAction,
+    OnInsert as SqlOnInsert, OrderByKind as SqlOrderByKind, OrderBySort as SqlOrderBySort,
+    Query as SqlQuery, Select as SqlSelect, SelectItem as SqlSelectItem,
+    SelectItemQualifiedWildcardKind as SqlQualifiedWildcardKind, SetExpr as SqlSetExpr,
+    SqliteOnConflict as SqlSqliteOnConflict, Statement as SqlStatement,
+    TableFactor as SqlTableFactor, TableObject as SqlTableObject,
+    TableWithJoins as SqlTableWithJoins, WildcardAdditionalOptions as SqlWildcardOptions,
+};
+
+use crate::ast::{Expr, Insert, OnConflict, OrderItem, OrderKey, Select, SelectItem, Statement};
+use crate::error::{QueryError, Result, plan_err, unsupported};
+use crate::value::Value;
+
+/// Case-folds an identifier: unquoted → lowercase, quoted → as written.
+pub(crate) fn ident(i: &SqlIdent) -> String {
+    if i.quote_style.is_some() {
+        i.value.clone()
+    } else {
+        i.value.to_lowercase()
+    }
+}
+
+/// A one-part object name (`reads`, not `db.reads`).
+pub(crate) fn object_name(n: &SqlObjectName) -> Result<String> {
+    match n.0.as_slice() {
+        [SqlObjectNamePart::Identifier(i)] => Ok(ident(i)),
+        _ => unsupported(format!("qualified names like `{n}`")),
+    }
+}
+
+/// The table a statement reads, for checking column qualifiers (`reads.seq`, `r.seq`).
+#[derive(Debug, Default)]
+pub(crate) struct Scope {
+    names: Vec<String>,
+}
+
+impl Scope {
+    fn table(name: &str, alias: Option<String>) -> Self {
+        let mut names = vec![name.to_owned()];
+        names.extend(alias);
+        Scope { names }
+    }
+
+    fn check_qualifier(&self, q: &str) -> Result<()> {
+        if self.names.iter().any(|n| n == q) {
+            Ok(())
+        } else {
+            plan_err(format!("unknown table {q} in a column reference"))
+        }
+    }
+}
+
+/// Translates one parsed statement.
+///
+/// # Errors
+/// [`QueryError::Unsupported`] for constructs outside the subset, [`QueryError::Translate`]
+/// for malformed uses of supported ones.
+pub fn statement(s: &SqlStatement) -> Result<Statement> {
+    match s {
+        SqlStatement::Query(q) => Ok(Statement::Select(Box::new(query(q)?))),
+        SqlStatement::Insert(i) => insert(i).map(Statement::Insert),
+        SqlStatement::Update(u) => {
+            if u.from.is_some() {
+                return unsupported("UPDATE ... FROM");
+            }
+            if u.returning.is_some() || u.output.is_some() {
+                return unsupported("RETURNING");
+            }
+            if !u.order_by.is_empty() || u.limit.is_some() {
+                return unsupported("UPDATE ... ORDER BY / LIMIT");
+            }
+            if u.or.is_some() {
+                return unsupported("UPDATE OR ...");
+            }
+            let (table, scope) = table_with_joins(&u.table)?;
+            let mut assignments = Vec::new();
+            for a in &u.assignments {
+                let col = match &a.target {
+                    SqlAssignmentTarget::ColumnName(n) => object_name(n)?,
+                    SqlAssignmentTarget::Tuple(_) => return unsupported("tuple assignments"),
+                };
+                if assignments.iter().any(|(c, _)| *c == col) {
+                    return Err(QueryError::Translate(format!(
+                        "column {col} is assigned twice"
+                    )));
+                }
+                assignments.push((col, expr::expr(&a.value, &scope)?));
+            }
+            Ok(Statement::Update {
+                table,
+                assignments,
+                filter: u
+                    .selection
+                    .as_ref()
+                    .map(|e| expr::expr(e, &scope))
+                    .transpose()?,
+            })
+        }
+        SqlStatement::Delete(d) => {
+            if !d.tables.is_empty() || d.using.is_some() {
+                return unsupported("multi-table DELETE");
+            }
+            if d.returning.is_some() || d.output.is_some() {
+                return unsupported("RETURNING");
+            }
+            if !d.order_by.is_empty() || d.limit.is_some() {
+                return unsupported("DELETE ... ORDER BY / LIMIT");
+            }
+            let from = match &d.from {
+                SqlFromTable::WithFromKeyword(f) | SqlFromTable::WithoutKeyword(f) => f,
+            };
+            let [one] = from.as_slice() else {
+                return unsupported("multi-table DELETE");
+            };
+            let (table, scope) = table_with_joins(one)?;
+            Ok(Statement::Delete {
+                table,
+                filter: d
+                    .selection
+                    .as_ref()
+                    .map(|e| expr::expr(e, &scope))
+                    .transpose()?,
+            })
+        }
+        SqlStatement::CreateTable(t) => ddl::create_table(t),
+        SqlStatement::CreateIndex(c) => ddl::create_index(c),
+        SqlStatement::Drop {
+            object_type,
+            if_exists,
+            names,
+            cascade,
+            ..
+        } => ddl::drop(*object_type, *if_exists, names, *cascade),
+        SqlStatement::ShowTables { show_options, .. } => {
+            if show_options.filter_position.is_some() || show_options.show_in.is_some() {
+                return unsupported("SHOW TABLES with filters");
+            }
+            Ok(Statement::ShowTables)
+        }
+        SqlStatement::ExplainTable {
+            table_name,
+            hive_format,
+            ..
+        } => {
+            if hive_format.is_some() {
+                return unsupported("DESCRIBE FORMATTED / EXTENDED");
+            }
+            Ok(Statement::Describe {
+                table: object_name(table_name)?,
+            })
+        }
+        SqlStatement::Explain {
+            analyze,
+            statement: inner,
+            format,
+            options,
+            ..
+        } => {
+            if *analyze {
+                return unsupported("EXPLAIN ANALYZE");
+            }
+            if format.is_some() || options.is_some() {
+                return unsupported("EXPLAIN options");
+            }
+            let inner = statement(inner)?;
+            if matches!(inner, Statement::Explain(_)) {
+                return unsupported("EXPLAIN EXPLAIN");
+            }
+            Ok(Statement::Explain(Box::new(inner)))
+        }
+        SqlStatement::StartTransaction { .. }
+        | SqlStatement::Commit { .. }
+        | SqlStatement::Rollback { .. } => {
+            unsupported("transactions (each statement is atomic on its own)")
+        }
+        SqlStatement::AlterTable(_) => unsupported("ALTER TABLE"),
+        SqlStatement::CreateView(_) => unsupported("views"),
+        other => {
+            let text = other.to_string();
+            let words: Vec<&str> = text.split_whitespace().take(2).collect();
+            unsupported(format!("the statement {}", words.join(" ")))
+        }
+    }
+}
+
+fn table_with_joins(t: &SqlTableWithJoins) -> Result<(String, Scope)> {
+    if !t.joins.is_empty() {
+        return unsupported("JOIN");
+    }
+    match &t.relation {
+        SqlTableFactor::Table {
+            name,
+            alias,
+            args,
+            with_hints,
+            version,
+            partitions,
+            ..
+        } => {
+            if args.is_some() {
+                return unsupported("table functions");
+            }
+            if !with_hints.is_empty() || version.is_some() || !partitions.is_empty() {
+                return unsupported(format!("the table reference `{}`", t.relation));
+            }
+            let name = object_name(name)?;
+            let alias = match alias {
+                Some(a) if !a.columns.is_empty() => {
+                    return unsupported("column aliases on a table");
+                }
+                Some(a) => Some(ident(&a.name)),
+                None => None,
+            };
+            let scope = Scope::table(&name, alias);
+            Ok((name, scope))
+        }
+        SqlTableFactor::Derived { .. } => unsupported("subqueries in FROM"),
+        other => unsupported(format!("the table reference `{other}`")),
+    }
+}
+
+fn insert(i: &sqlparser::ast::Insert) -> Result<Insert> {
+    let table = match &i.table {
+        SqlTableObject::TableName(n) => object_name(n)?,
+        _ => return unsupported("INSERT into a table function"),
+    };
+    if i.returning.is_some() || i.output.is_some() {
+        return unsupported("RETURNING");
+    }
+    if !i.assignments.is_empty() {
+        return unsupported("INSERT ... SET");
+    }
+    if i.overwrite || i.partitioned.is_some() || i.table_alias.is_some() {
+        return unsupported("INSERT OVERWRITE, PARTITION and table aliases in INSERT");
+    }
+    let mut on_conflict = match &i.or {
+        None | Some(SqlSqliteOnConflict::Abort) => OnConflict::Error,
+        Some(SqlSqliteOnConflict::Replace) => OnConflict::Replace,
+        Some(SqlSqliteOnConflict::Ignore) => OnConflict::DoNothing,
+        Some(other) => return unsupported(format!("INSERT {other}")),
+    };
+    if i.replace_into {
+        on_conflict = OnConflict::Replace;
+    }
+    if i.ignore {
+        on_conflict = OnConflict::DoNothing;
+    }
+    match &i.on {
+        None => {}
+        Some(SqlOnInsert::OnConflict(c)) => match c.action {
+            SqlOnConflictAction::DoNothing => on_conflict = OnConflict::DoNothing,
+            SqlOnConflictAction::DoUpdate(_) => {
+                return unsupported("ON CONFLICT DO UPDATE");
+            }
+        },
+        Some(SqlOnInsert::DuplicateKeyUpdate(_)) => {
+            return unsupported("ON DUPLICATE KEY UPDATE");
+        }
+        Some(_) => return unsupported("this ON clause of INSERT"),
+    }
+    let columns = if i.columns.is_empty() {
+        None
+    } else {
+        Some(
+            i.columns
+                .iter()
+                .map(object_name)
+                .collect::<Result<Vec<_>>>()?,
+        )
+    };
+    let Some(source) = &i.source else {
+        return unsupported("INSERT without VALUES");
+    };
+    if source.with.is_some() || source.order_by.is_some() || source.limit_clause.is_some() {
+        return unsupported("INSERT ... SELECT");
+    }
+    let SqlSetExpr::Values(values) = source.body.as_ref() else {
+        return unsupported("INSERT ... SELECT");
+    };
+    let scope = Scope::default();
+    let mut rows = Vec::with_capacity(values.rows.len());
+    for (n, row) in values.rows.iter().enumerate() {
+        let row: Vec<_> = row
+            .iter()
+            .map(|e| expr::expr(e, &scope))
+            .collect::<Result<_>>()?;
+        if let Some(cols) = &columns
+            && cols.len() != row.len()
+        {
+            return Err(QueryError::Translate(format!(
+                "VALUES row {} has {} values but {} columns were named",
+                n + 1,
+                row.len(),
+                cols.len()
+            )));
+        }
+        rows.push(row);
+    }
+    Ok(Insert {
+        table,
+        columns,
+        rows,
+        on_conflict,
+    })
+}
+
+fn count_literal(e: &SqlExpr, what: &str) -> Result<u64> {
+    match expr::expr(e, &Scope::default())? {
+        Expr::Literal(Value::Int(n)) if n >= 0 => Ok(n.cast_unsigned()),
+        _ => Err(QueryError::Translate(format!(
+            "{what} must be a non-negative integer"
+        ))),
+    }
+}
+
+fn query(q: &SqlQuery) -> Result<Select> {
+    if q.with.is_some() {
+        return unsupported("WITH (common table expressions)");
+    }
+    if q.fetch.is_some() {
+        return unsupported("FETCH");
+    }
+    if !q.locks.is_empty() {
+        return unsupported("FOR UPDATE / FOR SHARE");
+    }
+    if q.for_clause.is_some() || q.settings.is_some() || q.format_clause.is_some() {
+        return unsupported(format!("the query `{q}`"));
+    }
+    if !q.pipe_operators.is_empty() {
+        return unsupported("pipe operators");
+    }
+    let select = match q.body.as_ref() {
+        SqlSetExpr::Select(s) => s,
+        SqlSetExpr::SetOperation { op, .. } => return unsupported(op.to_string()),
+        SqlSetExpr::Values(_) => return unsupported("VALUES as a query"),
+        SqlSetExpr::Query(_) => return unsupported("subqueries"),
+        other => return unsupported(format!("the query `{other}`")),
+    };
+    let (mut out, scope) = select_body(select)?;
+    if let Some(order_by) = &q.order_by {
+        if order_by.interpolate.is_some() {
+            return unsupported("ORDER BY ... INTERPOLATE");
+        }
+        let exprs = match &order_by.kind {
+            SqlOrderByKind::Expressions(e) => e,
+            SqlOrderByKind::All(_) => return unsupported("ORDER BY ALL"),
+        };
+        for o in exprs {
+            if o.with_fill.is_some() {
+                return unsupported("ORDER BY ... WITH FILL");
+            }
+            if o.options.nulls_first.is_some() {
+                return unsupported("NULLS FIRST / NULLS LAST");
+            }
+            let desc = match &o.options.sort {
+                None | Some(SqlOrderBySort::Asc) => false,
+                Some(SqlOrderBySort::Desc) => true,
+                Some(SqlOrderBySort::Using(_)) => return unsupported("ORDER BY ... USING"),
+            };
+            let key = match expr::expr(&o.expr, &scope)? {
+                Expr::Literal(Value::Int(n)) => {
+                    let n = usize::try_from(n).ok().filter(|n| *n >= 1).ok_or_else(|| {
+                        QueryError::Translate(format!("ORDER BY position {n} is out of range"))
+                    })?;
+                    OrderKey::Ordinal(n)
+                }
+                e => OrderKey::Expr(e),
+            };
+            out.order_by.push(OrderItem { key, desc });
+        }
+    }
+    match &q.limit_clause {
+        None => {}
+        Some(SqlLimitClause::LimitOffset {
+            limit,
+            offset,
+            limit_by,
+        }) => {
+            if !limit_by.is_empty() {
+                return unsupported("LIMIT BY");
+            }
+            out.limit = limit
+                .as_ref()
+                .map(|l| count_literal(l, "LIMIT"))
+                .transpose()?;
+            if let Some(o) = offset {
+                out.offset = count_literal(&o.value, "OFFSET")?;
+            }
+        }
+        Some(SqlLimitClause::OffsetCommaLimit { offset, limit }) => {
+            out.limit = Some(count_literal(limit, "LIMIT")?);
+            out.offset = count_literal(offset, "OFFSET")?;
+        }
+    }
+    Ok(out)
+}
+
+fn wildcard_options(o: &SqlWildcardOptions) -> Result<()> {
+    if o.opt_ilike.is_some()
+        || o.opt_exclude.is_some()
+        || o.opt_except.is_some()
+        || o.opt_replace.is_some()
+        || o.opt_rename.is_some()
+        || o.opt_alias.is_some()
+    {
+        return unsupported("`*` with options (EXCLUDE, EXCEPT, REPLACE, RENAME)");
+    }
+    Ok(())
+}
+
+fn select_body(s: &SqlSelect) -> Result<(Select, Scope)> {
+    match &s.distinct {
+        None | Some(SqlDistinct::All) => {}
+        Some(_) => return unsupported("SELECT DISTINCT"),
+    }
+    if s.top.is_some() {
+        return unsupported("TOP");
+    }
+    if s.into.is_some() {
+        return unsupported("SELECT INTO");
+    }
+    if !s.lateral_views.is_empty() {
+        return unsupported("LATERAL VIEW");
+    }
+    if s.prewhere.is_some()
+        || !s.connect_by.is_empty()
+        || !s.cluster_by.is_empty()
+        || !s.distribute_by.is_empty()
+        || !s.sort_by.is_empty()
+        || s.value_table_mode.is_some()
+        || s.exclude.is_some()
+    {
+        return unsupported(format!("the SELECT form `{s}`"));
+    }
+    if !s.named_window.is_empty() || s.qualify.is_some() {
+        return unsupported("window functions");
+    }
+    let (from, scope) = match s.from.as_slice() {
+        [] => (None, Scope::default()),
+        [one] => {
+            let (name, scope) = table_with_joins(one)?;
+            (Some(name), scope)
+        }
+        _ => return unsupported("JOIN"),
+    };
+    let mut projection = Vec::new();
+    for item in &s.projection {
+        match item {
+            SqlSelectItem::Wildcard(o) => {
+                wildcard_options(o)?;
+                projection.push(SelectItem::Wildcard);
+            }
+            SqlSelectItem::QualifiedWildcard(kind, o) => {
+                wildcard_options(o)?;
+                match kind {
+                    SqlQualifiedWildcardKind::ObjectName(n) => {
+                        scope.check_qualifier(&object_name(n)?)?;
+                    }
+                    SqlQualifiedWildcardKind::Expr(_) => {
+                        return unsupported(format!("the select item `{item}`"));
+                    }
+                }
+                projection.push(SelectItem::Wildcard);
+            }
+            SqlSelectItem::UnnamedExpr(e) => {
+                let name = match e {
+                    SqlExpr::Identifier(i) => ident(i),
+                    SqlExpr::CompoundIdentifier(p) => p.last().map(ident).unwrap_or_default(),
+                    other => other.to_string(),
+                };
+                projection.push(SelectItem::Expr {
+                    expr: expr::expr(e, &scope)?,
+                    name,
+                });
+            }
+            SqlSelectItem::ExprWithAlias { expr: e, alias } => {
+                projection.push(SelectItem::Expr {
+                    expr: expr::expr(e, &scope)?,
+                    name: ident(alias),
+                });
+            }
+            SqlSelectItem::ExprWithAliases { .. } => {
+                return unsupported(format!("the select item `{item}`"));
+            }
+        }
+    }
+    if from.is_none() && projection.contains(&SelectItem::Wildcard) {
+        return Err(QueryError::Translate(
+            "SELECT * needs a FROM table".to_owned(),
+        ));
+    }
+    let group_by = match &s.group_by {
+        SqlGroupByExpr::Expressions(exprs, modifiers) => {
+            if !modifiers.is_empty() {
+                return unsupported("GROUP BY modifiers (ROLLUP, CUBE, ...)");
+            }
+            exprs
+                .iter()
+                .map(|e| expr::expr(e, &scope))
+                .collect::<Result<Vec<_>>>()?
+        }
+        SqlGroupByExpr::All(_) => return unsupported("GROUP BY ALL"),
+    };
+    let filter = s
+        .selection
+        .as_ref()
+        .map(|e| expr::expr(e, &scope))
+        .transpose()?;
+    if filter.as_ref().is_some_and(Expr::has_aggregate) {
+        return Err(QueryError::Translate(
+            "aggregate functions are not allowed in WHERE".to_owned(),
+        ));
+    }
+    if group_by.iter().any(Expr::has_aggregate) {
+        return Err(QueryError::Translate(
+            "aggregate functions are not allowed in GROUP BY".to_owned(),
+        ));
+    }
+    let having = s
+        .having
+        .as_ref()
+        .map(|e| expr::expr(e, &scope))
+        .transpose()?;
+    Ok((
+        Select {
+            projection,
+            from,
+            filter,
+            group_by,
+            having,
+            order_by: Vec::new(),
+            limit: None,
+            offset: 0,
+        },
+        scope,
+    ))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,294 @@
+//! `strata load DB FILE`: bulk-loads a tab-separated `key<TAB>value` file (the output of
+//! MapReduce/Hadoop jobs) into a database through `TableWriter` and one `Db::ingest`.
+//!
+//! 1. **Read and sort runs** (`runs.rs`): the input is read in 8 MiB chunks into an arena
+//!    bounded by `--memory`; each full arena is a run, sorted by key (only 24-byte entries move,
+//!    with an 8-byte key prefix so most comparisons stay in the entry), reduced to one pair per
+//!    key, and written to tables in a scratch directory `strata-load-<pid>.tmp/` inside the
+//!    database directory.
+//! 2. **Merge** (`merge.rs`), only when runs overlap: a k-way merge of the runs into final
+//!    tables. Sorted input (every run above the previous one) skips this step: its run tables
+//!    are final.
+//! 3. **Ingest**: every final table in one `Db::ingest` call, so the load is all or nothing: a
+//!    load killed before that call returns leaves the database as it was, and the scratch
+//!    directory is removed at the next open.
+//!
+//! Duplicate keys: the **last occurrence in the input wins** (`--format tsv`); with
+//! `--format counts` the counts of a key are summed and ingested as one merge operand for
+//! `CounterAdd`, so they add to the count the database already holds (ingesting operands
+//! instead of writing them through `WriteBatch::merge` keeps the load atomic and avoids the
+//! WAL; the database must be opened with `CounterAdd` to read them).
+//!
+//! Lines end at `\n` (a `\r` before it belongs to the value); the key ends at the first tab.
+//! Bad lines (no tab, key over 64 KiB, value over `max_value_size`, invalid UTF-8 with
+//! `--text`, a count that is not a decimal integer) stop the load with their line number and
+//! nothing ingested, or with `--skip-bad` are skipped and counted.
+
+mod merge;
+mod parse;
+mod runs;
+#[cfg(test)]
+mod tests;
+
+use std::io::{IsTerminal, Read};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clap::Args;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use strata_engine::{CounterAdd, Db, Options};
+
+pub(crate) use parse::Format;
+use parse::Rules;
+pub(crate) use runs::BadLineError;
+use runs::{ReadStats, RunWriter};
+
+/// Skipped lines reported one by one on stderr before the rest are only counted.
+const MAX_REPORTED_BAD_LINES: u64 = 10;
+
+/// Arguments of `strata load`.
+#[derive(Debug, Args)]
+pub(crate) struct LoadArgs {
+    /// Database directory (created if missing).
+    db: PathBuf,
+    /// Input file of `key<TAB>value` lines; `-` reads standard input.
+    file: PathBuf,
+    /// Memory for sorting, in MiB; larger inputs are sorted in runs spilled to disk.
+    #[arg(long, default_value_t = 256)]
+    memory: usize,
+    /// Input format.
+    #[arg(long, value_enum, default_value_t = Format::Tsv)]
+    format: Format,
+    /// Skip bad lines (counting them) instead of stopping with nothing loaded.
+    #[arg(long)]
+    skip_bad: bool,
+    /// Require keys and values to be valid UTF-8.
+    #[arg(long)]
+    text: bool,
+    /// Target size of each table, in MiB. Smaller tables build their bloom filters faster
+    /// (a filter's bitmap that fits the CPU cache) at the cost of more files.
+    #[arg(long, default_value_t = 64)]
+    table_size: u64,
+}
+
+/// How to load.
+#[derive(Debug, Clone)]
+pub(crate) struct LoadConfig {
+    pub(crate) format: Format,
+    pub(crate) memory_bytes: usize,
+    pub(crate) skip_bad: bool,
+    pub(crate) text: bool,
+    /// Target size of each table, in bytes.
+    pub(crate) table_size_bytes: u64,
+    /// Draw a progress bar on stderr.
+    pub(crate) progress: bool,
+}
+
+impl LoadConfig {
+    /// The defaults of the command line, for `db_options`.
+    pub(crate) fn new(db_options: &Options) -> Self {
+        LoadConfig {
+            format: Format::Tsv,
+            memory_bytes: 256 << 20,
+            skip_bad: false,
+            text: false,
+            table_size_bytes: db_options.target_file_size,
+            progress: false,
+        }
+    }
+}
+
+/// What a load did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LoadReport {
+    /// Input bytes read.
+    pub(crate) bytes: u64,
+    /// Pairs accepted (lines minus bad lines), duplicates included.
+    pub(crate) pairs: u64,
+    /// Bad lines skipped (`--skip-bad`).
+    pub(crate) bad_lines: u64,
+    /// Sorted runs (1 when the input fit in memory).
+    pub(crate) runs: usize,
+    /// Tables ingested.
+    pub(crate) tables: usize,
+    /// Distinct keys ingested.
+    pub(crate) keys: u64,
+    pub(crate) elapsed: Duration,
+}
+
+impl std::fmt::Display for LoadReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let secs = self.elapsed.as_secs_f64().max(1e-9);
+        #[expect(clippy::cast_precision_loss, reason = "rates for display")]
+        let (pairs, bytes) = (self.pairs as f64, self.bytes as f64);
+        write!(
+            f,
+            "loaded {} pairs ({} keys, {:.1} MB) in {:.2} s: {:.0} pairs/s, {:.1} MB/s",
+            self.pairs,
+            self.keys,
+            bytes / 1e6,
+            secs,
+            pairs / secs,
+            bytes / 1e6 / secs
+        )?;
+        if self.bad_lines > 0 {
+            write!(f, "; {} bad lines skipped", self.bad_lines)?;
+        }
+        Ok(())
+    }
+}
+
+/// `strata load`: opens the database, loads, prints the final line.
+pub(crate) fn run(args: &LoadArgs) -> anyhow::Result<ExitCode> {
+    let mut options = Options::default();
+    if args.format == Format::Counts {
+        options = options.merge_operator(Some(Arc::new(CounterAdd)));
+    }
+    let db = Db::open(&args.db, options.clone())
+        .with_context(|| format!("opening database at {}", args.db.display()))?;
+    let mut config = LoadConfig::new(&options);
+    config.format = args.format;
+    config.table_size_bytes = args.table_size.max(1).saturating_mul(1 << 20);
+    config.memory_bytes = args.memory.max(1).saturating_mul(1 << 20);
+    config.skip_bad = args.skip_bad;
+    config.text = args.text;
+    config.progress = std::io::stderr().is_terminal();
+    let report = if args.file.as_os_str() == "-" {
+        load(&db, &options, &mut std::io::stdin().lock(), None, &config)
+    } else {
+        let mut file = std::fs::File::open(&args.file)
+            .with_context(|| format!("opening {}", args.file.display()))?;
+        let len = file.metadata().ok().map(|m| m.len());
+        load(&db, &options, &mut file, len, &config)
+    };
+    let report = report.with_context(|| format!("loading {}", args.file.display()))?;
+    db.close()?;
+    println!("{report}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Removes the scratch directory when the load ends, however it ends.
+struct ScratchDir(PathBuf);
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::remove_dir_all(&self.0)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            eprintln!("strata: could not remove {}: {e}", self.0.display());
+        }
+    }
+}
+
+/// Loads `input` (`total_bytes` long, if known, for the progress bar) into `db`, whose
+/// options are `db_options`. On error nothing is ingested.
+///
+/// # Errors
+/// A [`BadLineError`] (find it with `downcast_ref`) for the first bad line without
+/// `skip_bad`; I/O and engine errors.
+pub(crate) fn load(
+    db: &Db,
+    db_options: &Options,
+    input: &mut dyn Read,
+    total_bytes: Option<u64>,
+    config: &LoadConfig,
+) -> anyhow::Result<LoadReport> {
+    let start = Instant::now();
+    let scratch = ScratchDir(
+        db.path()
+            .join(format!("strata-load-{}.tmp", std::process::id())),
+    );
+    std::fs::create_dir_all(&scratch.0)
+        .with_context(|| format!("creating {}", scratch.0.display()))?;
+    let bar = progress_bar(config.progress, total_bytes);
+    let update = |s: &ReadStats| {
+        bar.set_position(s.bytes);
+        let secs = start.elapsed().as_secs_f64().max(1e-9);
+        #[expect(clippy::cast_precision_loss, reason = "a rate for display")]
+        let rate = s.pairs as f64 / secs;
+        bar.set_message(format!("{} pairs, {rate:.0} pairs/s", s.pairs));
+    };
+    let mut reported = 0u64;
+    let mut on_bad = |e: &BadLineError| {
+        reported += 1;
+        if reported <= MAX_REPORTED_BAD_LINES {
+            bar.suspend(|| eprintln!("strata: skipping {e}"));
+        } else if reported == MAX_REPORTED_BAD_LINES + 1 {
+            bar.suspend(|| eprintln!("strata: skipping more bad lines (counted, not shown)"));
+        }
+    };
+    let mut scratch_options = db_options.clone();
+    scratch_options.compression = false;
+    scratch_options.bloom_bits_per_key = 0;
+    let mut writer = RunWriter {
+        tmp: &scratch.0,
+        options: db_options,
+        scratch_options,
+        rules: Rules {
+            format: config.format,
+            text: config.text,
+            max_value_size: db_options.max_value_size,
+        },
+        table_size_bytes: config.table_size_bytes,
+        memory_bytes: config.memory_bytes.max(4096),
+        skip_bad: config.skip_bad,
+        progress: &update,
+        on_bad: &mut on_bad,
+    };
+    let mut stats = ReadStats::default();
+    let runs = writer.read_all(input, &mut stats)?;
+    update(&stats);
+    let run_count = runs.len();
+    let files = if runs::runs_ordered(&runs) {
+        runs.into_iter().flat_map(|r| r.files).collect()
+    } else {
+        bar.set_message(format!("merging {run_count} sorted runs"));
+        merge::merge_runs(
+            runs,
+            &scratch.0,
+            db_options,
+            config.format,
+            config.table_size_bytes,
+        )?
+    };
+    bar.set_message("ingesting");
+    let keys = files.iter().map(|f| f.num_entries).sum();
+    let paths: Vec<PathBuf> = files.iter().map(|f| f.path.clone()).collect();
+    db.ingest(&paths).context("ingesting the tables")?;
+    bar.finish_and_clear();
+    Ok(LoadReport {
+        bytes: stats.bytes,
+        pairs: stats.pairs,
+        bad_lines: stats.bad_lines,
+        runs: run_count,
+        tables: paths.len(),
+        keys,
+        elapsed: start.elapsed(),
+    })
+}
+
+fn progress_bar(enabled: bool, total_bytes: Option<u64>) -> ProgressBar {
+    if !enabled {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::with_draw_target(total_bytes, ProgressDrawTarget::stderr());
+    let template = if total_bytes.is_some() {
+        "{spinner} [{elapsed_precise}] {wide_bar} {bytes}/{total_bytes} {bytes_per_sec} {msg}"
+    } else {
+        "{spinner} [{elapsed_precise}] {bytes} {bytes_per_sec} {msg}"
+    };
+    if let Ok(style) = ProgressStyle::with_template(template) {
+        bar.set_style(style);
+    }
+    bar.enable_steady_tick(Duration::from_millis(200));
+    bar
+}
+
+/// Where a scratch directory of this process would be, for tests.
+#[cfg(test)]
+pub(crate) fn scratch_dir(db: &std::path::Path) -> PathBuf {
+    db.join(format!("strata-load-{}.tmp", std::process::id()))
+}

@@ -1,0 +1,158 @@
+//! Phase 2 of a load, when the runs overlap: a k-way merge of the runs' tables into the final
+//! tables. For a key in several runs the latest run wins (`tsv`) or the counts are summed
+//! (`counts`).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::Context;
+use strata_engine::cache::BlockCache;
+use strata_engine::iterator::InternalIterator;
+use strata_engine::sstable::{Table, TableIter};
+use strata_engine::{FileNumber, IngestFile, Options};
+
+use super::parse::Format;
+use super::runs::{RunTables, TableSink, sum_counts};
+
+/// A cursor over one run: its tables one after the other.
+struct RunCursor {
+    files: Vec<IngestFile>,
+    next_file: usize,
+    iter: Option<TableIter>,
+    cache: Arc<BlockCache>,
+}
+
+impl RunCursor {
+    fn new(run: RunTables) -> anyhow::Result<RunCursor> {
+        let mut c = RunCursor {
+            files: run.files,
+            next_file: 0,
+            iter: None,
+            cache: BlockCache::new(0),
+        };
+        c.open_next()?;
+        Ok(c)
+    }
+
+    /// Moves to the first entry of the next non-empty table, or ends the cursor.
+    fn open_next(&mut self) -> anyhow::Result<()> {
+        self.iter = None;
+        while let Some(f) = self.files.get(self.next_file) {
+            self.next_file += 1;
+            let table = Table::open(&f.path, FileNumber(0), None, Arc::clone(&self.cache))
+                .with_context(|| format!("opening run table {}", f.path.display()))?;
+            let mut it = table.iter();
+            it.seek_to_first()?;
+            if it.valid() {
+                self.iter = Some(it);
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
+    fn key(&self) -> Option<&[u8]> {
+        self.iter.as_ref().map(|it| it.key().user_key)
+    }
+
+    fn value(&self) -> &[u8] {
+        self.iter.as_ref().map_or(&[], |it| it.value())
+    }
+
+    fn advance(&mut self) -> anyhow::Result<()> {
+        if let Some(it) = &mut self.iter {
+            it.next()?;
+            if !it.valid() {
+                self.open_next()?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Merges `runs` (in input order) into tables `<tmp>/final-NNNNN.sst`.
+pub(crate) fn merge_runs(
+    runs: Vec<RunTables>,
+    tmp: &Path,
+    options: &Options,
+    format: Format,
+    table_size_bytes: u64,
+) -> anyhow::Result<Vec<IngestFile>> {
+    let mut cursors = runs
+        .into_iter()
+        .map(RunCursor::new)
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    // A binary min-heap of cursor indices by (key, newest run first).
+    let mut heap: Vec<usize> = (0..cursors.len())
+        .filter(|&i| cursors[i].key().is_some())
+        .collect();
+    let less =
+        |cursors: &[RunCursor], a: usize, b: usize| match (cursors[a].key(), cursors[b].key()) {
+            (Some(ka), Some(kb)) => ka < kb || (ka == kb && a > b),
+            _ => false,
+        };
+    for i in (0..heap.len() / 2).rev() {
+        sift_down(&mut heap, i, &cursors, less);
+    }
+    let mut out = TableSink::new(tmp, "final".to_string(), options, table_size_bytes);
+    let mut key: Vec<u8> = Vec::new();
+    let mut value: Vec<u8> = Vec::new();
+    while let Some(&top) = heap.first() {
+        let c = &cursors[top];
+        key.clear();
+        key.extend_from_slice(c.key().unwrap_or_default());
+        value.clear();
+        value.extend_from_slice(c.value());
+        let mut sum: i64 = 0;
+        // Take every cursor positioned on `key`, newest run first.
+        while let Some(&top) = heap.first() {
+            if cursors[top].key() != Some(&key[..]) {
+                break;
+            }
+            if format == Format::Counts {
+                let n = sum_counts(std::iter::once(cursors[top].value()), &key)?;
+                sum = sum.checked_add(n).with_context(|| {
+                    format!(
+                        "the counts of key {:?} overflow a 64-bit integer",
+                        String::from_utf8_lossy(&key)
+                    )
+                })?;
+            }
+            cursors[top].advance()?;
+            if cursors[top].key().is_none() {
+                let last = heap.len() - 1;
+                heap.swap(0, last);
+                heap.pop();
+            }
+            sift_down(&mut heap, 0, &cursors, less);
+        }
+        match format {
+            Format::Tsv => out.put(&key, &value)?,
+            Format::Counts => out.merge(&key, sum.to_string().as_bytes())?,
+        }
+    }
+    out.finish()
+}
+
+fn sift_down(
+    heap: &mut [usize],
+    mut i: usize,
+    cursors: &[RunCursor],
+    less: impl Fn(&[RunCursor], usize, usize) -> bool,
+) {
+    loop {
+        let (l, r) = (2 * i + 1, 2 * i + 2);
+        let mut smallest = i;
+        if l < heap.len() && less(cursors, heap[l], heap[smallest]) {
+            smallest = l;
+        }
+        if r < heap.len() && less(cursors, heap[r], heap[smallest]) {
+            smallest = r;
+        }
+        if smallest == i {
+            return;
+        }
+        heap.swap(i, smallest);
+        i = smallest;
+    }
+}

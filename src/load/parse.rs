@@ -1,0 +1,157 @@
+//! Splitting input into `key<TAB>value` pairs and checking them, without a per-line allocation:
+//! lines stay in the run's arena and are described by [`Entry`] offsets.
+
+use strata_engine::MAX_KEY_SIZE;
+use strata_engine::merge::parse_counter;
+
+/// Input format of `strata load`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Format {
+    /// `key<TAB>value`: a put per pair; the last occurrence of a key wins.
+    Tsv,
+    /// `key<TAB>count` with a decimal integer count: the counts of a key are summed and added
+    /// to the database's counter with the `CounterAdd` merge operator.
+    Counts,
+}
+
+/// One parsed pair: where its line starts in the arena, and its key and value lengths. The
+/// key is `arena[off .. off + klen]`, the value follows the tab. `prefix` holds the first 8
+/// key bytes, big-endian, so most sort comparisons never touch the arena.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Entry {
+    pub(crate) prefix: u64,
+    pub(crate) off: usize,
+    pub(crate) klen: u32,
+    pub(crate) vlen: u32,
+}
+
+impl Entry {
+    pub(crate) fn key<'a>(&self, arena: &'a [u8]) -> &'a [u8] {
+        &arena[self.off..self.off + self.klen as usize]
+    }
+
+    pub(crate) fn value<'a>(&self, arena: &'a [u8]) -> &'a [u8] {
+        let start = self.off + self.klen as usize + 1;
+        &arena[start..start + self.vlen as usize]
+    }
+
+    /// Bytes of arena and entry list this pair costs, for the memory budget.
+    pub(crate) const SIZE: usize = std::mem::size_of::<Entry>();
+}
+
+/// The first 8 bytes of `key` as a big-endian number (zero-padded): comparing two prefixes
+/// orders keys as comparing the bytes would, up to the 8th byte.
+#[expect(
+    clippy::big_endian_bytes,
+    reason = "a sort key: big-endian order is byte order"
+)]
+pub(crate) fn key_prefix(key: &[u8]) -> u64 {
+    let mut buf = [0u8; 8];
+    let n = key.len().min(8);
+    buf[..n].copy_from_slice(&key[..n]);
+    u64::from_be_bytes(buf)
+}
+
+/// Why a line was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum BadLine {
+    NoTab,
+    KeyTooLong(usize),
+    ValueTooLong(usize, usize),
+    NotUtf8,
+    NotACount,
+}
+
+impl std::fmt::Display for BadLine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BadLine::NoTab => write!(f, "no tab between key and value"),
+            BadLine::KeyTooLong(n) => {
+                write!(
+                    f,
+                    "key of {n} bytes exceeds the limit of {MAX_KEY_SIZE} bytes"
+                )
+            }
+            BadLine::ValueTooLong(n, max) => {
+                write!(f, "value of {n} bytes exceeds the limit of {max} bytes")
+            }
+            BadLine::NotUtf8 => write!(f, "key or value is not valid UTF-8 (--text)"),
+            BadLine::NotACount => write!(f, "count is not a decimal integer"),
+        }
+    }
+}
+
+/// What makes a line acceptable.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Rules {
+    pub(crate) format: Format,
+    pub(crate) text: bool,
+    pub(crate) max_value_size: usize,
+}
+
+impl Rules {
+    /// Splits one line (without its newline) at its first tab and checks it. Returns the key
+    /// length.
+    pub(crate) fn check(&self, line: &[u8]) -> Result<usize, BadLine> {
+        let tab = memchr::memchr(b'\t', line).ok_or(BadLine::NoTab)?;
+        let (key, value) = (&line[..tab], &line[tab + 1..]);
+        if key.len() > MAX_KEY_SIZE {
+            return Err(BadLine::KeyTooLong(key.len()));
+        }
+        if value.len() > self.max_value_size || u32::try_from(value.len()).is_err() {
+            return Err(BadLine::ValueTooLong(value.len(), self.max_value_size));
+        }
+        if self.text && std::str::from_utf8(line).is_err() {
+            return Err(BadLine::NotUtf8);
+        }
+        if self.format == Format::Counts && parse_counter(value).is_none() {
+            return Err(BadLine::NotACount);
+        }
+        Ok(tab)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rules(format: Format, text: bool) -> Rules {
+        Rules {
+            format,
+            text,
+            max_value_size: 8,
+        }
+    }
+
+    #[test]
+    fn lines_split_at_the_first_tab() {
+        let r = rules(Format::Tsv, false);
+        assert_eq!(r.check(b"k\tv\tw"), Ok(1));
+        assert_eq!(r.check(b"\t"), Ok(0));
+        assert_eq!(r.check(b"kv"), Err(BadLine::NoTab));
+        assert_eq!(r.check(b"k\t123456789"), Err(BadLine::ValueTooLong(9, 8)));
+        let long = [vec![b'k'; MAX_KEY_SIZE + 1], b"\tv".to_vec()].concat();
+        assert_eq!(r.check(&long), Err(BadLine::KeyTooLong(MAX_KEY_SIZE + 1)));
+        assert_eq!(r.check(b"\xff\tv"), Ok(1));
+        assert_eq!(
+            rules(Format::Tsv, true).check(b"\xff\tv"),
+            Err(BadLine::NotUtf8)
+        );
+    }
+
+    #[test]
+    fn counts_must_be_decimal_integers() {
+        let r = rules(Format::Counts, false);
+        assert_eq!(r.check(b"read\t12"), Ok(4));
+        assert_eq!(r.check(b"read\t-3"), Ok(4));
+        assert_eq!(r.check(b"read\t1.5"), Err(BadLine::NotACount));
+        assert_eq!(r.check(b"read\t"), Err(BadLine::NotACount));
+    }
+
+    #[test]
+    fn prefixes_order_like_bytes() {
+        assert!(key_prefix(b"a") < key_prefix(b"b"));
+        assert!(key_prefix(b"") < key_prefix(b"\x00\x01"));
+        assert_eq!(key_prefix(b"abcdefgh1"), key_prefix(b"abcdefgh2"));
+    }
+}

@@ -1,0 +1,440 @@
+//! `strata repl`: an interactive SQL shell over `strata-query` (`docs/sql.md`, "The shell").
+//!
+//! Three ways in:
+//! - interactive (stdin is a terminal): line editing and history (rustyline), statements may
+//!   span lines and end with `;`, `.commands` at the start of a line;
+//! - `-c "SQL"`: run the statements and exit;
+//! - piped stdin: run everything read, like `-c`.
+//!
+//! An error is printed (to stderr) and the session goes on; in the non-interactive modes the
+//! exit status is 1 when any statement failed. The history file is `$STRATA_HISTORY`, else
+//! `$HOME/.strata_history`; without either there is no history file.
+
+use std::io::{BufReader, IsTerminal, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use comfy_table::{CellAlignment, Table, presets};
+use strata_query::{Database, KvStore, Output, Value, import};
+
+const HELP: &str = "\
+Statements end with ';' and may span lines. Commands:
+  .tables                 list the tables
+  .schema [TABLE]         show CREATE statements
+  .timer on|off           show the time each statement takes
+  .mode table|csv|tsv     output format
+  .import FILE TABLE      load CSV (.csv) or TSV (.tsv, .tab; else by .mode) into TABLE
+  .help                   this text
+  .quit                   leave (also .exit, Ctrl-D)
+SQL reference: docs/sql.md";
+
+/// Output format of result sets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Aligned table with a row count.
+    Table,
+    /// Comma-separated values with a header line.
+    Csv,
+    /// Tab-separated values with a header line.
+    Tsv,
+}
+
+/// What the caller should do after a line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Control {
+    /// Read the next line.
+    Continue,
+    /// `.quit` was given.
+    Quit,
+}
+
+/// One shell session: settings, the partial statement being typed, and whether any
+/// statement failed.
+pub struct Session<'a, S: KvStore> {
+    db: &'a Database<S>,
+    mode: Mode,
+    timer: bool,
+    buffer: String,
+    /// True once any statement or command failed.
+    pub had_error: bool,
+}
+
+impl<'a, S: KvStore> Session<'a, S> {
+    /// A session on `db`; `timer` sets whether elapsed times are shown.
+    pub fn new(db: &'a Database<S>, timer: bool) -> Self {
+        Session {
+            db,
+            mode: Mode::Table,
+            timer,
+            buffer: String::new(),
+            had_error: false,
+        }
+    }
+
+    /// True while a statement is incomplete (no `;` yet).
+    pub fn in_statement(&self) -> bool {
+        !self.buffer.trim().is_empty()
+    }
+
+    /// Handles one input line: a dot command (at the start of a statement), or SQL that is
+    /// run as soon as a statement is complete.
+    pub fn feed_line(&mut self, line: &str, out: &mut dyn Write, err: &mut dyn Write) -> Control {
+        if !self.in_statement() && line.trim_start().starts_with('.') {
+            return self.command(line.trim(), out, err);
+        }
+        self.buffer.push_str(line);
+        self.buffer.push('\n');
+        let (complete, rest) = split_statements(&self.buffer);
+        self.buffer = rest;
+        for stmt in complete {
+            self.run_sql(&stmt, out, err);
+        }
+        Control::Continue
+    }
+
+    /// Runs whatever is left in the buffer (input ended without a final `;`).
+    pub fn finish(&mut self, out: &mut dyn Write, err: &mut dyn Write) {
+        let rest = std::mem::take(&mut self.buffer);
+        if !rest.trim().is_empty() && !is_only_comments(&rest) {
+            self.run_sql(&rest, out, err);
+        }
+    }
+
+    /// Clears a partial statement (Ctrl-C).
+    pub fn clear(&mut self) {
+        self.buffer.clear();
+    }
+
+    fn fail(&mut self, err: &mut dyn Write, msg: impl std::fmt::Display) {
+        self.had_error = true;
+        let _ = writeln!(err, "Error: {msg}");
+    }
+
+    fn run_sql(&mut self, sql: &str, out: &mut dyn Write, err: &mut dyn Write) {
+        let start = Instant::now();
+        let mut outputs = Vec::new();
+        let result = self.db.execute_each(sql, |o| outputs.push(o));
+        let elapsed = start.elapsed();
+        for o in outputs {
+            self.print(&o, elapsed, out);
+        }
+        if let Err(e) = result {
+            self.fail(err, e);
+        }
+    }
+
+    fn footer(&self, text: &str, elapsed: Duration) -> String {
+        if self.timer {
+            format!("{text} ({:.3} ms)", elapsed.as_secs_f64() * 1000.0)
+        } else {
+            text.to_owned()
+        }
+    }
+
+    fn print(&self, o: &Output, elapsed: Duration, out: &mut dyn Write) {
+        let _ = match o {
+            Output::Rows { columns, rows } => match self.mode {
+                Mode::Table => {
+                    let _ = writeln!(out, "{}", render_table(columns, rows));
+                    let n = rows.len();
+                    let text = format!("{n} row{}", if n == 1 { "" } else { "s" });
+                    writeln!(out, "{}", self.footer(&text, elapsed))
+                }
+                Mode::Csv | Mode::Tsv => {
+                    let sep = if self.mode == Mode::Csv { ',' } else { '\t' };
+                    let line = |cells: Vec<String>| {
+                        cells
+                            .into_iter()
+                            .map(|c| delimited(&c, sep))
+                            .collect::<Vec<_>>()
+                            .join(&sep.to_string())
+                    };
+                    let _ = writeln!(out, "{}", line(columns.clone()));
+                    for r in rows {
+                        let _ = writeln!(out, "{}", line(r.iter().map(cell_text).collect()));
+                    }
+                    Ok(())
+                }
+            },
+            Output::Affected(n) => {
+                let text = format!("{n} row{} affected", if *n == 1 { "" } else { "s" });
+                writeln!(out, "{}", self.footer(&text, elapsed))
+            }
+            Output::Done(what) => writeln!(out, "{}", self.footer(&format!("OK: {what}"), elapsed)),
+        };
+    }
+
+    fn command(&mut self, line: &str, out: &mut dyn Write, err: &mut dyn Write) -> Control {
+        let mut words = line.split_whitespace();
+        let cmd = words.next().unwrap_or_default();
+        let args: Vec<&str> = words.collect();
+        match (cmd, args.as_slice()) {
+            (".quit" | ".exit", []) => return Control::Quit,
+            (".help", []) => {
+                let _ = writeln!(out, "{HELP}");
+            }
+            (".tables", []) => {
+                for name in self.db.catalog().tables.keys() {
+                    let _ = writeln!(out, "{name}");
+                }
+            }
+            (".schema", names) if names.len() <= 1 => {
+                let catalog = self.db.catalog();
+                let tables: Vec<_> = match names.first() {
+                    Some(n) => match catalog.table(&n.to_lowercase()).or(catalog.table(n)) {
+                        Some(t) => vec![t.clone()],
+                        None => {
+                            self.fail(err, format!("no such table: {n}"));
+                            return Control::Continue;
+                        }
+                    },
+                    None => catalog.tables.values().cloned().collect(),
+                };
+                for t in tables {
+                    let _ = writeln!(out, "{}", strata_query::schema_sql(&t));
+                }
+            }
+            (".timer", ["on"]) => self.timer = true,
+            (".timer", ["off"]) => self.timer = false,
+            (".mode", ["table"]) => self.mode = Mode::Table,
+            (".mode", ["csv"]) => self.mode = Mode::Csv,
+            (".mode", ["tsv"]) => self.mode = Mode::Tsv,
+            (".import", [file, table]) => self.import(Path::new(file), table, out, err),
+            (".timer" | ".mode" | ".import" | ".schema", _) => {
+                self.fail(err, format!("bad arguments to {cmd}; try .help"));
+            }
+            _ => self.fail(err, format!("unknown command {cmd}; try .help")),
+        }
+        Control::Continue
+    }
+
+    fn import(&mut self, file: &Path, table: &str, out: &mut dyn Write, err: &mut dyn Write) {
+        let ext = file
+            .extension()
+            .and_then(|e| e.to_str())
+            .map(str::to_ascii_lowercase);
+        let delimiter = match ext.as_deref() {
+            Some("tsv" | "tab") => b'\t',
+            Some("csv") => b',',
+            _ if self.mode == Mode::Tsv => b'\t',
+            _ => b',',
+        };
+        let f = match std::fs::File::open(file) {
+            Ok(f) => f,
+            Err(e) => return self.fail(err, format!("cannot open {}: {e}", file.display())),
+        };
+        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+        let bar = indicatif::ProgressBar::with_draw_target(
+            Some(len),
+            indicatif::ProgressDrawTarget::stderr(),
+        );
+        if let Ok(style) = indicatif::ProgressStyle::with_template(
+            "{bar:40} {bytes}/{total_bytes} {msg} ({eta} left)",
+        ) {
+            bar.set_style(style);
+        }
+        let start = Instant::now();
+        let table = table.to_lowercase();
+        let result = import::import(self.db, &table, BufReader::new(f), delimiter, |p| {
+            bar.set_position(p.bytes);
+            bar.set_message(format!("{} rows", p.rows));
+        });
+        bar.finish_and_clear();
+        match result {
+            Ok(n) => {
+                let secs = start.elapsed().as_secs_f64();
+                #[expect(clippy::cast_precision_loss, reason = "a rate for display")]
+                let rate = if secs > 0.0 { n as f64 / secs } else { 0.0 };
+                let text = if self.timer {
+                    format!("imported {n} rows into {table} in {secs:.2} s ({rate:.0} rows/s)")
+                } else {
+                    format!("imported {n} rows into {table}")
+                };
+                let _ = writeln!(out, "{text}");
+            }
+            Err(e) => self.fail(err, format!("{}: {e}", file.display())),
+        }
+    }
+}
+
+/// The text of a value in csv/tsv output: NULL is empty.
+fn cell_text(v: &Value) -> String {
+    match v {
+        Value::Null => String::new(),
+        v => v.to_string(),
+    }
+}
+
+fn delimited(s: &str, sep: char) -> String {
+    if sep == ',' && (s.contains([',', '"', '\n', '\r'])) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else if sep == '\t' {
+        s.replace(['\t', '\n'], " ")
+    } else {
+        s.to_owned()
+    }
+}
+
+/// Renders a result set as an aligned ASCII table; numeric columns are right-aligned.
+pub fn render_table(columns: &[String], rows: &[Vec<Value>]) -> String {
+    let mut t = Table::new();
+    t.load_style(presets::ASCII_FULL_CONDENSED);
+    t.set_header(columns.to_vec());
+    for r in rows {
+        t.add_row(r.iter().map(Value::to_string).collect::<Vec<_>>());
+    }
+    for (i, col) in t.column_iter_mut().enumerate() {
+        let numeric = !rows.is_empty()
+            && rows.iter().all(|r| {
+                matches!(
+                    r.get(i),
+                    Some(Value::Int(_) | Value::Double(_) | Value::Null)
+                )
+            });
+        if numeric {
+            col.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    t.to_string()
+}
+
+fn is_only_comments(s: &str) -> bool {
+    s.lines()
+        .all(|l| l.trim().is_empty() || l.trim_start().starts_with("--"))
+}
+
+/// Splits `text` into complete statements (each ending in a `;` outside quotes and `--`
+/// comments, returned without it) and the incomplete rest.
+pub fn split_statements(text: &str) -> (Vec<String>, String) {
+    let mut done = Vec::new();
+    let mut start = 0;
+    let mut quote: Option<char> = None;
+    let mut comment = false;
+    let mut chars = text.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        if comment {
+            if c == '\n' {
+                comment = false;
+            }
+            continue;
+        }
+        match quote {
+            Some(q) if c == q => quote = None,
+            Some(_) => {}
+            None => match c {
+                '\'' | '"' => quote = Some(c),
+                '-' if chars.peek().is_some_and(|&(_, n)| n == '-') => comment = true,
+                ';' => {
+                    let stmt = text.get(start..i).unwrap_or_default();
+                    if !stmt.trim().is_empty() && !is_only_comments(stmt) {
+                        done.push(stmt.trim().to_owned());
+                    }
+                    start = i + 1;
+                }
+                _ => {}
+            },
+        }
+    }
+    let rest = text.get(start..).unwrap_or_default();
+    let rest = if rest.trim().is_empty() || is_only_comments(rest) {
+        String::new()
+    } else {
+        rest.to_owned()
+    };
+    (done, rest)
+}
+
+/// Runs a whole script (from `-c` or piped stdin). Returns true when everything succeeded.
+pub fn run_script<S: KvStore>(
+    db: &Database<S>,
+    script: &str,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> bool {
+    let mut session = Session::new(db, false);
+    for line in script.lines() {
+        if session.feed_line(line, out, err) == Control::Quit {
+            return !session.had_error;
+        }
+    }
+    session.finish(out, err);
+    !session.had_error
+}
+
+fn history_path() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("STRATA_HISTORY") {
+        return Some(PathBuf::from(p));
+    }
+    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".strata_history"))
+}
+
+fn interactive<S: KvStore>(db: &Database<S>, dir: &Path) -> anyhow::Result<bool> {
+    use rustyline::error::ReadlineError;
+    let mut rl = rustyline::DefaultEditor::new().context("starting line editor")?;
+    let history = history_path();
+    if let Some(h) = &history {
+        let _ = rl.load_history(h);
+    }
+    println!(
+        "strata SQL shell on {} ({} tables). Statements end with ';'. .help for help.",
+        dir.display(),
+        db.catalog().tables.len()
+    );
+    let mut session = Session::new(db, true);
+    let (mut out, mut err) = (std::io::stdout(), std::io::stderr());
+    loop {
+        let prompt = if session.in_statement() {
+            "   ...> "
+        } else {
+            "strata> "
+        };
+        match rl.readline(prompt) {
+            Ok(line) => {
+                if !line.trim().is_empty() {
+                    let _ = rl.add_history_entry(line.as_str());
+                }
+                if session.feed_line(&line, &mut out, &mut err) == Control::Quit {
+                    break;
+                }
+            }
+            Err(ReadlineError::Interrupted) => session.clear(),
+            Err(ReadlineError::Eof) => break,
+            Err(e) => return Err(e).context("reading input"),
+        }
+    }
+    if let Some(h) = &history {
+        let _ = rl.save_history(h);
+    }
+    Ok(true)
+}
+
+/// Entry point of `strata repl [DIR] [-c SQL]`.
+///
+/// # Errors
+/// When the database cannot be opened (e.g. another process has it open) or the terminal
+/// cannot be read.
+pub fn run(dir: &Path, command: Option<&str>) -> anyhow::Result<ExitCode> {
+    let db =
+        Database::open(dir).with_context(|| format!("opening database at {}", dir.display()))?;
+    let ok = if let Some(sql) = command {
+        run_script(&db, sql, &mut std::io::stdout(), &mut std::io::stderr())
+    } else if std::io::stdin().is_terminal() {
+        interactive(&db, dir)?
+    } else {
+        let mut script = String::new();
+        std::io::stdin()
+            .read_to_string(&mut script)
+            .context("reading statements from stdin")?;
+        run_script(&db, &script, &mut std::io::stdout(), &mut std::io::stderr())
+    };
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,139 @@
+use strata_query::MemStore;
+
+use super::*;
+
+fn db() -> Database<MemStore> {
+    Database::new(MemStore::new()).unwrap()
+}
+
+/// Feeds `input` line by line like a terminal session; returns (stdout, stderr, had_error).
+fn session(db: &Database<MemStore>, input: &str) -> (String, String, bool) {
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let mut s = Session::new(db, false);
+    for line in input.lines() {
+        if s.feed_line(line, &mut out, &mut err) == Control::Quit {
+            break;
+        }
+    }
+    s.finish(&mut out, &mut err);
+    (
+        String::from_utf8(out).unwrap(),
+        String::from_utf8(err).unwrap(),
+        s.had_error,
+    )
+}
+
+#[test]
+fn statements_may_span_lines_and_run_at_the_semicolon() {
+    let db = db();
+    let (out, err, failed) = session(
+        &db,
+        "CREATE TABLE reads (\n  seq TEXT PRIMARY KEY,\n  count BIGINT\n);\nINSERT INTO reads VALUES ('ACGT', 12),\n ('TTGA', 3);\nSELECT * FROM reads\nWHERE count > 10;",
+    );
+    assert_eq!(err, "");
+    assert!(!failed);
+    assert_eq!(
+        out,
+        "OK: CREATE TABLE\n2 rows affected\n\
++------+-------+\n\
+| seq  | count |\n\
++==============+\n\
+| ACGT |    12 |\n\
++------+-------+\n\
+1 row\n"
+    );
+}
+
+#[test]
+fn an_error_does_not_end_the_session() {
+    let db = db();
+    let (out, err, failed) = session(
+        &db,
+        "SELEC 1;\nSELECT * FROM nope;\n.bogus\nCREATE TABLE t (a INT PRIMARY KEY);\nINSERT INTO t VALUES (1);\nINSERT INTO t VALUES (1);\nSELECT count(*) AS n FROM t;",
+    );
+    assert!(failed);
+    assert_eq!(
+        err,
+        "Error: syntax error: Expected: an SQL statement, found: SELEC at Line: 1, Column: 1\n\
+Error: no such table: nope\n\
+Error: unknown command .bogus; try .help\n\
+Error: duplicate primary key (1) in table t\n"
+    );
+    assert!(out.ends_with("| 1 |\n+---+\n1 row\n"), "{out}");
+}
+
+#[test]
+fn dot_commands_list_tables_show_schema_and_switch_modes() {
+    let db = db();
+    let (out, err, _) = session(
+        &db,
+        "CREATE TABLE b (k TEXT PRIMARY KEY, n BIGINT NOT NULL, x DOUBLE);\nCREATE TABLE a (id INT, v TEXT, PRIMARY KEY (id));\nCREATE INDEX b_n ON b (n);\n.tables\n.schema b\n.mode csv\nINSERT INTO b VALUES ('x,y', 1, NULL), ('plain', 2, 2.5);\nSELECT * FROM b;\n.mode tsv\nSELECT k, n FROM b WHERE n = 2;\n.mode table\n.timer on\n.timer off\n.help\n.quit\nSELECT 1;",
+    );
+    assert_eq!(err, "");
+    let expected = "OK: CREATE TABLE\nOK: CREATE TABLE\nOK: CREATE INDEX\na\nb\n\
+CREATE TABLE b (\n  k TEXT,\n  n BIGINT NOT NULL,\n  x DOUBLE,\n  PRIMARY KEY (k)\n);\n\
+CREATE INDEX b_n ON b (n);\n\
+2 rows affected\n\
+k,n,x\nplain,2,2.5\n\"x,y\",1,\n\
+k\tn\nplain\t2\n";
+    assert!(out.starts_with(expected), "{out}");
+    assert!(out.contains(".import FILE TABLE"));
+    assert!(!out.contains("| 1 |"), "nothing runs after .quit");
+}
+
+#[test]
+fn import_loads_a_tsv_file() {
+    let db = db();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("reads.tsv");
+    std::fs::write(&file, "ACGT\t12\nTTGA\t3\n").unwrap();
+    let bad = dir.path().join("bad.csv");
+    std::fs::write(&bad, "ACGT,x\n").unwrap();
+    let (out, err, failed) = session(
+        &db,
+        &format!(
+            "CREATE TABLE reads (seq TEXT PRIMARY KEY, count BIGINT);\n.import {} reads\n.import {} reads\n.import /nonexistent/file reads\nSELECT sum(count) FROM reads;",
+            file.display(),
+            bad.display()
+        ),
+    );
+    assert!(failed);
+    assert!(out.contains("imported 2 rows into reads\n"), "{out}");
+    assert!(out.contains("|         15 |"), "{out}");
+    assert!(
+        err.contains("bad.csv: line 1: cannot read \"x\" as BIGINT"),
+        "{err}"
+    );
+    assert!(err.contains("cannot open /nonexistent/file"), "{err}");
+}
+
+#[test]
+fn scripts_report_failure_and_run_a_trailing_statement_without_semicolon() {
+    let db = db();
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let ok = run_script(
+        &db,
+        "CREATE TABLE t (a INT PRIMARY KEY); INSERT INTO t VALUES (1), (2); SELECT count(*) FROM t",
+        &mut out,
+        &mut err,
+    );
+    assert!(ok);
+    assert!(String::from_utf8(out).unwrap().contains("|        2 |"));
+    let ok = run_script(
+        &db,
+        "SELECT nope FROM t;\nSELECT 1;",
+        &mut Vec::new(),
+        &mut err,
+    );
+    assert!(!ok);
+}
+
+#[test]
+fn splitting_respects_quotes_and_comments() {
+    let (done, rest) = split_statements("SELECT ';'; -- a; comment\nSELECT \"a;b\"; SELECT");
+    assert_eq!(done, vec!["SELECT ';'", "-- a; comment\nSELECT \"a;b\""]);
+    assert_eq!(rest, " SELECT");
+    let (done, rest) = split_statements("-- only a comment;\n");
+    assert!(done.is_empty());
+    assert_eq!(rest, "");
+}
