@@ -9,8 +9,11 @@ use strata_engine::sstable::Table;
 use strata_engine::{Db, Options, ReadOptions, WriteBatch, WriteOptions};
 
 fn open_existing(dir: &Path) -> anyhow::Result<Db> {
-    Db::open(dir, Options::default().create_if_missing(false))
-        .with_context(|| format!("opening database at {}", dir.display()))
+    // With the counter operator, so databases loaded with `strata load --format counts` read.
+    let options = Options::default()
+        .create_if_missing(false)
+        .merge_operator(Some(std::sync::Arc::new(strata_engine::CounterAdd)));
+    Db::open(dir, options).with_context(|| format!("opening database at {}", dir.display()))
 }
 
 pub(crate) fn get(dir: &Path, key: &[u8]) -> anyhow::Result<ExitCode> {

@@ -240,9 +240,10 @@ impl Db {
     ///
     /// The files are **moved** in: each is hard-linked into the database directory (copied
     /// when linking fails, e.g. across file systems) and fsynced, and on success the source
-    /// paths are removed. On error the sources are left as they were. Automatic compactions
-    /// pause and writes wait while the ingest installs the files (a flush, if one is needed,
-    /// happens meanwhile). `ingest(&[])` does nothing.
+    /// paths are removed. On error the sources are left as they were. While the ingest
+    /// installs the files, writes wait and automatic compactions pause (a running compaction
+    /// is waited for, and a flush, if one is needed, happens meanwhile). `ingest(&[])` does
+    /// nothing.
     ///
     /// # Errors
     /// - [`crate::Error::InvalidArgument`]: a file is empty, holds entries other than

@@ -243,11 +243,18 @@ fn ingested_merge_operands_add_to_existing_counters() {
     check(&db);
 }
 
+/// Writers run into the level-0 stop trigger (the leader then waits for a compaction while
+/// holding the WAL lock) while ingests need that lock and pause compactions: no deadlock.
 #[test]
 fn concurrent_writes_during_ingest_stay_consistent() {
     let dir = tempfile::tempdir().expect("tempdir");
     let src = tempfile::tempdir().expect("tempdir");
-    let db = Db::open(dir.path(), options()).expect("open");
+    let stalling = options()
+        .write_buffer_size(8 << 10)
+        .level0_file_num_compaction_trigger(1)
+        .level0_slowdown_writes_trigger(2)
+        .level0_stop_writes_trigger(3);
+    let db = Db::open(dir.path(), stalling).expect("open");
     let files: Vec<_> = (0..4)
         .map(|f| {
             build(

@@ -1,10 +1,10 @@
 //! Bulk ingest, inside half: [`DbInner::ingest`] links tables built by
 //! [`crate::TableWriter`] into the database with one manifest edit.
 //!
-//! Steps (`docs/design.md`, "Bulk ingest"): validate the files; pause compactions; take the
-//! `log` lock (no write in flight); flush the memtables if they hold a key inside a file's
-//! range; assign one sequence number `S`; hard-link (or copy) each file to a new table number
-//! and fsync; pick each file's level; append one edit adding every file with tag 8
+//! Steps (`docs/design.md`, "Bulk ingest"): validate the files; hard-link (or copy) each file
+//! to a new table number and fsync; take the `log` lock (no write in flight) and pause
+//! compactions; flush the memtables if they hold a key inside a file's range; assign one
+//! sequence number `S`; pick each file's level; append one edit adding every file with tag 8
 //! (`global_seqno = S`, `docs/format/manifest.md` section 2.1); install the version and
 //! publish `S`; remove the source paths.
 //!
@@ -46,12 +46,7 @@ impl DbInner {
             return Ok(());
         }
         let candidates = self.validate_ingest(files)?;
-        self.pause_compactions()?;
-        let result = self.ingest_paused(&candidates);
-        self.bg.lock().manual_compaction = false;
-        self.refresh_pending_compaction_bytes();
-        self.bg_cv.notify_all();
-        result?;
+        self.link_and_install(&candidates)?;
         for c in &candidates {
             if let Err(e) = std::fs::remove_file(&c.source) {
                 tracing::warn!(path = %c.source.display(), error = %e, "could not remove ingested source file");
@@ -118,9 +113,11 @@ impl DbInner {
         Ok(out)
     }
 
-    /// Waits for running compactions (and a manual compaction or another ingest) to finish
-    /// and keeps new ones from starting until `manual_compaction` is cleared.
-    fn pause_compactions(&self) -> Result<()> {
+    /// Waits for running compactions (and a manual compaction) to finish and keeps new ones
+    /// from starting until `manual_compaction` is cleared. Called with `log` held: then no
+    /// write leader can be stalled waiting for a compaction meanwhile (it would hold `log`),
+    /// and compactions never take `log`, so the wait ends.
+    fn pause_compactions(&self, _log: &LogState) -> Result<()> {
         let mut bg = self.bg.lock();
         while bg.manual_compaction || bg.compactions_running > 0 {
             if bg.shutting_down {
@@ -133,7 +130,7 @@ impl DbInner {
     }
 
     /// Links the files in (no lock held: no version names them yet), then installs them.
-    fn ingest_paused(&self, candidates: &[Candidate]) -> Result<()> {
+    fn link_and_install(&self, candidates: &[Candidate]) -> Result<()> {
         let mut linked: Vec<FileNumber> = Vec::with_capacity(candidates.len());
         let linking = candidates.iter().try_for_each(|c| {
             let number = self.versions.lock().new_file_number();
@@ -156,15 +153,30 @@ impl DbInner {
         result
     }
 
-    /// Under the `log` lock: flushes the memtables if they overlap, assigns the sequence
-    /// number, appends the edit and installs the version. On a manifest write failure the
-    /// database is poisoned and [`Error::Poisoned`] returned (the edit may be durable, so the
-    /// linked tables must stay).
+    /// Under the `log` lock (no write in flight) and with compactions paused (none installs a
+    /// table into a range being filled): flushes the memtables if they overlap, assigns the
+    /// sequence number, appends the edit and installs the version. On a manifest write failure
+    /// the database is poisoned and [`Error::Poisoned`] returned (the edit may be durable, so
+    /// the linked tables must stay).
     fn install_ingested(&self, candidates: &[Candidate], linked: &[FileNumber]) -> Result<()> {
         let mut log = self.log.lock();
         self.check_writable()?;
+        self.pause_compactions(&log)?;
+        let result = self.install_paused(&mut log, candidates, linked);
+        self.bg.lock().manual_compaction = false;
+        self.refresh_pending_compaction_bytes();
+        self.bg_cv.notify_all();
+        result
+    }
+
+    fn install_paused(
+        &self,
+        log: &mut LogState,
+        candidates: &[Candidate],
+        linked: &[FileNumber],
+    ) -> Result<()> {
         if memtables_overlap(&self.super_version(), candidates)? {
-            self.flush_memtables_locked(&mut log)?;
+            self.flush_memtables_locked(log)?;
         }
         let seqno = log.last_seqno.checked_add(1).ok_or(Error::SeqNoExhausted {
             last: log.last_seqno.get(),

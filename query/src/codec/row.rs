@@ -56,7 +56,8 @@ fn unzigzag(v: u64) -> i64 {
 }
 
 /// Decodes `value` into the value columns of `out` (which has one slot per column). Columns
-/// with `needed[c] == false` are skipped without allocating and left as NULL.
+/// with `needed[c] == false` are skipped without allocating and left as NULL; when no value
+/// column is needed the value is not looked at.
 ///
 /// # Errors
 /// [`CodecError`] for a truncated row, bytes left over, or TEXT that is not UTF-8.
@@ -67,6 +68,10 @@ pub fn decode_row(
     out: &mut [Value],
 ) -> Result<(), CodecError> {
     let cols = schema.value_columns();
+    // Nothing of the value is read: skip decoding (and validating) it.
+    if !cols.iter().any(|&c| needed.get(c).copied().unwrap_or(true)) {
+        return Ok(());
+    }
     let nulls_len = cols.len().div_ceil(8);
     let nulls = value
         .get(..nulls_len)

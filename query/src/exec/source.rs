@@ -136,6 +136,14 @@ pub(crate) fn decode(
 
 /// Decodes the primary-key columns of a row key into `row`.
 fn decode_key(table: &TableSchema, key: &[u8], needed: &[bool], row: &mut [Value]) -> Result<()> {
+    // Nothing of the key is read: skip decoding (and validating) it.
+    if !table
+        .primary_key
+        .iter()
+        .any(|&c| needed.get(c).copied().unwrap_or(true))
+    {
+        return Ok(());
+    }
     let mut rest = key
         .get(ID_PREFIX_LEN..)
         .ok_or(CodecError::key(0, "row key shorter than its prefix"))?;
