@@ -239,6 +239,9 @@ impl DbInner {
         let mut delayed = force;
         loop {
             self.check_writable()?;
+            // Counters first, then the version: a flush or compaction that finishes after this
+            // point changes the counters, so the wait below cannot miss it.
+            let progress = self.background_progress();
             let sv = self.super_version();
             if !force {
                 let o = &self.options;
@@ -247,7 +250,7 @@ impl DbInner {
                 if l0 >= o.level0_stop_writes_trigger
                     || pending >= o.hard_pending_compaction_bytes_limit
                 {
-                    self.wait_for_background_progress()?;
+                    self.wait_for_background_progress(progress)?;
                     continue;
                 }
                 if !delayed {
@@ -265,7 +268,7 @@ impl DbInner {
             }
             if sv.imms.len() + 1 >= self.options.max_write_buffer_number {
                 // Stall until the flush thread frees a slot.
-                self.wait_for_background_progress()?;
+                self.wait_for_background_progress(progress)?;
                 continue;
             }
             self.switch_memtable(log, &sv)?;
@@ -273,16 +276,25 @@ impl DbInner {
         }
     }
 
-    /// Waits until a flush or compaction finishes (a write stall, counted in statistics).
-    fn wait_for_background_progress(&self) -> Result<()> {
+    /// Flushes and compactions finished so far.
+    fn background_progress(&self) -> (u64, u64) {
+        let bg = self.bg.lock();
+        (bg.flushes_done, bg.compactions_done)
+    }
+
+    /// Waits until a flush or compaction finishes after `seen` was read (a write stall, counted
+    /// in statistics). Also returns after 100 ms, so the caller re-checks its condition even if
+    /// a wake-up it needed came from elsewhere.
+    fn wait_for_background_progress(&self, seen: (u64, u64)) -> Result<()> {
         let start = Instant::now();
         let mut bg = self.bg.lock();
-        let seen = (bg.flushes_done, bg.compactions_done);
         while (bg.flushes_done, bg.compactions_done) == seen
             && !bg.shutting_down
             && !self.is_poisoned()
+            && start.elapsed() < std::time::Duration::from_millis(100)
         {
-            self.bg_cv.wait(&mut bg);
+            self.bg_cv
+                .wait_for(&mut bg, std::time::Duration::from_millis(100));
         }
         let micros = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
         self.stats.stall_micros.fetch_add(micros, Ordering::Relaxed);
