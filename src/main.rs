@@ -73,6 +73,8 @@ enum Command {
     Check { dir: PathBuf },
     /// Bulk-load a file of key<TAB>value lines (sorted or not) with one atomic ingest.
     Load(load::LoadArgs),
+    /// Serve databases over the Redis protocol and the PostgreSQL protocol (docs/server.md).
+    Serve(strata_server::cli::ServeArgs),
     /// Benchmarks through the public API.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -139,6 +141,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Load(args) => load::run(&args),
+        Command::Serve(args) => strata_server::serve(args.config())
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(Into::into),
         Command::Bench(BenchCommand::Fill(args)) => bench::fill(&args).map(|()| ExitCode::SUCCESS),
     }
 }

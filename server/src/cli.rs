@@ -1,0 +1,70 @@
+//! `strata serve` command-line arguments (feature `cli`, used by the `strata` binary).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::config::{Config, DEFAULT_PG_ADDR, DEFAULT_RESP_ADDR, SyncMode};
+
+/// Serve databases over the Redis protocol (RESP) and the PostgreSQL protocol.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServeArgs {
+    /// Data directory: database NAME lives in DIR/NAME/ (created on first use).
+    #[arg(long, default_value = "./strata-data")]
+    pub dir: PathBuf,
+    /// RESP (Redis) listen address.
+    #[arg(long, default_value = DEFAULT_RESP_ADDR)]
+    pub resp_addr: SocketAddr,
+    /// Do not listen for RESP clients.
+    #[arg(long)]
+    pub no_resp: bool,
+    /// PostgreSQL listen address.
+    #[arg(long, default_value = DEFAULT_PG_ADDR)]
+    pub pg_addr: SocketAddr,
+    /// Do not listen for PostgreSQL clients.
+    #[arg(long)]
+    pub no_pg: bool,
+    /// WAL durability: always (fsync before each reply), batch (fsync every
+    /// --sync-interval-ms in the background) or none (leave it to the OS).
+    #[arg(long, default_value = "batch")]
+    pub sync: SyncMode,
+    /// Background fsync period for --sync batch, in milliseconds.
+    #[arg(long, default_value_t = 100)]
+    pub sync_interval_ms: u64,
+    /// Require this password (RESP AUTH, PostgreSQL password authentication).
+    #[arg(long)]
+    pub requirepass: Option<String>,
+    /// Most simultaneous connections (both protocols).
+    #[arg(long, default_value_t = 10_000)]
+    pub maxclients: usize,
+    /// Close connections idle for this many seconds (0 = never).
+    #[arg(long, default_value_t = 0)]
+    pub timeout: u64,
+    /// Largest RESP bulk string (one argument or value), in bytes.
+    #[arg(long, default_value_t = 512 << 20)]
+    pub proto_max_bulk_len: usize,
+    /// Memtable size per database, in MiB.
+    #[arg(long, default_value_t = 64)]
+    pub write_buffer_mb: usize,
+    /// Block cache per database, in MiB.
+    #[arg(long, default_value_t = 64)]
+    pub cache_mb: usize,
+}
+
+impl ServeArgs {
+    /// The server configuration these arguments describe.
+    pub fn config(&self) -> Config {
+        let mut config = Config::new(self.dir.clone());
+        config.resp_addr = (!self.no_resp).then_some(self.resp_addr);
+        config.pg_addr = (!self.no_pg).then_some(self.pg_addr);
+        config.sync = self.sync;
+        config.sync_interval = Duration::from_millis(self.sync_interval_ms.max(1));
+        config.requirepass.clone_from(&self.requirepass);
+        config.max_clients = self.maxclients;
+        config.idle_timeout = (self.timeout > 0).then(|| Duration::from_secs(self.timeout));
+        config.limits.max_bulk_bytes = self.proto_max_bulk_len;
+        config.write_buffer_size = self.write_buffer_mb.saturating_mul(1 << 20);
+        config.block_cache_size = self.cache_mb.saturating_mul(1 << 20);
+        config
+    }
+}

@@ -1,0 +1,125 @@
+//! Server configuration: addresses, data directory, durability, limits, password.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+use crate::protocol::Limits;
+
+/// When acknowledged writes reach stable storage, like Redis's `appendfsync`.
+///
+/// Every mode writes the WAL record before a write is acknowledged, so a killed server
+/// process (kill -9, crash) never loses an acknowledged write: the bytes are in the operating
+/// system's page cache. The modes differ on power loss or a kernel crash:
+///
+/// | mode | acknowledged writes lost on power loss |
+/// |---|---|
+/// | `always` | none: each write (or pipelined group) is fsynced before its reply |
+/// | `batch` | those of the last `sync_interval` (default 100 ms), plus in-flight ones |
+/// | `none` | everything the OS had not written back yet (Linux: typically up to 30 s) |
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SyncMode {
+    /// fsync the WAL before acknowledging each write; concurrent writers share fsyncs.
+    Always,
+    /// fsync the WAL of every database with new writes every `sync_interval`, in the
+    /// background.
+    #[default]
+    Batch,
+    /// Never fsync explicitly; leave write-back to the operating system (still synced on
+    /// shutdown).
+    None,
+}
+
+impl FromStr for SyncMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "always" => Ok(SyncMode::Always),
+            "batch" => Ok(SyncMode::Batch),
+            "none" => Ok(SyncMode::None),
+            other => Err(format!(
+                "unknown sync mode {other:?}: expected always, batch or none"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for SyncMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SyncMode::Always => "always",
+            SyncMode::Batch => "batch",
+            SyncMode::None => "none",
+        })
+    }
+}
+
+/// Everything `strata serve` needs. [`Config::new`] gives the documented defaults.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Root directory; database `name` lives in `dir/name/`. Created if missing.
+    pub dir: PathBuf,
+    /// Where to listen for RESP (Redis) clients; `None` turns RESP off.
+    /// Default `127.0.0.1:6380`.
+    pub resp_addr: Option<SocketAddr>,
+    /// Where to listen for PostgreSQL clients; `None` turns it off. Default `127.0.0.1:5433`.
+    pub pg_addr: Option<SocketAddr>,
+    /// WAL durability; default [`SyncMode::Batch`].
+    pub sync: SyncMode,
+    /// Period of the background fsync in [`SyncMode::Batch`]. Default 100 ms.
+    pub sync_interval: Duration,
+    /// When set, RESP clients must `AUTH` (or `HELLO .. AUTH`) and PostgreSQL clients must
+    /// give this password (cleartext password authentication; use it on loopback only).
+    pub requirepass: Option<String>,
+    /// Most simultaneous client connections (both protocols together); beyond it new
+    /// connections get an error and are closed. Default 10,000 (Redis's `maxclients`).
+    pub max_clients: usize,
+    /// Close a connection idle (no request) for this long; `None` (default) never does.
+    pub idle_timeout: Option<Duration>,
+    /// RESP framing limits (bulk size, argument count, inline length).
+    pub limits: Limits,
+    /// How long shutdown waits for in-flight commands before closing the databases anyway.
+    /// Default 10 s.
+    pub shutdown_grace: Duration,
+    /// Memtable size of each database, in bytes (engine `write_buffer_size`). Default 64 MiB.
+    pub write_buffer_size: usize,
+    /// Block cache of each database, in bytes. Default 64 MiB.
+    pub block_cache_size: usize,
+}
+
+/// Default RESP address (Redis's port plus one, so both can run side by side).
+pub const DEFAULT_RESP_ADDR: &str = "127.0.0.1:6380";
+/// Default PostgreSQL address (PostgreSQL's port plus one).
+pub const DEFAULT_PG_ADDR: &str = "127.0.0.1:5433";
+
+impl Config {
+    /// The defaults, serving the databases under `dir`.
+    pub fn new(dir: impl Into<PathBuf>) -> Config {
+        Config {
+            dir: dir.into(),
+            resp_addr: DEFAULT_RESP_ADDR.parse().ok(),
+            pg_addr: DEFAULT_PG_ADDR.parse().ok(),
+            sync: SyncMode::default(),
+            sync_interval: Duration::from_millis(100),
+            requirepass: None,
+            max_clients: 10_000,
+            idle_timeout: None,
+            limits: Limits::default(),
+            shutdown_grace: Duration::from_secs(10),
+            write_buffer_size: 64 << 20,
+            block_cache_size: 64 << 20,
+        }
+    }
+
+    /// The defaults with both listeners on `127.0.0.1:0` (a free port each), for tests.
+    pub fn ephemeral(dir: impl Into<PathBuf>) -> Config {
+        let any: Option<SocketAddr> = "127.0.0.1:0".parse().ok();
+        Config {
+            resp_addr: any,
+            pg_addr: any,
+            ..Config::new(dir)
+        }
+    }
+}

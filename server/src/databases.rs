@@ -1,0 +1,485 @@
+//! The databases a server holds: one engine [`Db`] per name, in `DIR/<name>/`, opened on
+//! first use and kept open until shutdown.
+//!
+//! # Key space inside a database
+//! Redis keys are stored under the one-byte prefix [`KV_PREFIX`] (`k`), so they never meet
+//! the SQL layer's catalog, table and index keys (prefixes `0xF0`..`0xF2`, see
+//! `docs/format/keys.md`): `SET foo bar` writes the engine key `kfoo`. `KEYS`, `SCAN`,
+//! `DBSIZE` and `FLUSHDB` see only Redis keys; SQL tables are untouched by them.
+//!
+//! # Atomic read-modify-write
+//! Commands that read a key and write it depending on what they read (`INCR*`, `APPEND`,
+//! `SET NX/XX/GET`, `GETDEL`, `DEL`) hold the key's stripe lock exclusively from the read
+//! to the write; blind writes (`SET`, `MSET`) hold their stripes shared during the write.
+//! So a blind write can never land between the read and the write of an `INCR` on the same
+//! key, while blind writes still run (and group-commit) concurrently. Stripes are always
+//! taken in increasing index order, which rules out deadlock. Locks are never held across
+//! an `.await`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use bytes::Bytes;
+use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use strata_engine::{Db, DbRange, Options, ReadOptions, WriteBatch, WriteOptions};
+
+use crate::config::{Config, SyncMode};
+use crate::error::ServerError;
+
+/// Prefix byte of every Redis key in the engine's key space.
+pub const KV_PREFIX: u8 = b'k';
+
+/// Longest database name, in bytes.
+pub const MAX_NAME_LEN: usize = 64;
+
+/// Number of key-lock stripes per database.
+const STRIPES: usize = 256;
+
+/// Checks a database name: 1 to 64 ASCII letters, digits, `_` or `-` (so it can never name
+/// anything outside `DIR`).
+///
+/// # Errors
+/// A message saying what is wrong, for the client.
+pub fn validate_name(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > MAX_NAME_LEN {
+        return Err(format!(
+            "database name must be 1 to {MAX_NAME_LEN} characters long"
+        ));
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    {
+        return Err(format!(
+            "invalid database name {name:?}: use letters, digits, '_' and '-' only"
+        ));
+    }
+    Ok(())
+}
+
+/// The engine key of Redis key `key`.
+pub fn storage_key(key: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(key.len() + 1);
+    k.push(KV_PREFIX);
+    k.extend_from_slice(key);
+    k
+}
+
+/// One open database.
+#[derive(Debug)]
+pub struct Database {
+    name: String,
+    db: Db,
+    write_options: WriteOptions,
+    /// Set by every write in [`SyncMode::Batch`]; cleared by the background sync.
+    dirty: AtomicBool,
+    stripes: Box<[RwLock<()>]>,
+    /// The SQL layer over this database, loaded on first use.
+    sql: Mutex<Option<Arc<SqlDatabase>>>,
+}
+
+/// The SQL layer's handle type.
+pub type SqlDatabase = strata_query::Database<strata_query::DbStore>;
+
+/// Guards returned by [`Database::lock_keys`].
+#[derive(Debug)]
+pub enum KeyLocks<'a> {
+    /// Shared stripes (blind writes).
+    Shared(Vec<RwLockReadGuard<'a, ()>>),
+    /// Exclusive stripes (read-modify-write).
+    Exclusive(Vec<RwLockWriteGuard<'a, ()>>),
+}
+
+impl Database {
+    /// The database's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The engine handle (for statistics and the SQL layer).
+    pub fn db(&self) -> &Db {
+        &self.db
+    }
+
+    /// The value of Redis key `key`.
+    ///
+    /// # Errors
+    /// Engine read errors.
+    pub fn get(&self, key: &[u8]) -> strata_engine::Result<Option<Bytes>> {
+        self.db.get(&storage_key(key))
+    }
+
+    /// Applies `batch` (built with [`KvBatch`]) with the server's sync mode.
+    ///
+    /// # Errors
+    /// Engine write errors; nothing of the batch is applied then.
+    pub fn write(&self, batch: KvBatch) -> strata_engine::Result<()> {
+        if batch.0.is_empty() {
+            return Ok(());
+        }
+        self.db.write(batch.0, &self.write_options)?;
+        self.mark_dirty();
+        Ok(())
+    }
+
+    /// Records that the WAL has unsynced writes (for [`SyncMode::Batch`]).
+    pub fn mark_dirty(&self) {
+        if !self.write_options.sync {
+            self.dirty.store(true, Ordering::Release);
+        }
+    }
+
+    /// Iterates the Redis keys (without prefix) and values from `start` (inclusive; `None`
+    /// = first key), in key order.
+    pub fn scan_from(&self, start: Option<&[u8]>) -> KvScan {
+        let lower = match start {
+            Some(k) => storage_key(k),
+            None => vec![KV_PREFIX],
+        };
+        let upper = [KV_PREFIX + 1];
+        let range = self.db.range(
+            &ReadOptions {
+                fill_cache: Some(false),
+                ..ReadOptions::default()
+            },
+            (
+                std::ops::Bound::Included(lower.as_slice()),
+                std::ops::Bound::Excluded(&upper[..]),
+            ),
+        );
+        KvScan { range }
+    }
+
+    /// Locks the stripes of `keys`, shared or exclusive, in increasing stripe order.
+    pub fn lock_keys<K: AsRef<[u8]>>(
+        &self,
+        keys: impl IntoIterator<Item = K>,
+        exclusive: bool,
+    ) -> KeyLocks<'_> {
+        let mut idx: Vec<usize> = keys.into_iter().map(|k| stripe_of(k.as_ref())).collect();
+        idx.sort_unstable();
+        idx.dedup();
+        let stripes = idx.into_iter().filter_map(|i| self.stripes.get(i));
+        if exclusive {
+            KeyLocks::Exclusive(stripes.map(RwLock::write).collect())
+        } else {
+            KeyLocks::Shared(stripes.map(RwLock::read).collect())
+        }
+    }
+
+    /// Locks every stripe exclusively (`FLUSHDB`).
+    pub fn lock_all(&self) -> KeyLocks<'_> {
+        KeyLocks::Exclusive(self.stripes.iter().map(RwLock::write).collect())
+    }
+
+    /// The SQL layer over this database (loading its catalog on first use; may block).
+    ///
+    /// # Errors
+    /// [`strata_query::QueryError::Corruption`] for a damaged catalog, engine errors.
+    pub fn sql(&self) -> Result<Arc<SqlDatabase>, strata_query::QueryError> {
+        let mut slot = self.sql.lock();
+        if let Some(sql) = slot.as_ref() {
+            return Ok(Arc::clone(sql));
+        }
+        let mut store = strata_query::DbStore::new(self.db.clone());
+        if self.write_options.sync {
+            store = store.synced();
+        }
+        let sql = Arc::new(strata_query::Database::new(store)?);
+        *slot = Some(Arc::clone(&sql));
+        Ok(sql)
+    }
+
+    /// fsyncs the WAL if there were unsynced writes since the last call.
+    ///
+    /// # Errors
+    /// Engine errors from the synced write.
+    pub fn sync_if_dirty(&self) -> strata_engine::Result<()> {
+        if self.dirty.swap(false, Ordering::AcqRel) {
+            self.sync_now()?;
+        }
+        Ok(())
+    }
+
+    /// fsyncs the WAL now.
+    ///
+    /// # Errors
+    /// Engine errors from the synced write.
+    pub fn sync_now(&self) -> strata_engine::Result<()> {
+        self.db.write(WriteBatch::new(), &WriteOptions::synced())
+    }
+}
+
+/// An iterator over Redis keys, see [`Database::scan_from`].
+#[derive(Debug)]
+pub struct KvScan {
+    range: DbRange,
+}
+
+impl Iterator for KvScan {
+    type Item = strata_engine::Result<(Bytes, Bytes)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let item = self.range.next()?;
+        Some(item.map(|(k, v)| (k.slice(1..), v)))
+    }
+}
+
+/// A write batch over Redis keys (adds the prefix).
+#[derive(Debug, Default)]
+pub struct KvBatch(WriteBatch);
+
+impl KvBatch {
+    /// An empty batch.
+    pub fn new() -> Self {
+        KvBatch::default()
+    }
+
+    /// Sets `key` to `value`.
+    pub fn put(&mut self, key: &[u8], value: &[u8]) {
+        self.0.put(&storage_key(key), value);
+    }
+
+    /// Deletes `key`.
+    pub fn delete(&mut self, key: &[u8]) {
+        self.0.delete(&storage_key(key));
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// FNV-1a: spreads keys over the lock stripes.
+fn stripe_of(key: &[u8]) -> usize {
+    let h = key.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "the remainder is below STRIPES"
+    )]
+    let i = (h % STRIPES as u64) as usize;
+    i
+}
+
+/// All databases of one server.
+#[derive(Debug)]
+pub struct Databases {
+    root: PathBuf,
+    options: Options,
+    sync: SyncMode,
+    open: Mutex<BTreeMap<String, Arc<Database>>>,
+    closed: AtomicBool,
+}
+
+impl Databases {
+    /// Prepares the registry for `config.dir` (creating the directory).
+    ///
+    /// # Errors
+    /// [`ServerError::Dir`] when the directory cannot be created.
+    pub fn new(config: &Config) -> Result<Databases, ServerError> {
+        std::fs::create_dir_all(&config.dir).map_err(|source| ServerError::Dir {
+            path: config.dir.clone(),
+            source,
+        })?;
+        let options = Options::default()
+            .write_buffer_size(config.write_buffer_size)
+            .block_cache_size(config.block_cache_size)
+            .max_value_size(config.limits.max_bulk_bytes.min(u32::MAX as usize - 1));
+        Ok(Databases {
+            root: config.dir.clone(),
+            options,
+            sync: config.sync,
+            open: Mutex::new(BTreeMap::new()),
+            closed: AtomicBool::new(false),
+        })
+    }
+
+    /// The root directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The sync mode writes use.
+    pub fn sync_mode(&self) -> SyncMode {
+        self.sync
+    }
+
+    /// The database `name` if it is already open (never blocks on I/O).
+    pub fn get_open(&self, name: &str) -> Option<Arc<Database>> {
+        self.open.lock().get(name).cloned()
+    }
+
+    /// The database `name`, opening (or creating) it on first use. May block on recovery:
+    /// call from a blocking context unless [`Databases::get_open`] found it.
+    ///
+    /// # Errors
+    /// [`ServerError::BadName`] for an invalid name, [`ServerError::Engine`] when the engine
+    /// cannot open it, [`ServerError::ShuttingDown`] after [`Databases::close_all`].
+    pub fn get_or_open(&self, name: &str) -> Result<Arc<Database>, ServerError> {
+        validate_name(name).map_err(ServerError::BadName)?;
+        // Held across the open so two sessions never open the same directory twice.
+        let mut open = self.open.lock();
+        if self.closed.load(Ordering::Acquire) {
+            return Err(ServerError::ShuttingDown);
+        }
+        if let Some(db) = open.get(name) {
+            return Ok(Arc::clone(db));
+        }
+        let path = self.root.join(name);
+        let db = Db::open(&path, self.options.clone()).map_err(|source| ServerError::Engine {
+            name: name.to_owned(),
+            source,
+        })?;
+        tracing::info!(database = name, path = %path.display(), "opened database");
+        let database = Arc::new(Database {
+            name: name.to_owned(),
+            db,
+            write_options: WriteOptions {
+                sync: self.sync == SyncMode::Always,
+                ..WriteOptions::default()
+            },
+            dirty: AtomicBool::new(false),
+            stripes: (0..STRIPES).map(|_| RwLock::new(())).collect(),
+            sql: Mutex::new(None),
+        });
+        open.insert(name.to_owned(), Arc::clone(&database));
+        Ok(database)
+    }
+
+    /// The open databases, by name.
+    pub fn open_databases(&self) -> Vec<Arc<Database>> {
+        self.open.lock().values().cloned().collect()
+    }
+
+    /// Names of every database under the root (open or not), sorted: subdirectories with a
+    /// valid name.
+    pub fn list(&self) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(&self.root)
+            .into_iter()
+            .flatten()
+            .filter_map(Result::ok)
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|n| validate_name(n).is_ok())
+            .collect();
+        for name in self.open.lock().keys() {
+            if !names.contains(name) {
+                names.push(name.clone());
+            }
+        }
+        names.sort();
+        names
+    }
+
+    /// fsyncs every open database with writes since its last sync ([`SyncMode::Batch`]).
+    pub fn sync_dirty(&self) {
+        for db in self.open_databases() {
+            if let Err(e) = db.sync_if_dirty() {
+                tracing::error!(database = db.name(), error = %e, "background WAL sync failed");
+            }
+        }
+    }
+
+    /// Syncs and closes every open database; later opens fail with
+    /// [`ServerError::ShuttingDown`]. Blocks.
+    ///
+    /// # Errors
+    /// The first close error (all databases are still attempted).
+    pub fn close_all(&self) -> Result<(), ServerError> {
+        let dbs: Vec<Arc<Database>> = {
+            let mut open = self.open.lock();
+            self.closed.store(true, Ordering::Release);
+            std::mem::take(&mut *open).into_values().collect()
+        };
+        let mut first = None;
+        for database in dbs {
+            let name = database.name.clone();
+            let result = database
+                .sync_now()
+                .and_then(|()| database.db.clone().close());
+            match result {
+                Ok(()) => tracing::info!(database = %name, "closed database"),
+                Err(source) => {
+                    tracing::error!(database = %name, error = %source, "closing database failed");
+                    first.get_or_insert(ServerError::Engine { name, source });
+                }
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_validated() {
+        for good in ["db0", "run_42", "A-b", &"x".repeat(64)] {
+            assert!(validate_name(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "",
+            "..",
+            "a/b",
+            "a b",
+            "é",
+            "../etc",
+            &"x".repeat(65),
+            "a.b",
+        ] {
+            assert!(validate_name(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn stripes_are_in_range_and_spread() {
+        let mut seen = std::collections::HashSet::new();
+        for i in 0..10_000 {
+            let s = stripe_of(format!("key:{i}").as_bytes());
+            assert!(s < STRIPES);
+            seen.insert(s);
+        }
+        assert_eq!(seen.len(), STRIPES);
+    }
+
+    #[test]
+    fn redis_keys_stay_inside_their_prefix() -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let dbs = Databases::new(&Config::ephemeral(dir.path()))?;
+        let db = dbs.get_or_open("db0")?;
+        db.db().put(&[0xF1, 1], b"sql row")?;
+        let mut batch = KvBatch::new();
+        batch.put(b"b", b"2");
+        batch.put(b"a", b"1");
+        batch.put(&[0xFF], b"3");
+        db.write(batch)?;
+        let keys: Vec<Bytes> = db
+            .scan_from(None)
+            .map(|kv| kv.map(|(k, _)| k))
+            .collect::<Result<_, _>>()?;
+        assert_eq!(keys, vec![&b"a"[..], b"b", &[0xFF]]);
+        let from_b: Vec<Bytes> = db
+            .scan_from(Some(b"b"))
+            .map(|kv| kv.map(|(k, _)| k))
+            .collect::<Result<_, _>>()?;
+        assert_eq!(from_b, vec![&b"b"[..], &[0xFF]]);
+        assert_eq!(dbs.list(), vec!["db0".to_owned()]);
+        dbs.close_all()?;
+        assert!(matches!(
+            dbs.get_or_open("db0"),
+            Err(ServerError::ShuttingDown)
+        ));
+        Ok(())
+    }
+}

@@ -1,0 +1,70 @@
+//! The server's error type and the one place where errors become wire error codes: RESP
+//! error prefixes here ([`resp_engine_error`]), PostgreSQL SQLSTATEs in `pg::errors`.
+//! Clients never see `Debug` text.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// What can stop the server from starting, or a database from opening.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServerError {
+    /// The data directory could not be created.
+    #[error("cannot create data directory {}: {source}", path.display())]
+    Dir {
+        /// The directory.
+        path: PathBuf,
+        /// The operating system's error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A listener could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The operating system's error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// An invalid database name.
+    #[error("{0}")]
+    BadName(String),
+    /// The engine failed to open or close database `name`.
+    #[error("database {name}: {source}")]
+    Engine {
+        /// The database.
+        name: String,
+        /// The engine's error.
+        #[source]
+        source: strata_engine::Error,
+    },
+    /// The server is shutting down and opens no more databases.
+    #[error("the server is shutting down")]
+    ShuttingDown,
+    /// The async runtime could not be started.
+    #[error("cannot start the runtime: {0}")]
+    Runtime(#[source] std::io::Error),
+}
+
+/// The RESP error line (without `-`) for an engine error.
+pub fn resp_engine_error(e: &strata_engine::Error) -> String {
+    match e {
+        strata_engine::Error::InvalidArgument(_) => format!("ERR {e}"),
+        strata_engine::Error::Closed => "ERR the database is closed (server shutting down)".into(),
+        _ => format!("ERR storage error: {e}"),
+    }
+}
+
+/// The RESP error line for a [`ServerError`] met while serving a command.
+pub fn resp_server_error(e: &ServerError) -> String {
+    match e {
+        ServerError::BadName(msg) => format!("ERR {msg}"),
+        ServerError::Engine {
+            source: strata_engine::Error::Locked { .. },
+            name,
+        } => format!("ERR database {name} is locked by another process"),
+        ServerError::ShuttingDown => "ERR the server is shutting down".into(),
+        other => format!("ERR {other}"),
+    }
+}

@@ -1,0 +1,448 @@
+//! The PostgreSQL front end, on the `pgwire` crate: simple query (psql) and extended query
+//! (parse/bind/describe/execute: psycopg 3, tokio-postgres, JDBC) over the SQL layer.
+//!
+//! Each connection gets its own handler. The connection's database name (`psql -d run42`;
+//! the user name when none is given, as PostgreSQL does) selects the database, which is
+//! opened or created on the first statement. Statements run on the blocking pool, one at a
+//! time per connection. Result columns are typed before execution from the plan
+//! ([`crate::sql::describe`]), so Describe answers match the rows sent later. Parameters are
+//! decoded by their type OID and format and written into the statement as literals
+//! ([`values::param_literal`]); the SQL layer itself has no placeholders.
+
+mod values;
+
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use futures::Sink;
+use futures::stream;
+use parking_lot::Mutex;
+use pgwire::api::auth::cleartext::CleartextPasswordAuthStartupHandler;
+use pgwire::api::auth::noop::NoopStartupHandler;
+use pgwire::api::auth::{
+    AuthSource, DefaultServerParameterProvider, LoginInfo, Password, StartupHandler,
+};
+use pgwire::api::portal::{Format, Portal};
+use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
+use pgwire::api::results::{
+    DataRowEncoder, DescribePortalResponse, DescribeStatementResponse, QueryResponse, Response, Tag,
+};
+use pgwire::api::stmt::{QueryParser, StoredStatement};
+use pgwire::api::store::PortalStore;
+use pgwire::api::{
+    ClientInfo, ClientPortalStore, METADATA_DATABASE, METADATA_USER, PgWireServerHandlers, Type,
+};
+use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
+use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+
+use crate::databases::Database;
+use crate::server::Shared;
+use crate::sql::{self, Column, Outcome, SqlError};
+
+/// An ErrorResponse (SQLSTATE 53300, "too many connections") for connections over
+/// `max_clients`, sent before the startup message is read.
+pub(crate) fn too_many_connections() -> Vec<u8> {
+    let mut fields = Vec::new();
+    for (tag, text) in [
+        (b'S', "FATAL"),
+        (b'V', "FATAL"),
+        (b'C', "53300"),
+        (b'M', "sorry, too many clients already"),
+    ] {
+        fields.push(tag);
+        fields.extend_from_slice(text.as_bytes());
+        fields.push(0);
+    }
+    fields.push(0);
+    let len = u32::try_from(fields.len() + 4).unwrap_or(u32::MAX);
+    let mut msg = vec![b'E'];
+    #[expect(
+        clippy::big_endian_bytes,
+        reason = "PostgreSQL's wire format is big-endian (network order)"
+    )]
+    msg.extend_from_slice(&len.to_be_bytes());
+    msg.extend_from_slice(&fields);
+    msg
+}
+
+/// Serves one PostgreSQL connection until it ends or the server stops.
+pub(crate) async fn serve_connection(
+    stream: TcpStream,
+    shared: Arc<Shared>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let _ = stream.set_nodelay(true);
+    let handlers = Arc::new(PgHandlers::new(shared));
+    tokio::select! {
+        result = pgwire::tokio::process_socket(stream, None, handlers) => {
+            if let Err(e) = result {
+                tracing::debug!(error = %e, "PostgreSQL connection ended with an error");
+            }
+        }
+        _ = stop.changed() => {}
+    }
+}
+
+/// A parsed statement: one SQL statement with `$n` placeholders.
+#[derive(Debug, Clone)]
+pub(crate) struct PgStatement {
+    sql: String,
+    params: usize,
+}
+
+/// Per-connection handlers.
+struct PgHandlers {
+    query: Arc<PgQuery>,
+    startup: Arc<PgStartup>,
+}
+
+impl PgHandlers {
+    fn new(shared: Arc<Shared>) -> Self {
+        let startup = Arc::new(PgStartup {
+            password: shared.config.requirepass.clone().map(|p| {
+                let mut params = DefaultServerParameterProvider::default();
+                params.server_version = sql::PG_VERSION.to_owned();
+                CleartextPasswordAuthStartupHandler::new(PasswordSource(p), params)
+            }),
+        });
+        PgHandlers {
+            query: Arc::new(PgQuery {
+                shared,
+                database: Mutex::new(None),
+                parser: Arc::new(PgParser),
+            }),
+            startup,
+        }
+    }
+}
+
+impl PgWireServerHandlers for PgHandlers {
+    fn simple_query_handler(&self) -> Arc<impl SimpleQueryHandler> {
+        Arc::clone(&self.query)
+    }
+
+    fn extended_query_handler(&self) -> Arc<impl ExtendedQueryHandler> {
+        Arc::clone(&self.query)
+    }
+
+    fn startup_handler(&self) -> Arc<impl StartupHandler> {
+        Arc::clone(&self.startup)
+    }
+}
+
+/// The `--requirepass` password, for any user.
+#[derive(Debug)]
+struct PasswordSource(String);
+
+#[async_trait]
+impl AuthSource for PasswordSource {
+    async fn get_password(&self, _login: &LoginInfo) -> PgWireResult<Password> {
+        Ok(Password::new(None, self.0.as_bytes().to_vec()))
+    }
+}
+
+/// Startup: cleartext password authentication with `--requirepass`, none otherwise.
+struct PgStartup {
+    password:
+        Option<CleartextPasswordAuthStartupHandler<PasswordSource, DefaultServerParameterProvider>>,
+}
+
+/// Startup without authentication.
+struct NoAuth;
+
+impl NoopStartupHandler for NoAuth {}
+
+#[async_trait]
+impl StartupHandler for PgStartup {
+    async fn on_startup<C>(
+        &self,
+        client: &mut C,
+        message: PgWireFrontendMessage,
+    ) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        match &self.password {
+            Some(handler) => handler.on_startup(client, message).await,
+            None => NoAuth.on_startup(client, message).await,
+        }
+    }
+}
+
+/// Statement "parsing": split, count parameters. Real parsing happens at describe/execute.
+#[derive(Debug)]
+struct PgParser;
+
+#[async_trait]
+impl QueryParser for PgParser {
+    type Statement = PgStatement;
+
+    async fn parse_sql<C>(
+        &self,
+        _client: &C,
+        sql: &str,
+        _types: &[Option<Type>],
+    ) -> PgWireResult<Option<PgStatement>>
+    where
+        C: ClientInfo + Unpin + Send + Sync,
+    {
+        match sql::text::split_statements(sql).as_slice() {
+            [] => Ok(None),
+            [one] => Ok(Some(PgStatement {
+                sql: (*one).to_owned(),
+                params: sql::text::param_count(one),
+            })),
+            _ => Err(user_error(
+                "42601",
+                "cannot insert multiple commands into a prepared statement".to_owned(),
+            )),
+        }
+    }
+
+    fn get_parameter_types(&self, stmt: &PgStatement) -> PgWireResult<Vec<Type>> {
+        Ok(vec![Type::UNKNOWN; stmt.params])
+    }
+
+    fn get_result_schema(
+        &self,
+        _stmt: &PgStatement,
+        _column_format: Option<&Format>,
+    ) -> PgWireResult<Vec<pgwire::api::results::FieldInfo>> {
+        // Described by PgQuery::do_describe_*, which can reach the database.
+        Ok(Vec::new())
+    }
+}
+
+fn user_error(code: &str, message: String) -> PgWireError {
+    PgWireError::UserError(Box::new(ErrorInfo::new(
+        "ERROR".to_owned(),
+        code.to_owned(),
+        message,
+    )))
+}
+
+fn sql_error(e: &SqlError) -> PgWireError {
+    user_error(e.sqlstate(), e.to_string())
+}
+
+/// Query handling for one connection.
+struct PgQuery {
+    shared: Arc<Shared>,
+    /// The connection's database, opened on the first statement.
+    database: Mutex<Option<Arc<Database>>>,
+    parser: Arc<PgParser>,
+}
+
+impl PgQuery {
+    /// The connection's database (named by the startup message), opening it on first use.
+    async fn database<C: ClientInfo>(&self, client: &C) -> PgWireResult<Arc<Database>> {
+        if let Some(db) = self.database.lock().as_ref() {
+            return Ok(Arc::clone(db));
+        }
+        let meta = client.metadata();
+        let name = meta
+            .get(METADATA_DATABASE)
+            .or_else(|| meta.get(METADATA_USER))
+            .cloned()
+            .unwrap_or_else(|| "postgres".to_owned());
+        let shared = Arc::clone(&self.shared);
+        let db = self
+            .shared
+            .blocking(move || shared.databases.get_or_open(&name))
+            .await
+            .map_err(|e| user_error("XX000", format!("opening the database failed: {e}")))?
+            .map_err(|e| sql_error(&SqlError::Server(e)))?;
+        *self.database.lock() = Some(Arc::clone(&db));
+        Ok(db)
+    }
+
+    /// Runs `f` with the database on the blocking pool.
+    async fn blocking<C, T, F>(&self, client: &C, f: F) -> PgWireResult<T>
+    where
+        C: ClientInfo,
+        F: FnOnce(&Database) -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let db = self.database(client).await?;
+        self.shared
+            .blocking(move || f(&db))
+            .await
+            .map_err(|e| user_error("XX000", format!("statement failed: {e}")))
+    }
+}
+
+/// A result set as a pgwire response.
+fn rows_response(
+    columns: &[Column],
+    rows: Vec<Vec<strata_query::Value>>,
+    format: &Format,
+) -> Response {
+    let schema = Arc::new(values::fields(columns, format));
+    let mut encoder = DataRowEncoder::new(Arc::clone(&schema));
+    let encoded: Vec<PgWireResult<_>> = rows
+        .iter()
+        .map(|row| values::encode_row(&mut encoder, row, columns))
+        .collect();
+    Response::Query(QueryResponse::new(schema, stream::iter(encoded)))
+}
+
+fn response(outcome: Outcome, format: &Format) -> Response {
+    match outcome {
+        Outcome::Rows { columns, rows } => rows_response(&columns, rows, format),
+        Outcome::Command(tag) => Response::Execution(Tag::new(&tag)),
+        Outcome::Begin => Response::TransactionStart(Tag::new("BEGIN")),
+        Outcome::Commit => Response::TransactionEnd(Tag::new("COMMIT")),
+        Outcome::Rollback => Response::TransactionEnd(Tag::new("ROLLBACK")),
+        Outcome::Empty => Response::EmptyQuery,
+    }
+}
+
+#[async_trait]
+impl SimpleQueryHandler for PgQuery {
+    async fn do_query<C>(&self, client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let statements: Vec<String> = sql::text::split_statements(query)
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        let outcomes = self
+            .blocking(client, move |db| {
+                let mut out = Vec::with_capacity(statements.len());
+                for stmt in &statements {
+                    let result = sql::run(db, stmt);
+                    let failed = result.is_err();
+                    out.push(result);
+                    if failed {
+                        break;
+                    }
+                }
+                out
+            })
+            .await?;
+        Ok(outcomes
+            .into_iter()
+            .map(|r| match r {
+                Ok(o) => response(o, &Format::UnifiedText),
+                Err(e) => Response::Error(Box::new(ErrorInfo::new(
+                    "ERROR".to_owned(),
+                    e.sqlstate().to_owned(),
+                    e.to_string(),
+                ))),
+            })
+            .collect())
+    }
+}
+
+/// The statement with every parameter replaced by NULL (for describing before binding).
+fn with_null_params(stmt: &PgStatement) -> Result<String, SqlError> {
+    sql::text::substitute_params(&stmt.sql, &vec!["NULL".to_owned(); stmt.params])
+        .map_err(SqlError::Params)
+}
+
+#[async_trait]
+impl ExtendedQueryHandler for PgQuery {
+    type Statement = PgStatement;
+    type QueryParser = PgParser;
+
+    fn query_parser(&self) -> Arc<Self::QueryParser> {
+        Arc::clone(&self.parser)
+    }
+
+    async fn do_describe_statement<C>(
+        &self,
+        client: &mut C,
+        target: &StoredStatement<PgStatement>,
+    ) -> PgWireResult<DescribeStatementResponse>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let n = target.statement.params.max(target.parameter_types.len());
+        let params: Vec<Type> = (0..n)
+            .map(|i| {
+                target
+                    .parameter_types
+                    .get(i)
+                    .cloned()
+                    .flatten()
+                    .unwrap_or(Type::UNKNOWN)
+            })
+            .collect();
+        let stmt = target.statement.clone();
+        let columns = self
+            .blocking(client, move |db| {
+                let sql = with_null_params(&stmt)?;
+                sql::describe(db, &sql)
+            })
+            .await?
+            .map_err(|e| sql_error(&e))?;
+        let fields = columns
+            .map(|c| values::fields(&c, &Format::UnifiedText))
+            .unwrap_or_default();
+        Ok(DescribeStatementResponse::new(params, fields))
+    }
+
+    async fn do_describe_portal<C>(
+        &self,
+        client: &mut C,
+        portal: &Portal<PgStatement>,
+    ) -> PgWireResult<DescribePortalResponse>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let stmt = portal.statement.statement.clone();
+        let columns = self
+            .blocking(client, move |db| {
+                let sql = with_null_params(&stmt)?;
+                sql::describe(db, &sql)
+            })
+            .await?
+            .map_err(|e| sql_error(&e))?;
+        Ok(DescribePortalResponse::new(
+            columns
+                .map(|c| values::fields(&c, &portal.result_column_format))
+                .unwrap_or_default(),
+        ))
+    }
+
+    async fn do_query<C>(
+        &self,
+        client: &mut C,
+        portal: &Portal<PgStatement>,
+        _max_rows: usize,
+    ) -> PgWireResult<Response>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let stmt = &portal.statement.statement;
+        let literals = (0..stmt.params.max(portal.parameter_len()))
+            .map(|i| values::param_literal(portal, i))
+            .collect::<Result<Vec<String>, String>>()
+            .map_err(|m| user_error("22P02", m))?;
+        let sql = sql::text::substitute_params(&stmt.sql, &literals)
+            .map_err(|m| user_error("08P01", m))?;
+        let outcome = self
+            .blocking(client, move |db| sql::run(db, &sql))
+            .await?
+            .map_err(|e| sql_error(&e))?;
+        Ok(response(outcome, &portal.result_column_format))
+    }
+}

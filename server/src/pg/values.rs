@@ -1,0 +1,241 @@
+//! Value conversions between the SQL layer and the PostgreSQL wire format: result columns
+//! (type OIDs, text or binary encoding) and parameters (decoded by their type OID and
+//! format, then written into the statement as SQL literals).
+
+use pgwire::api::Type;
+use pgwire::api::portal::{Format, Portal};
+use pgwire::api::results::{DataRowEncoder, FieldInfo};
+use pgwire::error::PgWireResult;
+use pgwire::messages::data::DataRow;
+use strata_query::{DataType, Value};
+
+use crate::sql::Column;
+
+/// The PostgreSQL type a column is described as (`text` when unknown).
+pub fn pg_type(ty: Option<DataType>) -> Type {
+    match ty {
+        Some(DataType::BigInt) => Type::INT8,
+        Some(DataType::Double) => Type::FLOAT8,
+        Some(DataType::Boolean) => Type::BOOL,
+        Some(DataType::Blob) => Type::BYTEA,
+        Some(DataType::Text) | None => Type::TEXT,
+    }
+}
+
+/// The row description of `columns` in `format`.
+pub fn fields(columns: &[Column], format: &Format) -> Vec<FieldInfo> {
+    columns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            FieldInfo::new(
+                c.name.clone(),
+                None,
+                None,
+                pg_type(c.ty),
+                format.format_for(i),
+            )
+        })
+        .collect()
+}
+
+/// Text form of a value, as PostgreSQL prints it (`t`/`f`, `\x..` for bytes).
+pub fn text_of(v: &Value) -> Option<String> {
+    Some(match v {
+        Value::Null => return None,
+        Value::Bool(b) => if *b { "t" } else { "f" }.to_owned(),
+        Value::Int(i) => i.to_string(),
+        Value::Double(d) => crate::protocol::reply::format_double(*d),
+        Value::Text(t) => t.clone(),
+        Value::Blob(b) => {
+            let mut s = String::with_capacity(2 + 2 * b.len());
+            s.push_str("\\x");
+            for byte in b {
+                s.push_str(&format!("{byte:02x}"));
+            }
+            s
+        }
+    })
+}
+
+/// Encodes one row; each value is converted to its column's described type.
+///
+/// # Errors
+/// Encoding errors from pgwire (a value that cannot be written as its column's type).
+pub fn encode_row(
+    encoder: &mut DataRowEncoder,
+    row: &[Value],
+    columns: &[Column],
+) -> PgWireResult<DataRow> {
+    for (v, c) in row.iter().zip(columns) {
+        match (c.ty, v) {
+            (_, Value::Null) => encoder.encode_field(&None::<i64>)?,
+            (Some(DataType::BigInt), Value::Int(i)) => encoder.encode_field(i)?,
+            (Some(DataType::Double), Value::Double(d)) => encoder.encode_field(d)?,
+            #[expect(clippy::cast_precision_loss, reason = "an integer in a DOUBLE column")]
+            (Some(DataType::Double), Value::Int(i)) => encoder.encode_field(&(*i as f64))?,
+            (Some(DataType::Boolean), Value::Bool(b)) => encoder.encode_field(b)?,
+            (Some(DataType::Blob), Value::Blob(b)) => encoder.encode_field(&b.as_slice())?,
+            (Some(DataType::Blob), Value::Text(t)) => encoder.encode_field(&t.as_bytes())?,
+            (_, other) => encoder.encode_field(&text_of(other))?,
+        }
+    }
+    Ok(encoder.take_row())
+}
+
+/// A SQL literal for a string.
+fn quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
+}
+
+fn hex_literal(bytes: &[u8]) -> String {
+    let mut s = String::with_capacity(3 + 2 * bytes.len());
+    s.push_str("X'");
+    for b in bytes {
+        s.push_str(&format!("{b:02x}"));
+    }
+    s.push('\'');
+    s
+}
+
+fn number_literal(text: String) -> String {
+    if text.starts_with('-') {
+        format!("({text})")
+    } else {
+        text
+    }
+}
+
+/// Decodes text-format `bytea` (`\x0102` hex or the escape format).
+fn bytea_from_text(text: &str) -> Option<Vec<u8>> {
+    if let Some(hex) = text.strip_prefix("\\x") {
+        let bytes = hex.as_bytes();
+        if bytes.len() % 2 != 0 {
+            return None;
+        }
+        return bytes
+            .chunks(2)
+            .map(|p| {
+                let s = std::str::from_utf8(p).ok()?;
+                u8::from_str_radix(s, 16).ok()
+            })
+            .collect();
+    }
+    Some(text.as_bytes().to_vec())
+}
+
+/// The SQL literal for parameter `i` of `portal` (its type from the Parse message, `text`
+/// when the client gave none).
+///
+/// # Errors
+/// A message for an undecodable parameter or an unsupported type.
+pub fn param_literal(portal: &Portal<super::PgStatement>, i: usize) -> Result<String, String> {
+    let ty = portal
+        .statement
+        .parameter_types
+        .get(i)
+        .cloned()
+        .flatten()
+        .unwrap_or(Type::UNKNOWN);
+    let Some(Some(raw)) = portal.parameters.get(i) else {
+        return Ok("NULL".to_owned());
+    };
+    let bad = |e: &dyn std::fmt::Display| format!("parameter ${}: {e}", i + 1);
+    let binary = portal.parameter_format.is_binary(i);
+    if !binary {
+        let text = std::str::from_utf8(raw).map_err(|e| bad(&e))?;
+        return Ok(match ty {
+            Type::INT2 | Type::INT4 | Type::INT8 | Type::OID => {
+                let n: i64 = text.trim().parse().map_err(|e| bad(&e))?;
+                number_literal(n.to_string())
+            }
+            Type::FLOAT4 | Type::FLOAT8 | Type::NUMERIC => {
+                let f: f64 = text.trim().parse().map_err(|e| bad(&e))?;
+                if !f.is_finite() {
+                    return Err(bad(&"NaN and infinity are not supported"));
+                }
+                number_literal(text.trim().to_owned())
+            }
+            Type::BOOL => match text.trim().to_ascii_lowercase().as_str() {
+                "t" | "true" | "1" | "yes" | "on" => "TRUE".to_owned(),
+                "f" | "false" | "0" | "no" | "off" => "FALSE".to_owned(),
+                other => return Err(bad(&format!("not a boolean: {other}"))),
+            },
+            Type::BYTEA => hex_literal(&bytea_from_text(text).ok_or_else(|| bad(&"bad bytea"))?),
+            _ => quote(text),
+        });
+    }
+    let value =
+        |r: PgWireResult<Option<String>>| r.map_err(|e| bad(&e)).map(Option::unwrap_or_default);
+    Ok(match ty {
+        Type::INT2 => number_literal(value(
+            portal
+                .parameter::<i16>(i, &ty)
+                .map(|v| v.map(|n| n.to_string())),
+        )?),
+        Type::INT4 => number_literal(value(
+            portal
+                .parameter::<i32>(i, &ty)
+                .map(|v| v.map(|n| n.to_string())),
+        )?),
+        Type::INT8 => number_literal(value(
+            portal
+                .parameter::<i64>(i, &ty)
+                .map(|v| v.map(|n| n.to_string())),
+        )?),
+        Type::FLOAT4 | Type::FLOAT8 => {
+            let f = if ty == Type::FLOAT4 {
+                portal.parameter::<f32>(i, &ty).map(|v| v.map(f64::from))
+            } else {
+                portal.parameter::<f64>(i, &ty)
+            }
+            .map_err(|e| bad(&e))?
+            .unwrap_or_default();
+            if !f.is_finite() {
+                return Err(bad(&"NaN and infinity are not supported"));
+            }
+            number_literal(format!("{f:?}"))
+        }
+        Type::BOOL => {
+            let b = portal
+                .parameter::<bool>(i, &ty)
+                .map_err(|e| bad(&e))?
+                .unwrap_or_default();
+            if b { "TRUE" } else { "FALSE" }.to_owned()
+        }
+        Type::BYTEA => hex_literal(raw),
+        Type::TEXT | Type::VARCHAR | Type::BPCHAR | Type::NAME | Type::UNKNOWN | Type::JSON => {
+            quote(std::str::from_utf8(raw).map_err(|e| bad(&e))?)
+        }
+        other => {
+            return Err(bad(&format!(
+                "binary parameters of type {} are not supported",
+                other.name()
+            )));
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_forms_follow_postgres() {
+        assert_eq!(text_of(&Value::Bool(true)).as_deref(), Some("t"));
+        assert_eq!(
+            text_of(&Value::Blob(vec![1, 0xab])).as_deref(),
+            Some("\\x01ab")
+        );
+        assert_eq!(text_of(&Value::Null), None);
+    }
+
+    #[test]
+    fn literals_are_quoted_safely() {
+        assert_eq!(quote("it's"), "'it''s'");
+        assert_eq!(hex_literal(&[0, 255]), "X'00ff'");
+        assert_eq!(number_literal("-5".into()), "(-5)");
+        assert_eq!(bytea_from_text("\\x00ff"), Some(vec![0, 255]));
+        assert_eq!(bytea_from_text("\\x0"), None);
+    }
+}

@@ -1,0 +1,619 @@
+//! Connection and server commands: `AUTH`, `HELLO`, `SELECT`, `PING`, `ECHO`, `QUIT`,
+//! `CLIENT`, `COMMAND`, `CONFIG`, `FUNCTION`, `INFO`, and the `SQL` extension.
+
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
+
+use super::commands::{COMMANDS, CommandSpec, NOT_INTEGER, SYNTAX, arg, lookup};
+use super::keyspace::count_keys;
+use super::session::Session;
+use crate::error::resp_server_error;
+use crate::protocol::request::parse_decimal;
+
+/// The Redis version whose protocol and replies we follow (reported by HELLO and INFO).
+pub(crate) const REDIS_VERSION: &str = "7.0.15";
+
+/// Numbered databases `SELECT n` accepts (`db0`..`db15`), as Redis's default `databases`.
+pub(crate) const NUMBERED_DATABASES: i64 = 16;
+
+fn password_matches(expected: &str, given: &[u8]) -> bool {
+    let expected = expected.as_bytes();
+    // Constant time in the length of the given password.
+    let mut diff = u8::from(expected.len() != given.len());
+    for (i, &b) in given.iter().enumerate() {
+        diff |= b ^ expected.get(i).copied().unwrap_or(0);
+    }
+    diff == 0
+}
+
+/// Checks `user`/`password`; encodes an error reply and returns false on failure.
+fn authenticate(s: &mut Session, user: Option<&[u8]>, password: &[u8]) -> bool {
+    let Some(expected) = s.shared.config.requirepass.clone() else {
+        s.out.error(
+            "ERR AUTH <password> called without any password configured for the default user. \
+             Are you sure your configuration is correct?",
+        );
+        return false;
+    };
+    let user_ok = user.is_none_or(|u| u == b"default");
+    if user_ok && password_matches(&expected, password) {
+        s.authenticated = true;
+        true
+    } else {
+        s.out
+            .error("WRONGPASS invalid username-password pair or user is disabled.");
+        false
+    }
+}
+
+/// AUTH [username] password
+pub(crate) fn auth(s: &mut Session, args: &[Bytes]) {
+    let ok = match args.len() {
+        2 => authenticate(s, None, arg(args, 1)),
+        3 => authenticate(s, Some(arg(args, 1)), arg(args, 2)),
+        _ => {
+            s.out.error(SYNTAX);
+            return;
+        }
+    };
+    if ok {
+        s.out.ok();
+    }
+}
+
+/// HELLO [protover [AUTH username password] [SETNAME clientname]]
+pub(crate) fn hello(s: &mut Session, args: &[Bytes]) {
+    let mut resp3 = s.out.resp3();
+    if let Some(v) = args.get(1) {
+        match parse_decimal(v) {
+            Some(2) => resp3 = false,
+            Some(3) => resp3 = true,
+            Some(_) => return s.out.error("NOPROTO unsupported protocol version"),
+            None => {
+                return s
+                    .out
+                    .error("ERR Protocol version is not an integer or out of range");
+            }
+        }
+    }
+    let mut i = 2;
+    let mut auth: Option<(&[u8], &[u8])> = None;
+    let mut setname: Option<Bytes> = None;
+    while i < args.len() {
+        let opt = arg(args, i);
+        if opt.eq_ignore_ascii_case(b"AUTH") && i + 2 < args.len() {
+            auth = Some((arg(args, i + 1), arg(args, i + 2)));
+            i += 3;
+        } else if opt.eq_ignore_ascii_case(b"SETNAME") && i + 1 < args.len() {
+            setname = args.get(i + 1).cloned();
+            i += 2;
+        } else {
+            let text = String::from_utf8_lossy(opt).into_owned();
+            return s
+                .out
+                .error(&format!("ERR Syntax error in HELLO option '{text}'"));
+        }
+    }
+    if let Some((user, password)) = auth {
+        if !authenticate(s, Some(user), password) {
+            return;
+        }
+    } else if !s.authenticated {
+        return s.out.error(
+            "NOAUTH HELLO must be called with the client already authenticated, otherwise the \
+             HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and \
+             select the RESP protocol version at the same time",
+        );
+    }
+    if let Some(name) = setname {
+        if !valid_client_name(&name) {
+            return s.out.error(BAD_CLIENT_NAME);
+        }
+        s.name = (!name.is_empty()).then_some(name);
+    }
+    s.out.set_resp3(resp3);
+    s.out.map(8);
+    s.out.bulk(b"server");
+    s.out.bulk(b"redis");
+    s.out.bulk(b"version");
+    s.out.bulk(REDIS_VERSION.as_bytes());
+    s.out.bulk(b"proto");
+    s.out.integer(if resp3 { 3 } else { 2 });
+    s.out.bulk(b"id");
+    s.out.integer(i64::try_from(s.id).unwrap_or(i64::MAX));
+    s.out.bulk(b"mode");
+    s.out.bulk(b"standalone");
+    s.out.bulk(b"role");
+    s.out.bulk(b"master");
+    s.out.bulk(b"modules");
+    s.out.array(0);
+    s.out.bulk(b"strata_version");
+    s.out.bulk(env!("CARGO_PKG_VERSION").as_bytes());
+}
+
+/// The database name `SELECT arg` means: `0`..`15` are `db0`..`db15`; any other valid
+/// database name that is not a number is itself.
+pub(crate) fn database_for_select(arg: &[u8]) -> Result<String, String> {
+    if let Some(n) = parse_decimal(arg) {
+        if (0..NUMBERED_DATABASES).contains(&n) {
+            return Ok(format!("db{n}"));
+        }
+        return Err("ERR DB index is out of range".into());
+    }
+    let name = std::str::from_utf8(arg).map_err(|_| NOT_INTEGER.to_owned())?;
+    if name.bytes().all(|b| b.is_ascii_digit() || b == b'-') {
+        return Err(NOT_INTEGER.into());
+    }
+    crate::databases::validate_name(name).map_err(|m| format!("ERR {m}"))?;
+    Ok(name.to_owned())
+}
+
+/// SELECT index | name
+pub(crate) fn select(s: &mut Session, args: &[Bytes]) {
+    let name = match database_for_select(arg(args, 1)) {
+        Ok(n) => n,
+        Err(e) => return s.out.error(&e),
+    };
+    match s.shared.databases.get_or_open(&name) {
+        Ok(db) => {
+            s.db = db;
+            s.out.ok();
+        }
+        Err(e) => s.out.error(&resp_server_error(&e)),
+    }
+}
+
+/// PING [message]
+pub(crate) fn ping(s: &mut Session, args: &[Bytes]) {
+    match args.len() {
+        1 => s.out.simple("PONG"),
+        2 => s.out.bulk(arg(args, 1)),
+        _ => s
+            .out
+            .error("ERR wrong number of arguments for 'ping' command"),
+    }
+}
+
+/// ECHO message
+pub(crate) fn echo(s: &mut Session, args: &[Bytes]) {
+    s.out.bulk(arg(args, 1));
+}
+
+/// QUIT: replies OK and closes the connection.
+pub(crate) fn quit(s: &mut Session, _args: &[Bytes]) {
+    s.out.ok();
+    s.quit = true;
+}
+
+const BAD_CLIENT_NAME: &str =
+    "ERR Client names cannot contain spaces, newlines or special characters.";
+
+fn valid_client_name(name: &[u8]) -> bool {
+    name.iter().all(|&b| (b'!'..=b'~').contains(&b))
+}
+
+fn subcommand_error(s: &mut Session, command: &str, sub: &[u8]) {
+    let sub = String::from_utf8_lossy(sub).into_owned();
+    s.out.error(&format!(
+        "ERR unknown subcommand '{sub}'. Try {command} HELP."
+    ));
+}
+
+fn sub_arity_error(s: &mut Session, command: &str, sub: &[u8]) {
+    let sub = String::from_utf8_lossy(sub).to_ascii_lowercase();
+    s.out.error(&format!(
+        "ERR wrong number of arguments for '{command}|{sub}' command"
+    ));
+}
+
+fn client_line(s: &Session) -> String {
+    format!(
+        "id={} addr={} laddr={} name={} age={} db={} cmd={} resp={}\n",
+        s.id,
+        s.peer,
+        s.shared
+            .resp_addr
+            .map_or_else(String::new, |a| a.to_string()),
+        s.name
+            .as_deref()
+            .map(String::from_utf8_lossy)
+            .unwrap_or_default(),
+        s.created.elapsed().as_secs(),
+        s.db.name(),
+        s.last_command.to_ascii_lowercase(),
+        if s.out.resp3() { 3 } else { 2 },
+    )
+}
+
+/// CLIENT ID | GETNAME | SETNAME name | SETINFO attr value | INFO | LIST (this connection)
+pub(crate) fn client(s: &mut Session, args: &[Bytes]) {
+    let sub = arg(args, 1).to_ascii_uppercase();
+    let argc = args.len();
+    match sub.as_slice() {
+        b"ID" if argc == 2 => s.out.integer(i64::try_from(s.id).unwrap_or(i64::MAX)),
+        b"GETNAME" if argc == 2 => {
+            let name = s.name.clone();
+            s.out.bulk_or_null(name.as_deref());
+        }
+        b"SETNAME" if argc == 3 => {
+            let name = args.get(2).cloned().unwrap_or_default();
+            if valid_client_name(&name) {
+                s.name = (!name.is_empty()).then_some(name);
+                s.out.ok();
+            } else {
+                s.out.error(BAD_CLIENT_NAME);
+            }
+        }
+        b"SETINFO" if argc == 4 => s.out.ok(),
+        b"INFO" if argc == 2 => {
+            let line = client_line(s);
+            s.out.verbatim(&line);
+        }
+        b"LIST" => {
+            let line = client_line(s);
+            s.out.verbatim(&line);
+        }
+        b"ID" | b"GETNAME" | b"SETNAME" | b"SETINFO" | b"INFO" => {
+            sub_arity_error(s, "client", arg(args, 1));
+        }
+        _ => subcommand_error(s, "CLIENT", arg(args, 1)),
+    }
+}
+
+fn command_flags(c: &CommandSpec) -> Vec<&'static str> {
+    let mut flags = vec![if c.write { "write" } else { "readonly" }];
+    if c.fast {
+        flags.push("fast");
+    }
+    if c.no_auth {
+        flags.push("noauth");
+    }
+    flags
+}
+
+fn command_info(s: &mut Session, c: &CommandSpec) {
+    s.out.array(10);
+    s.out.bulk(c.name.to_ascii_lowercase().as_bytes());
+    s.out.integer(i64::from(c.arity));
+    let flags = command_flags(c);
+    s.out.set(flags.len());
+    for f in flags {
+        s.out.simple(f);
+    }
+    s.out.integer(i64::from(c.keys.0));
+    s.out.integer(i64::from(c.keys.1));
+    s.out.integer(i64::from(c.keys.2));
+    s.out.set(0); // ACL categories
+    s.out.set(0); // tips
+    s.out.array(0); // key specs
+    s.out.array(0); // subcommands
+}
+
+fn command_docs(s: &mut Session, c: &CommandSpec) {
+    s.out.bulk(c.name.to_ascii_lowercase().as_bytes());
+    s.out.map(3);
+    s.out.bulk(b"summary");
+    s.out.bulk(c.summary.as_bytes());
+    s.out.bulk(b"since");
+    s.out.bulk(b"1.0.0");
+    s.out.bulk(b"group");
+    s.out.bulk(c.group.as_bytes());
+}
+
+/// COMMAND [COUNT | LIST | INFO name... | DOCS [name...]]
+pub(crate) fn command(s: &mut Session, args: &[Bytes]) {
+    if args.len() == 1 {
+        s.out.array(COMMANDS.len());
+        for c in COMMANDS {
+            command_info(s, c);
+        }
+        return;
+    }
+    let sub = arg(args, 1).to_ascii_uppercase();
+    let names = args.get(2..).unwrap_or_default();
+    match sub.as_slice() {
+        b"COUNT" if args.len() == 2 => {
+            s.out
+                .integer(i64::try_from(COMMANDS.len()).unwrap_or(i64::MAX));
+        }
+        b"LIST" => {
+            s.out.array(COMMANDS.len());
+            for c in COMMANDS {
+                s.out.bulk(c.name.to_ascii_lowercase().as_bytes());
+            }
+        }
+        b"INFO" => {
+            if names.is_empty() {
+                s.out.array(COMMANDS.len());
+                for c in COMMANDS {
+                    command_info(s, c);
+                }
+            } else {
+                s.out.array(names.len());
+                for n in names {
+                    match lookup(n) {
+                        Some(c) => command_info(s, c),
+                        None => s.out.null(),
+                    }
+                }
+            }
+        }
+        b"DOCS" => {
+            let found: Vec<&CommandSpec> = if names.is_empty() {
+                COMMANDS.iter().collect()
+            } else {
+                names.iter().filter_map(|n| lookup(n)).collect()
+            };
+            s.out.map(found.len());
+            for c in found {
+                command_docs(s, c);
+            }
+        }
+        b"COUNT" => sub_arity_error(s, "command", arg(args, 1)),
+        _ => subcommand_error(s, "COMMAND", arg(args, 1)),
+    }
+}
+
+/// CONFIG GET pattern... (a few read-only parameters); CONFIG SET is refused.
+pub(crate) fn config(s: &mut Session, args: &[Bytes]) {
+    let sub = arg(args, 1).to_ascii_uppercase();
+    match sub.as_slice() {
+        b"GET" if args.len() >= 3 => {
+            let cfg = &s.shared.config;
+            let params: Vec<(&str, String)> = vec![
+                ("appendfsync", cfg.sync.to_string()),
+                ("appendonly", "yes".into()),
+                ("databases", NUMBERED_DATABASES.to_string()),
+                ("dir", cfg.dir.display().to_string()),
+                ("maxclients", cfg.max_clients.to_string()),
+                ("proto-max-bulk-len", cfg.limits.max_bulk_bytes.to_string()),
+                ("save", String::new()),
+                (
+                    "timeout",
+                    cfg.idle_timeout.map_or(0, |d| d.as_secs()).to_string(),
+                ),
+            ];
+            let matched: Vec<&(&str, String)> = params
+                .iter()
+                .filter(|(name, _)| {
+                    args.iter()
+                        .skip(2)
+                        .any(|p| crate::glob::matches(&p.to_ascii_lowercase(), name.as_bytes()))
+                })
+                .collect();
+            s.out.map(matched.len());
+            for (name, value) in matched {
+                s.out.bulk(name.as_bytes());
+                s.out.bulk(value.as_bytes());
+            }
+        }
+        b"SET" | b"RESETSTAT" | b"REWRITE" => s
+            .out
+            .error("ERR CONFIG SET is not supported: restart strata serve with new options"),
+        b"GET" => sub_arity_error(s, "config", arg(args, 1)),
+        _ => subcommand_error(s, "CONFIG", arg(args, 1)),
+    }
+}
+
+/// FUNCTION FLUSH [ASYNC | SYNC]: there are no functions, so this only answers OK (test
+/// harnesses send it).
+pub(crate) fn function(s: &mut Session, args: &[Bytes]) {
+    if arg(args, 1).eq_ignore_ascii_case(b"FLUSH") {
+        s.out.ok();
+    } else {
+        subcommand_error(s, "FUNCTION", arg(args, 1));
+    }
+}
+
+/// INFO [section ...]: server, clients, stats, keyspace, engine (or all / everything /
+/// default).
+pub(crate) fn info(s: &mut Session, args: &[Bytes]) {
+    let wanted: Vec<String> = args
+        .iter()
+        .skip(1)
+        .map(|a| String::from_utf8_lossy(a).to_ascii_lowercase())
+        .collect();
+    let all = wanted.is_empty()
+        || wanted
+            .iter()
+            .any(|w| w == "all" || w == "everything" || w == "default");
+    let want = |section: &str| all || wanted.iter().any(|w| w == section);
+    let mut text = String::new();
+    let shared = std::sync::Arc::clone(&s.shared);
+    let stats = &shared.stats;
+    if want("server") {
+        let _ = write!(
+            text,
+            "# Server\r\nredis_version:{REDIS_VERSION}\r\nstrata_version:{}\r\nredis_mode:standalone\r\n\
+             os:{}\r\narch_bits:64\r\nprocess_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{}\r\n\
+             uptime_in_days:{}\r\nsync_mode:{}\r\ndata_dir:{}\r\n\r\n",
+            env!("CARGO_PKG_VERSION"),
+            std::env::consts::OS,
+            std::process::id(),
+            shared.resp_addr.map_or(0, |a| a.port()),
+            shared.started.elapsed().as_secs(),
+            shared.started.elapsed().as_secs() / 86_400,
+            shared.config.sync,
+            shared.config.dir.display(),
+        );
+    }
+    if want("clients") {
+        let _ = write!(
+            text,
+            "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\n\r\n",
+            stats.connected_clients.load(Ordering::Relaxed),
+            shared.config.max_clients,
+        );
+    }
+    if want("stats") {
+        let _ = write!(
+            text,
+            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\n\
+             rejected_connections:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\n\
+             total_error_replies_protocol:{}\r\n\r\n",
+            stats.connections_received.load(Ordering::Relaxed),
+            stats.commands_processed.load(Ordering::Relaxed),
+            stats.rejected_connections.load(Ordering::Relaxed),
+            stats.keyspace_hits.load(Ordering::Relaxed),
+            stats.keyspace_misses.load(Ordering::Relaxed),
+            stats.protocol_errors.load(Ordering::Relaxed),
+        );
+    }
+    if want("keyspace") {
+        text.push_str("# Keyspace\r\n");
+        for db in shared.databases.open_databases() {
+            match count_keys(&db) {
+                Ok(0) => {}
+                Ok(n) => {
+                    let _ = write!(text, "{}:keys={n},expires=0,avg_ttl=0\r\n", db.name());
+                }
+                Err(e) => {
+                    let _ = write!(
+                        text,
+                        "{}:error={}\r\n",
+                        db.name(),
+                        e.to_string().replace(['\r', '\n'], " ")
+                    );
+                }
+            }
+        }
+        text.push_str("\r\n");
+    }
+    if want("engine") {
+        let st = s.db.db().stats();
+        let _ = write!(
+            text,
+            "# Engine\r\ndatabase:{}\r\nuser_bytes:{}\r\nwal_bytes:{}\r\nwal_syncs:{}\r\n\
+             write_groups:{}\r\nflushes:{}\r\nflush_bytes:{}\r\ncompactions:{}\r\n\
+             compaction_bytes_read:{}\r\ncompaction_bytes_written:{}\r\nwrite_amplification:{:.2}\r\n\
+             stall_micros:{}\r\ndelay_micros:{}\r\nblock_cache_hits:{}\r\nblock_cache_misses:{}\r\n\
+             bloom_checked:{}\r\nbloom_useful:{}\r\npending_compaction_bytes:{}\r\n\
+             memtable_bytes:{}\r\nimmutable_memtables:{}\r\nlast_seqno:{}\r\ntable_bytes:{}\r\n",
+            s.db.name(),
+            st.user_bytes,
+            st.wal_bytes,
+            st.wal_syncs,
+            st.write_groups,
+            st.flushes,
+            st.flush_bytes,
+            st.compactions,
+            st.compaction_bytes_read,
+            st.compaction_bytes_written,
+            st.write_amplification(),
+            st.stall_micros,
+            st.delay_micros,
+            st.block_cache_hits,
+            st.block_cache_misses,
+            st.bloom_checked,
+            st.bloom_useful,
+            st.pending_compaction_bytes,
+            st.memtable_bytes,
+            st.immutable_memtables,
+            st.last_seqno,
+            st.table_bytes(),
+        );
+        for (level, l) in st.levels.iter().enumerate() {
+            let _ = write!(
+                text,
+                "level{level}:tables={},bytes={},target_bytes={}\r\n",
+                l.files, l.bytes, l.target_bytes
+            );
+        }
+        text.push_str("\r\n");
+    }
+    s.out.verbatim(&text);
+}
+
+/// SQL "statement; ...": runs the statements on the current database. One statement's
+/// reply: rows as an array whose first element is the array of column names, then one
+/// array per row; a command's tag (`INSERT 0 2`) as a simple string. Several statements: an
+/// array of those replies. Errors: `-ERR [SQLSTATE] message` (statements before it stay
+/// applied).
+pub(crate) fn sql(s: &mut Session, args: &[Bytes]) {
+    let Ok(text) = std::str::from_utf8(arg(args, 1)) else {
+        return s.out.error("ERR SQL text must be UTF-8");
+    };
+    let statements = crate::sql::text::split_statements(text);
+    let mut outcomes = Vec::with_capacity(statements.len());
+    for stmt in &statements {
+        match crate::sql::run(&s.db, stmt) {
+            Ok(o) => outcomes.push(o),
+            Err(e) => {
+                let message = format!("ERR [{}] {e}", e.sqlstate());
+                return s.out.error(&message);
+            }
+        }
+    }
+    match outcomes.as_slice() {
+        [] => s.out.error("ERR empty SQL statement"),
+        [one] => sql_reply(s, one),
+        many => {
+            s.out.array(many.len());
+            for o in many {
+                sql_reply(s, o);
+            }
+        }
+    }
+}
+
+fn sql_reply(s: &mut Session, outcome: &crate::sql::Outcome) {
+    use crate::sql::Outcome;
+    match outcome {
+        Outcome::Rows { columns, rows } => {
+            s.out.array(rows.len() + 1);
+            s.out.array(columns.len());
+            for c in columns {
+                s.out.bulk(c.name.as_bytes());
+            }
+            for row in rows {
+                s.out.array(row.len());
+                for v in row {
+                    sql_value(s, v);
+                }
+            }
+        }
+        Outcome::Command(tag) => s.out.simple(tag),
+        Outcome::Begin => s.out.simple("BEGIN"),
+        Outcome::Commit => s.out.simple("COMMIT"),
+        Outcome::Rollback => s.out.simple("ROLLBACK"),
+        Outcome::Empty => s.out.null(),
+    }
+}
+
+fn sql_value(s: &mut Session, v: &strata_query::Value) {
+    use strata_query::Value;
+    match v {
+        Value::Null => s.out.null(),
+        Value::Bool(b) => s.out.boolean(*b),
+        Value::Int(i) => s.out.integer(*i),
+        Value::Double(d) => s.out.double(*d),
+        Value::Text(t) => s.out.bulk(t.as_bytes()),
+        Value::Blob(b) => s.out.bulk(b),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn select_maps_numbers_and_names() {
+        assert_eq!(database_for_select(b"0"), Ok("db0".into()));
+        assert_eq!(database_for_select(b"15"), Ok("db15".into()));
+        assert_eq!(database_for_select(b"run42"), Ok("run42".into()));
+        assert!(database_for_select(b"16").is_err());
+        assert!(database_for_select(b"-1").is_err());
+        assert!(database_for_select(b"../x").is_err());
+        assert!(database_for_select(b"007").is_err());
+    }
+
+    #[test]
+    fn password_comparison() {
+        assert!(password_matches("secret", b"secret"));
+        assert!(!password_matches("secret", b"secreT"));
+        assert!(!password_matches("secret", b"secret2"));
+        assert!(!password_matches("secret", b""));
+    }
+}

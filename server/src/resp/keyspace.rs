@@ -1,0 +1,233 @@
+//! Whole-key-space commands: `SCAN`, `KEYS`, `DBSIZE`, `FLUSHDB`, `FLUSHALL`, `DATABASES`.
+//!
+//! # SCAN cursors
+//! Redis clients treat the cursor as an unsigned decimal number, so a cursor cannot carry
+//! the key to resume from. The server keeps a table of cursors instead: cursor `n` names
+//! (database, next key). Resuming continues at that key in key order, so every key present
+//! for the whole scan is returned exactly once, whatever is written meanwhile (stronger than
+//! Redis's guarantee, which may repeat keys). The table holds the newest
+//! [`MAX_CURSORS`] cursors; an older or unknown cursor gets `ERR invalid cursor`.
+
+use std::collections::{HashMap, VecDeque};
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+
+use super::commands::{NOT_INTEGER, SYNTAX, arg};
+use super::session::Session;
+use crate::databases::{Database, KvBatch};
+use crate::error::{resp_engine_error, resp_server_error};
+use crate::glob;
+use crate::protocol::request::parse_decimal;
+
+/// Most live SCAN cursors kept.
+pub(crate) const MAX_CURSORS: usize = 65_536;
+
+/// Keys deleted per engine write by FLUSHDB.
+const FLUSH_BATCH: usize = 10_000;
+
+#[derive(Debug)]
+struct CursorEntry {
+    database: String,
+    next_key: Bytes,
+}
+
+#[derive(Debug, Default)]
+struct CursorState {
+    next_id: u64,
+    entries: HashMap<u64, CursorEntry>,
+    order: VecDeque<u64>,
+}
+
+/// Live SCAN cursors, shared by all connections.
+#[derive(Debug, Default)]
+pub(crate) struct CursorTable {
+    state: Mutex<CursorState>,
+}
+
+impl CursorTable {
+    /// Stores a cursor resuming at `next_key`; returns its number (never 0).
+    fn insert(&self, database: &str, next_key: Bytes) -> u64 {
+        let mut st = self.state.lock();
+        st.next_id = st.next_id.wrapping_add(1).max(1);
+        let id = st.next_id;
+        st.entries.insert(
+            id,
+            CursorEntry {
+                database: database.to_owned(),
+                next_key,
+            },
+        );
+        st.order.push_back(id);
+        while st.order.len() > MAX_CURSORS {
+            if let Some(old) = st.order.pop_front() {
+                st.entries.remove(&old);
+            }
+        }
+        id
+    }
+
+    /// The resume key of cursor `id` in `database` (the cursor stays valid: a client may
+    /// retry a SCAN call).
+    fn get(&self, database: &str, id: u64) -> Option<Bytes> {
+        let st = self.state.lock();
+        st.entries
+            .get(&id)
+            .filter(|e| e.database == database)
+            .map(|e| e.next_key.clone())
+    }
+}
+
+/// SCAN cursor [MATCH pattern] [COUNT n] [TYPE type]
+pub(crate) fn scan(s: &mut Session, args: &[Bytes]) {
+    let cursor = std::str::from_utf8(arg(args, 1))
+        .ok()
+        .and_then(|c| c.parse::<u64>().ok());
+    let Some(cursor) = cursor else {
+        return s.out.error("ERR invalid cursor");
+    };
+    let mut pattern: Option<&[u8]> = None;
+    let mut count: usize = 10;
+    let mut only_strings = true;
+    let mut i = 2;
+    while i < args.len() {
+        let opt = arg(args, i).to_ascii_uppercase();
+        let value = args.get(i + 1);
+        match (opt.as_slice(), value) {
+            (b"MATCH", Some(p)) => pattern = Some(p),
+            (b"COUNT", Some(n)) => match parse_decimal(n).map(usize::try_from) {
+                Some(Ok(n)) if n >= 1 => count = n,
+                Some(Ok(_)) => return s.out.error(SYNTAX),
+                _ => return s.out.error(NOT_INTEGER),
+            },
+            (b"TYPE", Some(t)) => only_strings = t.eq_ignore_ascii_case(b"string"),
+            _ => return s.out.error(SYNTAX),
+        }
+        i += 2;
+    }
+    let start = if cursor == 0 {
+        None
+    } else {
+        match s.shared.cursors.get(s.db.name(), cursor) {
+            Some(k) => Some(k),
+            None => return s.out.error("ERR invalid cursor"),
+        }
+    };
+    let mut found = Vec::new();
+    let mut next = None;
+    for (examined, kv) in s.db.scan_from(start.as_deref()).enumerate() {
+        let (key, _) = match kv {
+            Ok(kv) => kv,
+            Err(e) => return s.out.error(&resp_engine_error(&e)),
+        };
+        if examined == count {
+            next = Some(key);
+            break;
+        }
+        if only_strings && pattern.is_none_or(|p| glob::matches(p, &key)) {
+            found.push(key);
+        }
+    }
+    let next_id = next.map_or(0, |k| s.shared.cursors.insert(s.db.name(), k));
+    s.out.array(2);
+    s.out.bulk(next_id.to_string().as_bytes());
+    s.out.array(found.len());
+    for k in &found {
+        s.out.bulk(k);
+    }
+}
+
+/// KEYS pattern
+pub(crate) fn keys(s: &mut Session, args: &[Bytes]) {
+    let pattern = arg(args, 1);
+    let mut found = Vec::new();
+    for kv in s.db.scan_from(None) {
+        match kv {
+            Ok((key, _)) if glob::matches(pattern, &key) => found.push(key),
+            Ok(_) => {}
+            Err(e) => return s.out.error(&resp_engine_error(&e)),
+        }
+    }
+    s.out.array(found.len());
+    for k in &found {
+        s.out.bulk(k);
+    }
+}
+
+/// Exact number of Redis keys in `db` (a full scan).
+pub(crate) fn count_keys(db: &Database) -> strata_engine::Result<u64> {
+    let mut n = 0u64;
+    for kv in db.scan_from(None) {
+        kv?;
+        n += 1;
+    }
+    Ok(n)
+}
+
+/// DBSIZE: exact, counted by a scan of the key space.
+pub(crate) fn dbsize(s: &mut Session, _args: &[Bytes]) {
+    match count_keys(&s.db) {
+        Ok(n) => s.out.integer(i64::try_from(n).unwrap_or(i64::MAX)),
+        Err(e) => s.out.error(&resp_engine_error(&e)),
+    }
+}
+
+/// Deletes every Redis key of `db`, holding all key locks (writers wait meanwhile).
+fn flush(db: &Database) -> strata_engine::Result<()> {
+    let _locks = db.lock_all();
+    let mut batch = KvBatch::new();
+    for kv in db.scan_from(None) {
+        let (key, _) = kv?;
+        batch.delete(&key);
+        if batch.len() >= FLUSH_BATCH {
+            db.write(std::mem::take(&mut batch))?;
+        }
+    }
+    db.write(batch)
+}
+
+fn flush_mode_ok(args: &[Bytes]) -> bool {
+    match args.get(1) {
+        None => args.len() == 1,
+        Some(m) => {
+            args.len() == 2 && (m.eq_ignore_ascii_case(b"SYNC") || m.eq_ignore_ascii_case(b"ASYNC"))
+        }
+    }
+}
+
+/// FLUSHDB [ASYNC | SYNC] (always synchronous).
+pub(crate) fn flushdb(s: &mut Session, args: &[Bytes]) {
+    if !flush_mode_ok(args) {
+        return s.out.error(SYNTAX);
+    }
+    match flush(&s.db) {
+        Ok(()) => s.out.ok(),
+        Err(e) => s.out.error(&resp_engine_error(&e)),
+    }
+}
+
+/// FLUSHALL [ASYNC | SYNC]: every database under the data directory.
+pub(crate) fn flushall(s: &mut Session, args: &[Bytes]) {
+    if !flush_mode_ok(args) {
+        return s.out.error(SYNTAX);
+    }
+    for name in s.shared.databases.list() {
+        let db = match s.shared.databases.get_or_open(&name) {
+            Ok(db) => db,
+            Err(e) => return s.out.error(&resp_server_error(&e)),
+        };
+        if let Err(e) = flush(&db) {
+            return s.out.error(&resp_engine_error(&e));
+        }
+    }
+    s.out.ok();
+}
+
+/// DATABASES: names of every database under the data directory.
+pub(crate) fn databases(s: &mut Session, _args: &[Bytes]) {
+    let names = s.shared.databases.list();
+    s.out.array(names.len());
+    for n in &names {
+        s.out.bulk(n.as_bytes());
+    }
+}

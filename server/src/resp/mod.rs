@@ -1,0 +1,143 @@
+//! The RESP (Redis protocol) front end: one task per connection.
+//!
+//! The connection loop reads into a buffer, parses every complete request in it (up to
+//! [`MAX_BATCH`]), runs them in order and writes all their replies with one `write` before
+//! reading again: a pipeline of 16 commands costs one read and one write, and consecutive
+//! blind writes in it share one engine write (see [`session`]). Batches that may block (a
+//! synced write, a scan over the whole key space, opening a database) run on the blocking
+//! pool so they never stall other connections; the rest run inline.
+//!
+//! A malformed request gets `-ERR Protocol error: ...` after the replies of the requests
+//! before it, and the connection is closed.
+
+mod admin;
+mod commands;
+pub(crate) mod keyspace;
+mod session;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+
+use crate::protocol::RequestParser;
+use crate::server::{DEFAULT_DATABASE, Shared};
+use session::Session;
+
+/// Most requests run per batch before replies are written.
+const MAX_BATCH: usize = 1024;
+
+/// Read buffer growth step.
+const READ_CHUNK: usize = 16 << 10;
+
+/// Serves one RESP connection until the client quits or disconnects, a protocol error, the
+/// idle timeout, or server shutdown.
+pub(crate) async fn serve_connection(
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    shared: Arc<Shared>,
+    mut stop: watch::Receiver<bool>,
+) {
+    // redis-benchmark -P 16 crawls with Nagle's algorithm on.
+    let _ = stream.set_nodelay(true);
+    let db = match shared.databases.get_open(DEFAULT_DATABASE) {
+        Some(db) => db,
+        None => {
+            let s = Arc::clone(&shared);
+            match shared
+                .blocking(move || s.databases.get_or_open(DEFAULT_DATABASE))
+                .await
+            {
+                Ok(Ok(db)) => db,
+                Ok(Err(e)) => {
+                    let line = format!("-{}\r\n", crate::error::resp_server_error(&e));
+                    let _ = stream.write_all(line.as_bytes()).await;
+                    return;
+                }
+                Err(_) => return,
+            }
+        }
+    };
+    let mut session = Session::new(Arc::clone(&shared), peer, db);
+    let mut parser = RequestParser::new();
+    let mut buf = BytesMut::with_capacity(READ_CHUNK);
+    let idle = shared.config.idle_timeout;
+    loop {
+        // Parse what is buffered. Before AUTH, one request at a time: AUTH changes the limits.
+        let mut batch: Vec<Vec<Bytes>> = Vec::new();
+        let mut protocol_error = None;
+        while batch.len() < MAX_BATCH && (batch.is_empty() || !session.needs_auth()) {
+            match parser.next_request(&mut buf, &session.limits()) {
+                Ok(Some(args)) => batch.push(args),
+                Ok(None) => break,
+                Err(e) => {
+                    protocol_error = Some(e);
+                    break;
+                }
+            }
+        }
+        let more_buffered = batch.len() == MAX_BATCH || (session.needs_auth() && !buf.is_empty());
+        if !batch.is_empty() {
+            if session.batch_may_block(&batch) {
+                let job = shared
+                    .blocking(move || {
+                        session.run_batch(batch);
+                        session
+                    })
+                    .await;
+                match job {
+                    Ok(s) => session = s,
+                    Err(_) => return,
+                }
+            } else {
+                session.run_batch(batch);
+            }
+        }
+        if let Some(e) = protocol_error {
+            shared.stats.protocol_errors.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(%peer, error = %e, "protocol error; closing connection");
+            session.out.error(&format!("ERR Protocol error: {e}"));
+            let _ = stream.write_all(session.out.bytes()).await;
+            let _ = stream.shutdown().await;
+            return;
+        }
+        if !session.out.is_empty() {
+            if stream.write_all(session.out.bytes()).await.is_err() {
+                return;
+            }
+            session.out.clear();
+        }
+        if session.quit {
+            let _ = stream.shutdown().await;
+            return;
+        }
+        if more_buffered {
+            continue;
+        }
+        if *stop.borrow() {
+            return;
+        }
+        if buf.capacity() - buf.len() < READ_CHUNK / 4 {
+            buf.reserve(READ_CHUNK);
+        }
+        let read = async {
+            match idle {
+                Some(limit) => tokio::time::timeout(limit, stream.read_buf(&mut buf))
+                    .await
+                    .unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into())),
+                None => stream.read_buf(&mut buf).await,
+            }
+        };
+        tokio::select! {
+            n = read => match n {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            },
+            _ = stop.changed() => return,
+        }
+    }
+}

@@ -1,0 +1,213 @@
+//! Per-connection state and command execution.
+//!
+//! # Pipelined writes
+//! Plain `SET key value` and `MSET` are blind writes: their entries are gathered into one
+//! pending [`KvBatch`] and their `+OK` replies encoded right away. The batch is written
+//! (one engine write, hence one WAL append and, with `--sync always`, one fsync) before any
+//! other command runs and at the end of the pipeline, and always before any reply reaches
+//! the socket, so a client never sees `+OK` for a write that is not in the WAL. If the
+//! engine refuses the batch, the gathered `+OK`s are replaced by one error per command.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use bytes::Bytes;
+
+use super::commands::{self, CommandSpec};
+use crate::config::SyncMode;
+use crate::databases::{Database, KvBatch};
+use crate::error::resp_engine_error;
+use crate::protocol::{Limits, ReplyBuffer};
+use crate::server::Shared;
+
+/// Flush the pending batch once it holds this many bytes.
+const PENDING_MAX_BYTES: usize = 4 << 20;
+/// Flush the pending batch once it holds this many commands.
+const PENDING_MAX_COMMANDS: usize = 1024;
+
+/// Blind writes gathered from a pipeline, not yet written.
+#[derive(Debug, Default)]
+struct Pending {
+    batch: KvBatch,
+    keys: Vec<Bytes>,
+    /// Offset in the reply buffer of the first gathered reply.
+    reply_start: usize,
+    commands: usize,
+    bytes: usize,
+}
+
+/// One RESP connection's state.
+#[derive(Debug)]
+pub(crate) struct Session {
+    pub shared: Arc<Shared>,
+    pub id: u64,
+    pub peer: SocketAddr,
+    pub db: Arc<Database>,
+    pub authenticated: bool,
+    pub name: Option<Bytes>,
+    pub out: ReplyBuffer,
+    /// Close the connection after writing the replies (`QUIT`).
+    pub quit: bool,
+    pub created: Instant,
+    pub last_command: &'static str,
+    pending: Pending,
+}
+
+impl Session {
+    pub fn new(shared: Arc<Shared>, peer: SocketAddr, db: Arc<Database>) -> Session {
+        let authenticated = shared.config.requirepass.is_none();
+        Session {
+            id: shared.client_id(),
+            shared,
+            peer,
+            db,
+            authenticated,
+            name: None,
+            out: ReplyBuffer::new(),
+            quit: false,
+            created: Instant::now(),
+            last_command: "NULL",
+            pending: Pending::default(),
+        }
+    }
+
+    /// True while a password is required and not given yet.
+    pub fn needs_auth(&self) -> bool {
+        !self.authenticated
+    }
+
+    /// The framing limits for this connection (smaller before AUTH).
+    pub fn limits(&self) -> Limits {
+        if self.authenticated {
+            self.shared.config.limits
+        } else {
+            self.shared.config.limits.unauthenticated()
+        }
+    }
+
+    /// True when running `batch` may block the thread for long: whole-key-space commands,
+    /// opening databases, SQL, or writes that fsync.
+    pub fn batch_may_block(&self, batch: &[Vec<Bytes>]) -> bool {
+        let synced = self.shared.config.sync == SyncMode::Always;
+        batch.iter().any(|args| {
+            args.first()
+                .and_then(|name| commands::lookup(name))
+                .is_some_and(|spec| spec.heavy || (synced && spec.write))
+        })
+    }
+
+    /// Runs `batch` in order, encoding the replies into `self.out`.
+    pub fn run_batch(&mut self, batch: Vec<Vec<Bytes>>) {
+        for args in &batch {
+            if self.quit {
+                break;
+            }
+            self.execute(args);
+        }
+        self.flush_pending();
+    }
+
+    fn execute(&mut self, args: &[Bytes]) {
+        let Some(name) = args.first() else {
+            return;
+        };
+        self.shared
+            .stats
+            .commands_processed
+            .fetch_add(1, Ordering::Relaxed);
+        let Some(spec) = commands::lookup(name) else {
+            self.unknown_command(args);
+            return;
+        };
+        if !arity_ok(spec, args.len()) {
+            self.out.error(&format!(
+                "ERR wrong number of arguments for '{}' command",
+                spec.name.to_ascii_lowercase()
+            ));
+            return;
+        }
+        if !self.authenticated && !spec.no_auth {
+            self.out.error("NOAUTH Authentication required.");
+            return;
+        }
+        if !spec.batchable {
+            self.flush_pending();
+        }
+        self.last_command = spec.name;
+        (spec.handler)(self, args);
+    }
+
+    fn unknown_command(&mut self, args: &[Bytes]) {
+        let name = args
+            .first()
+            .map(|a| String::from_utf8_lossy(a))
+            .unwrap_or_default();
+        let mut rest = String::new();
+        for a in args.iter().skip(1) {
+            if rest.len() >= 128 {
+                break;
+            }
+            let room = 128 - rest.len();
+            let text = String::from_utf8_lossy(a);
+            let cut: String = text.chars().take(room).collect();
+            rest.push('\'');
+            rest.push_str(&cut);
+            rest.push_str("' ");
+        }
+        let name: String = name.chars().take(128).collect();
+        self.out.error(&format!(
+            "ERR unknown command '{name}', with args beginning with: {rest}"
+        ));
+    }
+
+    /// Adds a blind `SET key value` to the pending batch and encodes its `+OK`.
+    pub fn pend_put(&mut self, pairs: &[Bytes]) {
+        if self.pending.commands == 0 {
+            self.pending.reply_start = self.out.len();
+        }
+        for pair in pairs.chunks_exact(2) {
+            if let [key, value] = pair {
+                self.pending.batch.put(key, value);
+                self.pending.bytes += key.len() + value.len();
+                self.pending.keys.push(key.clone());
+            }
+        }
+        self.pending.commands += 1;
+        self.out.ok();
+        if self.pending.bytes >= PENDING_MAX_BYTES || self.pending.commands >= PENDING_MAX_COMMANDS
+        {
+            self.flush_pending();
+        }
+    }
+
+    /// Writes the pending blind writes (see the module docs).
+    pub fn flush_pending(&mut self) {
+        if self.pending.commands == 0 {
+            return;
+        }
+        let pending = std::mem::take(&mut self.pending);
+        let result = {
+            let _locks = self.db.lock_keys(&pending.keys, false);
+            self.db.write(pending.batch)
+        };
+        if let Err(e) = result {
+            self.out.truncate(pending.reply_start);
+            let line = resp_engine_error(&e);
+            for _ in 0..pending.commands {
+                self.out.error(&line);
+            }
+        }
+    }
+}
+
+fn arity_ok(spec: &CommandSpec, argc: usize) -> bool {
+    let argc = i64::try_from(argc).unwrap_or(i64::MAX);
+    let arity = i64::from(spec.arity);
+    if arity >= 0 {
+        argc == arity
+    } else {
+        argc >= -arity
+    }
+}

@@ -1,0 +1,466 @@
+//! Listeners, connection accounting and shutdown.
+//!
+//! [`Server::run`] accepts RESP and PostgreSQL connections, one task each, until the
+//! shutdown future completes; then it stops accepting, lets every connection finish the
+//! command it is running (RESP connections close once idle, PostgreSQL connections are
+//! dropped after their in-flight statement), waits for in-flight engine calls, syncs the WALs
+//! and closes the databases. [`serve`] wires SIGINT/SIGTERM to that shutdown.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{oneshot, watch};
+use tokio::task::JoinSet;
+
+use crate::config::{Config, SyncMode};
+use crate::databases::Databases;
+use crate::error::ServerError;
+
+/// The database RESP connections start in.
+pub(crate) const DEFAULT_DATABASE: &str = "db0";
+
+/// Counters for `INFO stats` / `INFO clients`.
+#[derive(Debug, Default)]
+pub(crate) struct Stats {
+    pub connections_received: AtomicU64,
+    pub rejected_connections: AtomicU64,
+    pub commands_processed: AtomicU64,
+    pub keyspace_hits: AtomicU64,
+    pub keyspace_misses: AtomicU64,
+    pub protocol_errors: AtomicU64,
+    pub connected_clients: AtomicUsize,
+}
+
+/// State shared by every connection.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub config: Config,
+    pub databases: Databases,
+    pub stats: Stats,
+    pub cursors: crate::resp::keyspace::CursorTable,
+    pub started: Instant,
+    pub next_client_id: AtomicU64,
+    /// Engine calls running on the blocking pool; shutdown waits for them.
+    pub in_flight: AtomicUsize,
+    pub resp_addr: Option<SocketAddr>,
+    pub pg_addr: Option<SocketAddr>,
+}
+
+impl Shared {
+    /// A fresh client id (`CLIENT ID`, PostgreSQL backend process id).
+    pub fn client_id(&self) -> u64 {
+        self.next_client_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Runs `f` on the blocking pool, counted in `in_flight` so shutdown waits for it.
+    ///
+    /// # Errors
+    /// When `f` panicked (the panic is logged; the connection should be closed).
+    pub async fn blocking<T, F>(self: &Arc<Self>, f: F) -> Result<T, tokio::task::JoinError>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let guard = InFlight::enter(Arc::clone(self));
+        let result = tokio::task::spawn_blocking(move || {
+            let _guard = guard;
+            f()
+        })
+        .await;
+        if let Err(e) = &result {
+            tracing::error!(error = %e, "command panicked");
+        }
+        result
+    }
+}
+
+/// Decrements `in_flight` on drop.
+struct InFlight(Arc<Shared>);
+
+impl InFlight {
+    fn enter(shared: Arc<Shared>) -> Self {
+        shared.in_flight.fetch_add(1, Ordering::AcqRel);
+        InFlight(shared)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A connection slot; released on drop.
+pub(crate) struct ClientSlot(Arc<Shared>);
+
+impl ClientSlot {
+    /// Takes a slot, or `None` when `max_clients` connections are open.
+    pub fn acquire(shared: &Arc<Shared>) -> Option<ClientSlot> {
+        shared
+            .stats
+            .connections_received
+            .fetch_add(1, Ordering::Relaxed);
+        let before = shared
+            .stats
+            .connected_clients
+            .fetch_add(1, Ordering::AcqRel);
+        if before >= shared.config.max_clients {
+            shared
+                .stats
+                .connected_clients
+                .fetch_sub(1, Ordering::AcqRel);
+            shared
+                .stats
+                .rejected_connections
+                .fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        Some(ClientSlot(Arc::clone(shared)))
+    }
+}
+
+impl Drop for ClientSlot {
+    fn drop(&mut self) {
+        self.0
+            .stats
+            .connected_clients
+            .fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A bound, not yet running server.
+#[derive(Debug)]
+pub struct Server {
+    shared: Arc<Shared>,
+    resp: Option<TcpListener>,
+    pg: Option<TcpListener>,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Protocol {
+    Resp,
+    Pg,
+}
+
+impl Server {
+    /// Creates the data directory, opens the default database (`db0`) and binds the
+    /// listeners.
+    ///
+    /// # Errors
+    /// [`ServerError::Dir`], [`ServerError::Engine`] (for example another server holds the
+    /// directory's lock), [`ServerError::Bind`].
+    pub async fn bind(config: Config) -> Result<Server, ServerError> {
+        let databases = Databases::new(&config)?;
+        let databases = tokio::task::spawn_blocking(move || {
+            databases.get_or_open(DEFAULT_DATABASE).map(|_| databases)
+        })
+        .await
+        .map_err(|e| ServerError::Runtime(std::io::Error::other(e)))??;
+        let resp = bind(config.resp_addr).await?;
+        let pg = bind(config.pg_addr).await?;
+        let resp_addr = resp.as_ref().and_then(|l| l.local_addr().ok());
+        let pg_addr = pg.as_ref().and_then(|l| l.local_addr().ok());
+        if let Some(addr) = resp_addr {
+            tracing::info!(%addr, "listening for RESP (Redis) clients");
+        }
+        if let Some(addr) = pg_addr {
+            tracing::info!(%addr, "listening for PostgreSQL clients");
+        }
+        let shared = Arc::new(Shared {
+            config,
+            databases,
+            stats: Stats::default(),
+            cursors: crate::resp::keyspace::CursorTable::default(),
+            started: Instant::now(),
+            next_client_id: AtomicU64::new(1),
+            in_flight: AtomicUsize::new(0),
+            resp_addr,
+            pg_addr,
+        });
+        Ok(Server { shared, resp, pg })
+    }
+
+    /// The RESP listener's address (with the real port when bound to port 0).
+    pub fn resp_addr(&self) -> Option<SocketAddr> {
+        self.shared.resp_addr
+    }
+
+    /// The PostgreSQL listener's address.
+    pub fn pg_addr(&self) -> Option<SocketAddr> {
+        self.shared.pg_addr
+    }
+
+    /// Serves until `shutdown` completes, then shuts down cleanly (see the module docs).
+    ///
+    /// # Errors
+    /// The first error closing a database.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), ServerError> {
+        let Server { shared, resp, pg } = self;
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let mut loops = JoinSet::new();
+        if let Some(listener) = resp {
+            loops.spawn(accept_loop(
+                listener,
+                Protocol::Resp,
+                Arc::clone(&shared),
+                stop_rx.clone(),
+            ));
+        }
+        if let Some(listener) = pg {
+            loops.spawn(accept_loop(
+                listener,
+                Protocol::Pg,
+                Arc::clone(&shared),
+                stop_rx.clone(),
+            ));
+        }
+        if shared.config.sync == SyncMode::Batch {
+            loops.spawn(sync_loop(Arc::clone(&shared), stop_rx.clone()));
+        }
+        shutdown.await;
+        tracing::info!("shutting down: no new connections, finishing in-flight commands");
+        let _ = stop_tx.send(true);
+        while loops.join_next().await.is_some() {}
+        let deadline = Instant::now() + shared.config.shutdown_grace;
+        while shared.in_flight.load(Ordering::Acquire) > 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let closing = Arc::clone(&shared);
+        let result = tokio::task::spawn_blocking(move || closing.databases.close_all())
+            .await
+            .map_err(|e| ServerError::Runtime(std::io::Error::other(e)))?;
+        tracing::info!("shut down");
+        result
+    }
+}
+
+async fn bind(addr: Option<SocketAddr>) -> Result<Option<TcpListener>, ServerError> {
+    match addr {
+        None => Ok(None),
+        Some(addr) => TcpListener::bind(addr)
+            .await
+            .map(Some)
+            .map_err(|source| ServerError::Bind { addr, source }),
+    }
+}
+
+/// Accepts connections until `stop`; then waits (up to the grace period) for the
+/// connections to end, and aborts the rest.
+async fn accept_loop(
+    listener: TcpListener,
+    protocol: Protocol,
+    shared: Arc<Shared>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut connections = JoinSet::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    let Some(slot) = ClientSlot::acquire(&shared) else {
+                        connections.spawn(reject(stream, protocol));
+                        continue;
+                    };
+                    let shared = Arc::clone(&shared);
+                    let stop = stop.clone();
+                    connections.spawn(async move {
+                        let _slot = slot;
+                        match protocol {
+                            Protocol::Resp => {
+                                crate::resp::serve_connection(stream, peer, shared, stop).await;
+                            }
+                            Protocol::Pg => crate::pg::serve_connection(stream, shared, stop).await,
+                        }
+                    });
+                }
+                Err(e) => {
+                    // Out of file descriptors and the like: keep serving the others.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            _ = stop.changed() => break,
+        }
+    }
+    drop(listener);
+    let grace = shared.config.shutdown_grace;
+    let drained = tokio::time::timeout(grace, async {
+        while connections.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!(
+            remaining = connections.len(),
+            "connections still open after the grace period: closing them"
+        );
+        connections.shutdown().await;
+    }
+}
+
+/// Answers a connection over `max_clients` with an error and closes it.
+async fn reject(mut stream: TcpStream, protocol: Protocol) {
+    let message: Vec<u8> = match protocol {
+        Protocol::Resp => b"-ERR max number of clients reached\r\n".to_vec(),
+        Protocol::Pg => crate::pg::too_many_connections(),
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(&message)).await;
+    let _ = stream.shutdown().await;
+}
+
+/// [`SyncMode::Batch`]: fsyncs databases with new writes every `sync_interval`.
+async fn sync_loop(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
+    let mut tick = tokio::time::interval(shared.config.sync_interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {
+                let s = Arc::clone(&shared);
+                let _ = shared.blocking(move || s.databases.sync_dirty()).await;
+            }
+            _ = stop.changed() => return,
+        }
+    }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, ServerError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("strata-server")
+        .build()
+        .map_err(ServerError::Runtime)
+}
+
+/// Runs a server in the current thread until SIGINT or SIGTERM (what `strata serve` does).
+///
+/// # Errors
+/// Startup errors ([`Server::bind`]) and shutdown errors ([`Server::run`]).
+pub fn serve(config: Config) -> Result<(), ServerError> {
+    let rt = runtime()?;
+    rt.block_on(async {
+        let server = Server::bind(config).await?;
+        server.run(shutdown_signal()).await
+    })
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) {
+        (Ok(mut int), Ok(mut term)) => {
+            tokio::select! {
+                _ = int.recv() => tracing::info!("SIGINT received"),
+                _ = term.recv() => tracing::info!("SIGTERM received"),
+            }
+        }
+        _ => {
+            tracing::warn!("cannot install signal handlers; stop the server with SIGKILL");
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+/// A server running on its own thread and runtime (for tests and embedding).
+#[derive(Debug)]
+pub struct RunningServer {
+    resp_addr: Option<SocketAddr>,
+    pg_addr: Option<SocketAddr>,
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<Result<(), ServerError>>>,
+}
+
+/// Starts a server on a new thread; returns once it listens.
+///
+/// # Errors
+/// Startup errors ([`Server::bind`]).
+pub fn spawn(config: Config) -> Result<RunningServer, ServerError> {
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let thread = std::thread::Builder::new()
+        .name("strata-server-main".into())
+        .spawn(move || {
+            let rt = runtime()?;
+            rt.block_on(async move {
+                let server = match Server::bind(config).await {
+                    Ok(s) => s,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                        return Ok(());
+                    }
+                };
+                let _ = ready_tx.send(Ok((server.resp_addr(), server.pg_addr())));
+                server
+                    .run(async move {
+                        let _ = stop_rx.await;
+                    })
+                    .await
+            })
+        })
+        .map_err(ServerError::Runtime)?;
+    match ready_rx.recv() {
+        Ok(Ok((resp_addr, pg_addr))) => Ok(RunningServer {
+            resp_addr,
+            pg_addr,
+            stop: Some(stop_tx),
+            thread: Some(thread),
+        }),
+        Ok(Err(e)) => {
+            let _ = thread.join();
+            Err(e)
+        }
+        Err(_) => match thread.join() {
+            Ok(Err(e)) => Err(e),
+            _ => Err(ServerError::Runtime(std::io::Error::other(
+                "server thread exited during startup",
+            ))),
+        },
+    }
+}
+
+impl RunningServer {
+    /// The RESP address, when RESP is on.
+    pub fn resp_addr(&self) -> Option<SocketAddr> {
+        self.resp_addr
+    }
+
+    /// The PostgreSQL address, when it is on.
+    pub fn pg_addr(&self) -> Option<SocketAddr> {
+        self.pg_addr
+    }
+
+    /// Shuts the server down cleanly and waits for it.
+    ///
+    /// # Errors
+    /// Errors closing the databases.
+    pub fn shutdown(mut self) -> Result<(), ServerError> {
+        self.stop_and_join()
+    }
+
+    fn stop_and_join(&mut self) -> Result<(), ServerError> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        match self.thread.take().map(std::thread::JoinHandle::join) {
+            None => Ok(()),
+            Some(Ok(result)) => result,
+            Some(Err(_)) => Err(ServerError::Runtime(std::io::Error::other(
+                "server thread panicked",
+            ))),
+        }
+    }
+}
+
+impl Drop for RunningServer {
+    fn drop(&mut self) {
+        if let Err(e) = self.stop_and_join() {
+            tracing::warn!(error = %e, "server shutdown failed");
+        }
+    }
+}

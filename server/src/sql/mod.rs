@@ -1,0 +1,321 @@
+//! Running SQL for both front ends (the RESP `SQL` command and the PostgreSQL protocol):
+//! one statement at a time, with typed result columns, the session statements PostgreSQL
+//! clients send (`BEGIN`, `SET`, `SHOW`, `SELECT version()`), and the SQLSTATE of each error.
+//!
+//! Statements run through `strata-query` against the database's engine instance; every
+//! statement is atomic on its own. `BEGIN`/`COMMIT`/`ROLLBACK` are accepted so that clients
+//! which wrap work in transactions (psycopg2, pandas) run, but they group nothing: each
+//! statement commits when it completes, and `ROLLBACK` undoes nothing (a warning says so).
+
+pub mod text;
+pub mod types;
+
+use std::fmt;
+
+use strata_query::{DataType, Output, QueryError, Value};
+
+use crate::databases::Database;
+use crate::error::ServerError;
+
+/// A result column: its name and type (`None`: unknown, sent as text).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Column {
+    /// The column name.
+    pub name: String,
+    /// The type, when known.
+    pub ty: Option<DataType>,
+}
+
+/// The outcome of one statement.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// A result set.
+    Rows {
+        /// Columns, typed.
+        columns: Vec<Column>,
+        /// Rows, one value per column.
+        rows: Vec<Vec<Value>>,
+    },
+    /// A command that returns no rows; the PostgreSQL command tag (`INSERT 0 3`).
+    Command(String),
+    /// `BEGIN` (accepted; statements still commit one by one).
+    Begin,
+    /// `COMMIT`.
+    Commit,
+    /// `ROLLBACK` (undoes nothing).
+    Rollback,
+    /// Nothing to run (only comments).
+    Empty,
+}
+
+/// Why a statement failed.
+#[derive(Debug)]
+pub enum SqlError {
+    /// The SQL layer refused or failed the statement.
+    Query(QueryError),
+    /// A query on PostgreSQL's system catalogs.
+    Catalog,
+    /// `SHOW` of a setting we do not have.
+    UnknownSetting(String),
+    /// Parameters that do not fit the statement.
+    Params(String),
+    /// The database could not be opened.
+    Server(ServerError),
+}
+
+impl fmt::Display for SqlError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SqlError::Query(e) => write!(f, "{e}"),
+            SqlError::Catalog => f.write_str(
+                "PostgreSQL system catalogs (pg_catalog, information_schema) are not \
+                 supported; use SHOW TABLES and DESCRIBE <table>",
+            ),
+            SqlError::UnknownSetting(name) => {
+                write!(f, "unrecognized configuration parameter \"{name}\"")
+            }
+            SqlError::Params(msg) => f.write_str(msg),
+            SqlError::Server(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl From<QueryError> for SqlError {
+    fn from(e: QueryError) -> Self {
+        SqlError::Query(e)
+    }
+}
+
+impl SqlError {
+    /// The PostgreSQL SQLSTATE of this error (the one error → code map).
+    pub fn sqlstate(&self) -> &'static str {
+        match self {
+            SqlError::Query(e) => query_sqlstate(e),
+            SqlError::Catalog => "0A000",
+            SqlError::UnknownSetting(_) => "42704",
+            SqlError::Params(_) => "08P01",
+            SqlError::Server(ServerError::BadName(_)) => "3D000",
+            SqlError::Server(ServerError::ShuttingDown) => "57P01",
+            SqlError::Server(_) => "58000",
+        }
+    }
+}
+
+fn query_sqlstate(e: &QueryError) -> &'static str {
+    match e {
+        QueryError::Parse(_) | QueryError::Translate(_) => "42601",
+        QueryError::Unsupported(_) => "0A000",
+        QueryError::Plan(msg) => {
+            if msg.starts_with("no such table") || msg.starts_with("unknown table") {
+                "42P01"
+            } else if msg.starts_with("no column") {
+                "42703"
+            } else if msg.contains("already exists") {
+                "42P07"
+            } else if msg.starts_with("no such index") {
+                "42704"
+            } else {
+                "42804"
+            }
+        }
+        QueryError::Exec(msg) => {
+            if msg.contains("division by zero") {
+                "22012"
+            } else if msg.contains("overflow") {
+                "22003"
+            } else if msg.contains("NULL") {
+                "23502"
+            } else {
+                "22000"
+            }
+        }
+        QueryError::DuplicateKey { .. } => "23505",
+        QueryError::Corruption(_) => "XX001",
+        QueryError::Engine(strata_engine::Error::Closed) => "57P01",
+        QueryError::Engine(strata_engine::Error::InvalidArgument(_)) => "22023",
+        QueryError::Engine(_) | QueryError::Io(_) | QueryError::Import { .. } => "58030",
+        _ => "XX000",
+    }
+}
+
+/// The PostgreSQL version clients are told (they pick features by it).
+pub const PG_VERSION: &str = "16.0";
+
+fn text_row(name: &str, value: String) -> Outcome {
+    Outcome::Rows {
+        columns: vec![Column {
+            name: name.to_owned(),
+            ty: Some(DataType::Text),
+        }],
+        rows: vec![vec![Value::Text(value)]],
+    }
+}
+
+fn setting(name: &str) -> Option<String> {
+    let v = match name.to_ascii_lowercase().as_str() {
+        "server_version" => PG_VERSION,
+        "server_encoding" | "client_encoding" => "UTF8",
+        "standard_conforming_strings" | "integer_datetimes" => "on",
+        "transaction_isolation" | "default_transaction_isolation" => "read committed",
+        "transaction_read_only" | "default_transaction_read_only" => "off",
+        "datestyle" => "ISO, MDY",
+        "timezone" => "UTC",
+        "search_path" => "public",
+        "max_identifier_length" => "63",
+        "application_name" => "",
+        _ => return None,
+    };
+    Some(v.to_owned())
+}
+
+/// Answers the session statements PostgreSQL clients send; `None` for everything else.
+fn intercept(database: &Database, stmt: &str) -> Option<Result<Outcome, SqlError>> {
+    let words = text::leading_words(stmt, 3);
+    let first = words.first().map_or("", String::as_str);
+    let second = words.get(1).map_or("", String::as_str);
+    let outcome = match (first, second) {
+        ("BEGIN" | "START", _) => Outcome::Begin,
+        ("COMMIT" | "END", _) => Outcome::Commit,
+        ("ROLLBACK" | "ABORT", _) => Outcome::Rollback,
+        ("SET", _) => Outcome::Command("SET".into()),
+        ("RESET", _) => Outcome::Command("RESET".into()),
+        ("DISCARD", _) => Outcome::Command("DISCARD ALL".into()),
+        ("SHOW", "TABLES") => return None,
+        ("SHOW", "ALL") => return Some(Err(SqlError::UnknownSetting("all".into()))),
+        ("SHOW", name) => match setting(name) {
+            Some(v) => text_row(&name.to_ascii_lowercase(), v),
+            None => {
+                return Some(Err(SqlError::UnknownSetting(name.to_ascii_lowercase())));
+            }
+        },
+        _ => {
+            let normalized: String = stmt
+                .to_ascii_lowercase()
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ");
+            match normalized.as_str() {
+                "select version()" | "select pg_catalog.version()" => text_row(
+                    "version",
+                    format!(
+                        "PostgreSQL {PG_VERSION} (Strata {} SQL layer; a subset of SQL)",
+                        env!("CARGO_PKG_VERSION")
+                    ),
+                ),
+                "select current_database()" => {
+                    text_row("current_database", database.name().to_owned())
+                }
+                "select current_schema()" | "select current_schema" => {
+                    text_row("current_schema", "public".into())
+                }
+                _ if text::mentions_system_catalog(stmt) => return Some(Err(SqlError::Catalog)),
+                _ => return None,
+            }
+        }
+    };
+    Some(Ok(outcome))
+}
+
+/// Parses and translates one statement (`None`: only comments).
+fn translate(stmt: &str) -> Result<Option<strata_query::ast::Statement>, SqlError> {
+    let parsed = strata_query::parse::parse(stmt)?;
+    match parsed.as_slice() {
+        [] => Ok(None),
+        [one] => Ok(Some(strata_query::translate::statement(one)?)),
+        _ => Err(SqlError::Params(
+            "cannot run several statements here; send them one by one".to_owned(),
+        )),
+    }
+}
+
+/// The columns `stmt` will return, without running it (`None`: it returns no rows).
+///
+/// # Errors
+/// Parse, translate and planning errors (unknown table or column, ...).
+pub fn describe(database: &Database, stmt: &str) -> Result<Option<Vec<Column>>, SqlError> {
+    if let Some(outcome) = intercept(database, stmt) {
+        return Ok(match outcome? {
+            Outcome::Rows { columns, .. } => Some(columns),
+            _ => None,
+        });
+    }
+    let Some(parsed) = translate(stmt)? else {
+        return Ok(None);
+    };
+    let sql = database.sql()?;
+    let text = |name: &str| Column {
+        name: name.to_owned(),
+        ty: Some(DataType::Text),
+    };
+    use strata_query::ast::Statement as S;
+    Ok(match &parsed {
+        S::Select(select) => {
+            let plan = strata_query::plan::plan_select(&sql.catalog(), select)?;
+            Some(typed(types::select_columns(&plan)))
+        }
+        S::ShowTables => Some(vec![text("table")]),
+        S::Explain(_) => Some(vec![text("plan")]),
+        S::Describe { .. } => match sql.run(&parsed)? {
+            Output::Rows { columns, rows } => {
+                Some(typed(types::types_from_values(&columns, &rows)))
+            }
+            _ => None,
+        },
+        _ => None,
+    })
+}
+
+fn typed(columns: Vec<(String, Option<DataType>)>) -> Vec<Column> {
+    columns
+        .into_iter()
+        .map(|(name, ty)| Column { name, ty })
+        .collect()
+}
+
+/// Runs one statement.
+///
+/// # Errors
+/// Any [`SqlError`]; nothing of a failed statement is applied.
+pub fn run(database: &Database, stmt: &str) -> Result<Outcome, SqlError> {
+    if let Some(outcome) = intercept(database, stmt) {
+        return outcome;
+    }
+    let Some(parsed) = translate(stmt)? else {
+        return Ok(Outcome::Empty);
+    };
+    let sql = database.sql()?;
+    use strata_query::ast::Statement as S;
+    let planned = match &parsed {
+        S::Select(select) => Some(types::select_columns(&strata_query::plan::plan_select(
+            &sql.catalog(),
+            select,
+        )?)),
+        _ => None,
+    };
+    let output = sql.run(&parsed);
+    if !matches!(
+        parsed,
+        S::Select(_) | S::ShowTables | S::Describe { .. } | S::Explain(_)
+    ) {
+        database.mark_dirty();
+    }
+    Ok(match output? {
+        Output::Rows { columns, rows } => {
+            let columns = match planned {
+                Some(p) if p.len() == columns.len() => typed(p),
+                _ => typed(types::types_from_values(&columns, &rows)),
+            };
+            Outcome::Rows { columns, rows }
+        }
+        Output::Affected(n) => Outcome::Command(match parsed {
+            S::Insert(_) => format!("INSERT 0 {n}"),
+            S::Update { .. } => format!("UPDATE {n}"),
+            S::Delete { .. } => format!("DELETE {n}"),
+            _ => format!("OK {n}"),
+        }),
+        Output::Done(name) => Outcome::Command(name.to_owned()),
+    })
+}
+
+#[cfg(test)]
+mod tests;

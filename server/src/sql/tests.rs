@@ -1,0 +1,136 @@
+use std::sync::Arc;
+
+use strata_query::{DataType, Value};
+
+use super::*;
+use crate::config::Config;
+use crate::databases::Databases;
+
+fn open() -> (tempfile::TempDir, Databases, Arc<Database>) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dbs = Databases::new(&Config::ephemeral(dir.path())).expect("registry");
+    let db = dbs.get_or_open("db0").expect("open");
+    (dir, dbs, db)
+}
+
+fn col(name: &str, ty: Option<DataType>) -> Column {
+    Column {
+        name: name.to_owned(),
+        ty,
+    }
+}
+
+#[test]
+fn select_columns_are_typed_before_running() -> Result<(), SqlError> {
+    let (_dir, _dbs, db) = open();
+    run(
+        &db,
+        "CREATE TABLE reads (seq TEXT PRIMARY KEY, n BIGINT, q DOUBLE, ok BOOLEAN, raw BLOB)",
+    )?;
+    let cols = describe(
+        &db,
+        "SELECT seq, n + 1 AS n1, q * n, ok, raw, NULL AS nothing FROM reads WHERE n > 3",
+    )?
+    .expect("rows");
+    assert_eq!(
+        cols,
+        vec![
+            col("seq", Some(DataType::Text)),
+            col("n1", Some(DataType::BigInt)),
+            col("q * n", Some(DataType::Double)),
+            col("ok", Some(DataType::Boolean)),
+            col("raw", Some(DataType::Blob)),
+            col("nothing", None),
+        ]
+    );
+    let cols = describe(
+        &db,
+        "SELECT ok, COUNT(*), SUM(n), AVG(n), MAX(seq) FROM reads GROUP BY ok",
+    )?
+    .expect("rows");
+    let types: Vec<Option<DataType>> = cols.into_iter().map(|c| c.ty).collect();
+    assert_eq!(
+        types,
+        vec![
+            Some(DataType::Boolean),
+            Some(DataType::BigInt),
+            Some(DataType::BigInt),
+            Some(DataType::Double),
+            Some(DataType::Text),
+        ]
+    );
+    assert_eq!(describe(&db, "INSERT INTO reads (seq) VALUES ('A')")?, None);
+    Ok(())
+}
+
+#[test]
+fn statements_run_with_command_tags() -> Result<(), SqlError> {
+    let (_dir, _dbs, db) = open();
+    assert_eq!(
+        run(&db, "CREATE TABLE t (k BIGINT PRIMARY KEY, v TEXT)")?,
+        Outcome::Command("CREATE TABLE".into())
+    );
+    assert_eq!(
+        run(&db, "INSERT INTO t VALUES (1, 'a'), (2, 'b')")?,
+        Outcome::Command("INSERT 0 2".into())
+    );
+    assert_eq!(
+        run(&db, "UPDATE t SET v = 'c' WHERE k = 2")?,
+        Outcome::Command("UPDATE 1".into())
+    );
+    let Outcome::Rows { columns, rows } = run(&db, "SELECT k, v FROM t ORDER BY k")? else {
+        panic!("no rows");
+    };
+    assert_eq!(columns[0], col("k", Some(DataType::BigInt)));
+    assert_eq!(rows[1], vec![Value::Int(2), Value::Text("c".into())]);
+    assert_eq!(
+        run(&db, "DELETE FROM t")?,
+        Outcome::Command("DELETE 2".into())
+    );
+    Ok(())
+}
+
+#[test]
+fn session_statements_are_answered() -> Result<(), SqlError> {
+    let (_dir, _dbs, db) = open();
+    assert_eq!(run(&db, "BEGIN")?, Outcome::Begin);
+    assert_eq!(run(&db, "start transaction")?, Outcome::Begin);
+    assert_eq!(run(&db, "COMMIT")?, Outcome::Commit);
+    assert_eq!(run(&db, "rollback")?, Outcome::Rollback);
+    assert_eq!(
+        run(&db, "SET datestyle = 'ISO'")?,
+        Outcome::Command("SET".into())
+    );
+    let Outcome::Rows { rows, .. } = run(&db, "SHOW standard_conforming_strings")? else {
+        panic!("no rows");
+    };
+    assert_eq!(rows, vec![vec![Value::Text("on".into())]]);
+    let Outcome::Rows { rows, .. } = run(&db, "select  current_database()")? else {
+        panic!("no rows");
+    };
+    assert_eq!(rows, vec![vec![Value::Text("db0".into())]]);
+    assert!(matches!(
+        run(&db, "SHOW nonsense"),
+        Err(SqlError::UnknownSetting(_))
+    ));
+    Ok(())
+}
+
+#[test]
+fn errors_carry_postgres_sqlstates() {
+    let (_dir, _dbs, db) = open();
+    let state = |sql: &str| run(&db, sql).err().map(|e| e.sqlstate());
+    assert_eq!(state("SELEC 1"), Some("42601"));
+    assert_eq!(state("SELECT * FROM missing"), Some("42P01"));
+    assert_eq!(state("SELECT * FROM pg_catalog.pg_class"), Some("0A000"));
+    assert!(run(&db, "CREATE TABLE u (k BIGINT PRIMARY KEY)").is_ok());
+    assert!(run(&db, "INSERT INTO u VALUES (1)").is_ok());
+    assert_eq!(state("INSERT INTO u VALUES (1)"), Some("23505"));
+    assert_eq!(state("SELECT nope FROM u"), Some("42703"));
+    assert_eq!(
+        state("CREATE TABLE u (k BIGINT PRIMARY KEY)"),
+        Some("42P07")
+    );
+    assert_eq!(state("SELECT 1 / 0"), Some("22012"));
+    assert_eq!(state("SELECT a FROM u JOIN u AS v ON true"), Some("0A000"));
+}

@@ -1,0 +1,320 @@
+//! Lexical helpers over SQL text: split a query string into statements, find and replace
+//! `$n` parameters, and read a statement's leading keywords.
+//!
+//! The scanner knows just enough SQL to not be fooled by quotes and comments: `'...'`
+//! strings (with `''`), `E'...'` strings (with backslash escapes), `"..."` identifiers,
+//! `$tag$...$tag$` dollar-quoted strings, `-- line` and `/* block */` comments. A `$`
+//! followed by digits anywhere else is a parameter.
+
+/// One lexical piece of SQL text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Piece {
+    /// Ordinary text (keywords, identifiers, numbers, punctuation).
+    Code,
+    /// A string, quoted identifier or comment: copied verbatim.
+    Opaque,
+    /// A `;` at the top level.
+    Semicolon,
+    /// `$n`, with `n` (1-based).
+    Param(usize),
+}
+
+/// Splits `sql` into `(piece, start, end)` byte ranges.
+fn scan(sql: &str) -> Vec<(Piece, usize, usize)> {
+    let b = sql.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    let mut code_start = 0;
+    let flush_code = |out: &mut Vec<(Piece, usize, usize)>, from: usize, to: usize| {
+        if to > from {
+            out.push((Piece::Code, from, to));
+        }
+    };
+    while i < b.len() {
+        let c = b.get(i).copied().unwrap_or(0);
+        let next = b.get(i + 1).copied();
+        let end = match c {
+            b'\'' => {
+                let escapes = i > 0
+                    && matches!(b.get(i - 1), Some(b'E' | b'e'))
+                    && !b
+                        .get(i.wrapping_sub(2))
+                        .is_some_and(|p| p.is_ascii_alphanumeric() || *p == b'_');
+                Some(skip_quoted(b, i, b'\'', escapes))
+            }
+            b'"' => Some(skip_quoted(b, i, b'"', false)),
+            b'-' if next == Some(b'-') => Some(
+                b.get(i..)
+                    .and_then(|r| r.iter().position(|&x| x == b'\n'))
+                    .map_or(b.len(), |p| i + p + 1),
+            ),
+            b'/' if next == Some(b'*') => Some(skip_block_comment(b, i)),
+            b'$' => match dollar(b, i) {
+                Dollar::Param(n, e) => {
+                    flush_code(&mut out, code_start, i);
+                    out.push((Piece::Param(n), i, e));
+                    i = e;
+                    code_start = i;
+                    continue;
+                }
+                Dollar::Quote(e) => Some(e),
+                Dollar::Plain => None,
+            },
+            b';' => {
+                flush_code(&mut out, code_start, i);
+                out.push((Piece::Semicolon, i, i + 1));
+                i += 1;
+                code_start = i;
+                continue;
+            }
+            _ => None,
+        };
+        match end {
+            Some(e) => {
+                flush_code(&mut out, code_start, i);
+                out.push((Piece::Opaque, i, e));
+                i = e;
+                code_start = i;
+            }
+            None => i += 1,
+        }
+    }
+    flush_code(&mut out, code_start, b.len());
+    out
+}
+
+/// End (exclusive) of a quoted run starting at `start` (the opening quote). Doubled quotes
+/// stay inside; with `escapes`, so does a backslash-escaped quote. Unterminated: the end.
+fn skip_quoted(b: &[u8], start: usize, quote: u8, escapes: bool) -> usize {
+    let mut i = start + 1;
+    while let Some(&c) = b.get(i) {
+        if escapes && c == b'\\' {
+            i += 2;
+        } else if c == quote {
+            if b.get(i + 1) == Some(&quote) {
+                i += 2;
+            } else {
+                return i + 1;
+            }
+        } else {
+            i += 1;
+        }
+    }
+    b.len()
+}
+
+/// End of a `/* ... */` comment (nested, as PostgreSQL allows).
+fn skip_block_comment(b: &[u8], start: usize) -> usize {
+    let mut depth = 0usize;
+    let mut i = start;
+    while i < b.len() {
+        match (b.get(i), b.get(i + 1)) {
+            (Some(b'/'), Some(b'*')) => {
+                depth += 1;
+                i += 2;
+            }
+            (Some(b'*'), Some(b'/')) => {
+                depth -= 1;
+                i += 2;
+                if depth == 0 {
+                    return i;
+                }
+            }
+            _ => i += 1,
+        }
+    }
+    b.len()
+}
+
+enum Dollar {
+    Param(usize, usize),
+    Quote(usize),
+    Plain,
+}
+
+/// Classifies a `$` at `start`: `$12` (parameter), `$tag$ ... $tag$` (string), or neither.
+fn dollar(b: &[u8], start: usize) -> Dollar {
+    let rest = b.get(start + 1..).unwrap_or_default();
+    let digits = rest.iter().take_while(|c| c.is_ascii_digit()).count();
+    if digits > 0 {
+        let text = std::str::from_utf8(rest.get(..digits).unwrap_or_default()).unwrap_or("");
+        return match text.parse::<usize>() {
+            Ok(n) if n > 0 => Dollar::Param(n, start + 1 + digits),
+            _ => Dollar::Plain,
+        };
+    }
+    let tag_len = rest
+        .iter()
+        .take_while(|c| c.is_ascii_alphanumeric() || **c == b'_')
+        .count();
+    if rest.get(tag_len) != Some(&b'$') {
+        return Dollar::Plain;
+    }
+    let delim = b.get(start..start + tag_len + 2).unwrap_or_default();
+    let body_start = start + tag_len + 2;
+    let body = b.get(body_start..).unwrap_or_default();
+    let close = body.windows(delim.len()).position(|w| w == delim);
+    Dollar::Quote(close.map_or(b.len(), |p| body_start + p + delim.len()))
+}
+
+/// The statements of `sql`, split at top-level `;`, trimmed, empty ones dropped.
+pub fn split_statements(sql: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for (piece, s, e) in scan(sql) {
+        if piece == Piece::Semicolon {
+            if let Some(stmt) = sql.get(start..s).map(str::trim).filter(|t| !t.is_empty()) {
+                out.push(stmt);
+            }
+            start = e;
+        }
+    }
+    if let Some(stmt) = sql.get(start..).map(str::trim).filter(|t| !t.is_empty()) {
+        out.push(stmt);
+    }
+    out
+}
+
+/// The highest parameter number in `sql` (0 without parameters).
+pub fn param_count(sql: &str) -> usize {
+    scan(sql)
+        .into_iter()
+        .filter_map(|(p, _, _)| match p {
+            Piece::Param(n) => Some(n),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// Replaces every `$n` with `literals[n - 1]`.
+///
+/// # Errors
+/// A message when some `$n` has no literal.
+pub fn substitute_params(sql: &str, literals: &[String]) -> Result<String, String> {
+    let mut out = String::with_capacity(sql.len() + 16 * literals.len());
+    for (piece, s, e) in scan(sql) {
+        match piece {
+            Piece::Param(n) => match literals.get(n - 1) {
+                Some(lit) => out.push_str(lit),
+                None => {
+                    return Err(format!(
+                        "there is no parameter ${n} ({} given)",
+                        literals.len()
+                    ));
+                }
+            },
+            _ => out.push_str(sql.get(s..e).unwrap_or_default()),
+        }
+    }
+    Ok(out)
+}
+
+/// The first `n` words of the statement's code (comments skipped), upper-cased.
+pub fn leading_words(sql: &str, n: usize) -> Vec<String> {
+    let mut words = Vec::new();
+    for (piece, s, e) in scan(sql) {
+        match piece {
+            Piece::Code => {
+                let text = sql.get(s..e).unwrap_or_default();
+                for w in text
+                    .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '.'))
+                    .filter(|w| !w.is_empty())
+                {
+                    words.push(w.to_ascii_uppercase());
+                    if words.len() == n {
+                        return words;
+                    }
+                }
+            }
+            Piece::Opaque if sql.get(s..s + 2).is_some_and(|p| p == "--" || p == "/*") => {}
+            _ => return words,
+        }
+    }
+    words
+}
+
+/// True when the statement's code (outside strings) mentions a PostgreSQL system catalog.
+pub fn mentions_system_catalog(sql: &str) -> bool {
+    scan(sql).into_iter().any(|(piece, s, e)| {
+        piece == Piece::Code
+            && sql.get(s..e).is_some_and(|t| {
+                let t = t.to_ascii_lowercase();
+                t.contains("pg_catalog")
+                    || t.contains("information_schema")
+                    || t.contains("pg_class")
+                    || t.contains("pg_namespace")
+                    || t.contains("pg_type")
+                    || t.contains("pg_database")
+                    || t.contains("pg_settings")
+                    || t.contains("pg_roles")
+                    || t.contains("pg_attribute")
+            })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statements_split_outside_quotes_and_comments() {
+        let sql = "SELECT ';' ; -- a; comment\nSELECT \"a;b\" FROM t; /* x; */ SELECT $$;$$;;";
+        assert_eq!(
+            split_statements(sql),
+            vec![
+                "SELECT ';'",
+                "-- a; comment\nSELECT \"a;b\" FROM t",
+                "/* x; */ SELECT $$;$$"
+            ]
+        );
+        assert!(split_statements(" ; ;").is_empty());
+    }
+
+    #[test]
+    fn params_are_found_and_replaced_outside_strings() {
+        let sql = "SELECT $1, '$2', \"$3\", $2 -- $4\n";
+        assert_eq!(param_count(sql), 2);
+        let out = substitute_params(sql, &["10".into(), "'x'".into()]).unwrap();
+        assert_eq!(out, "SELECT 10, '$2', \"$3\", 'x' -- $4\n");
+        assert!(substitute_params("SELECT $3", &["1".into()]).is_err());
+        assert_eq!(param_count("SELECT $tag$ $1 $tag$, E'\\' $1'"), 0);
+    }
+
+    #[test]
+    fn leading_words_skip_comments() {
+        assert_eq!(leading_words("  /* hi */ begin;", 2), vec!["BEGIN"]);
+        assert_eq!(
+            leading_words("SET search_path = x", 2),
+            vec!["SET", "SEARCH_PATH"]
+        );
+        assert_eq!(
+            leading_words("-- c\nshow server_version", 2),
+            vec!["SHOW", "SERVER_VERSION"]
+        );
+    }
+
+    #[test]
+    fn catalog_mentions_are_detected_outside_strings() {
+        assert!(mentions_system_catalog("SELECT * FROM pg_catalog.pg_class"));
+        assert!(!mentions_system_catalog("SELECT 'pg_catalog'"));
+    }
+
+    #[test]
+    fn unterminated_constructs_never_panic() {
+        for sql in [
+            "'abc",
+            "\"x",
+            "/* open",
+            "$tag$ body",
+            "E'\\",
+            "$",
+            "$0",
+            "--",
+        ] {
+            let _ = split_statements(sql);
+            let _ = param_count(sql);
+            let _ = leading_words(sql, 3);
+        }
+    }
+}

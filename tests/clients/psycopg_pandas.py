@@ -1,0 +1,45 @@
+"""psycopg 3 (extended protocol, binary int parameters) and pandas.read_sql against strata serve."""
+import os
+import warnings
+
+import pandas as pd
+import psycopg
+
+conninfo = f"host=127.0.0.1 port={os.environ['STRATA_PG_PORT']} user=ci dbname=pyclients"
+with psycopg.connect(conninfo, autocommit=True) as conn:
+    conn.execute("CREATE TABLE reads (seq TEXT PRIMARY KEY, count BIGINT, quality DOUBLE, "
+                 "paired BOOLEAN, raw BYTEA)")
+    with conn.cursor() as cur:
+        cur.executemany(
+            "INSERT INTO reads VALUES (%s, %s, %s, %s, %s)",
+            [("ACGT", 12, 31.5, True, b"\x00\x01"), ("TTGA", 3, None, False, None),
+             ("GGCC", 2**40, 28.25, None, b"")],
+        )
+        cur.execute("SELECT seq, count, quality, paired, raw FROM reads WHERE count > %s "
+                    "ORDER BY count", (5,))
+        rows = cur.fetchall()
+        assert rows == [("ACGT", 12, 31.5, True, b"\x00\x01"), ("GGCC", 2**40, 28.25, None, b"")], rows
+        cur.execute("SELECT COUNT(*) AS n, AVG(count) FROM reads")
+        assert cur.fetchone()[0] == 3
+        try:
+            cur.execute("SELECT * FROM missing")
+            raise AssertionError("no error")
+        except psycopg.errors.UndefinedTable:
+            pass
+        try:
+            cur.execute("INSERT INTO reads (seq, count) VALUES (%s, %s)", ("ACGT", 1))
+            raise AssertionError("no error")
+        except psycopg.errors.UniqueViolation:
+            pass
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # pandas prefers SQLAlchemy connections
+        df = pd.read_sql("SELECT seq, count, quality FROM reads ORDER BY seq", conn)
+    assert list(df["seq"]) == ["ACGT", "GGCC", "TTGA"]
+    assert str(df["count"].dtype) == "int64"
+    assert df["quality"].isna().sum() == 1
+# Non-autocommit: psycopg sends BEGIN ... COMMIT.
+with psycopg.connect(conninfo) as conn:
+    conn.execute("UPDATE reads SET count = %s WHERE seq = %s", (13, "ACGT"))
+    conn.commit()
+    assert conn.execute("SELECT count FROM reads WHERE seq = 'ACGT'").fetchone() == (13,)
+print("psycopg + pandas ok")

@@ -1,0 +1,287 @@
+//! `strata serve`'s PostgreSQL front end driven by `tokio-postgres`: simple and extended
+//! query, typed columns and parameters, SQLSTATEs, database selection by name, accepted
+//! transaction statements, password authentication, and the RESP `SQL` command on the same
+//! data.
+
+#![allow(
+    clippy::expect_used,
+    clippy::unwrap_used,
+    reason = "a panic is how a test fails"
+)]
+
+mod server_util;
+
+use server_util::TestServer;
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::Type;
+use tokio_postgres::{Client, NoTls, SimpleQueryMessage};
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+async fn connect(server: &TestServer, dbname: &str) -> Result<Client, tokio_postgres::Error> {
+    connect_with(server, &format!("dbname={dbname}")).await
+}
+
+async fn connect_with(server: &TestServer, extra: &str) -> Result<Client, tokio_postgres::Error> {
+    let addr = server.pg_addr();
+    let conninfo = format!(
+        "host={} port={} user=tester {extra}",
+        addr.ip(),
+        addr.port()
+    );
+    let (client, connection) = tokio_postgres::connect(&conninfo, NoTls).await?;
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    Ok(client)
+}
+
+const SCHEMA: &str = "CREATE TABLE reads (seq TEXT PRIMARY KEY, n BIGINT NOT NULL, \
+                      q DOUBLE, ok BOOLEAN, raw BLOB)";
+
+#[tokio::test]
+async fn simple_query_runs_statements_in_order() -> TestResult {
+    let server = TestServer::start(|_| {});
+    let client = connect(&server, "run1").await?;
+    client
+        .batch_execute(&format!(
+            "{SCHEMA}; INSERT INTO reads VALUES ('ACGT', 12, 0.5, true, x'00ff'), \
+             ('TTGA', 3, NULL, false, NULL)"
+        ))
+        .await?;
+    let messages = client
+        .simple_query("SELECT seq, n, q, ok, raw FROM reads ORDER BY n")
+        .await?;
+    let rows: Vec<Vec<Option<String>>> = messages
+        .iter()
+        .filter_map(|m| match m {
+            SimpleQueryMessage::Row(r) => {
+                Some((0..r.len()).map(|i| r.get(i).map(str::to_owned)).collect())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        vec![
+            vec![
+                Some("TTGA".into()),
+                Some("3".into()),
+                None,
+                Some("f".into()),
+                None
+            ],
+            vec![
+                Some("ACGT".into()),
+                Some("12".into()),
+                Some("0.5".into()),
+                Some("t".into()),
+                Some("\\x00ff".into())
+            ],
+        ]
+    );
+    assert!(
+        messages
+            .iter()
+            .any(|m| matches!(m, SimpleQueryMessage::CommandComplete(2)))
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn extended_query_types_columns_and_binary_parameters() -> TestResult {
+    let server = TestServer::start(|_| {});
+    let client = connect(&server, "run2").await?;
+    client.batch_execute(SCHEMA).await?;
+    // Binary parameters with their types, as psycopg 3 and tokio-postgres send them.
+    let inserted = client
+        .execute_typed(
+            "INSERT INTO reads VALUES ($1, $2, $3, $4, $5)",
+            &[
+                (&"it's", Type::TEXT),
+                (&7i64, Type::INT8),
+                (&1.25f64, Type::FLOAT8),
+                (&true, Type::BOOL),
+                (&vec![1u8, 2, 3], Type::BYTEA),
+            ],
+        )
+        .await?;
+    assert_eq!(inserted, 1);
+    client
+        .execute_typed(
+            "INSERT INTO reads (seq, n) VALUES ($1, $2)",
+            &[(&"small", Type::TEXT), (&-4i32, Type::INT4)],
+        )
+        .await?;
+    let rows = client
+        .query_typed(
+            "SELECT seq, n, q, ok, raw FROM reads WHERE n > $1 ORDER BY n",
+            &[(&0i16, Type::INT2)],
+        )
+        .await?;
+    assert_eq!(rows.len(), 1);
+    let row = &rows[0];
+    assert_eq!(row.get::<_, &str>(0), "it's");
+    assert_eq!(row.get::<_, i64>(1), 7);
+    assert_eq!(row.get::<_, Option<f64>>(2), Some(1.25));
+    assert_eq!(row.get::<_, Option<bool>>(3), Some(true));
+    assert_eq!(row.get::<_, Option<Vec<u8>>>(4), Some(vec![1, 2, 3]));
+    // A prepared statement is described before it runs: its columns are typed.
+    let stmt = client
+        .prepare("SELECT seq, n * 2 AS twice, COUNT(*) AS c FROM reads GROUP BY seq, n")
+        .await?;
+    let types: Vec<&Type> = stmt.columns().iter().map(|c| c.type_()).collect();
+    assert_eq!(types, vec![&Type::TEXT, &Type::INT8, &Type::INT8]);
+    let rows = client.query(&stmt, &[]).await?;
+    assert_eq!(rows.len(), 2);
+    let total: i64 = rows.iter().map(|r| r.get::<_, i64>("twice")).sum();
+    assert_eq!(total, 6);
+    // NULL parameters.
+    let rows = client
+        .query_typed(
+            "SELECT seq FROM reads WHERE q IS NULL AND seq = $1",
+            &[(&"small", Type::TEXT)],
+        )
+        .await?;
+    assert_eq!(rows.len(), 1);
+    Ok(())
+}
+
+#[tokio::test]
+async fn errors_carry_sqlstates() -> TestResult {
+    let server = TestServer::start(|_| {});
+    let client = connect(&server, "run3").await?;
+    client
+        .batch_execute("CREATE TABLE t (k BIGINT PRIMARY KEY); INSERT INTO t VALUES (1)")
+        .await?;
+    let code = |r: Result<u64, tokio_postgres::Error>| r.unwrap_err().code().cloned();
+    assert_eq!(
+        code(client.execute("SELEC 1", &[]).await),
+        Some(SqlState::SYNTAX_ERROR)
+    );
+    assert_eq!(
+        code(client.execute("SELECT * FROM missing", &[]).await),
+        Some(SqlState::UNDEFINED_TABLE)
+    );
+    assert_eq!(
+        code(client.execute("INSERT INTO t VALUES (1)", &[]).await),
+        Some(SqlState::UNIQUE_VIOLATION)
+    );
+    assert_eq!(
+        code(
+            client
+                .execute("SELECT * FROM t JOIN t AS u ON true", &[])
+                .await
+        ),
+        Some(SqlState::FEATURE_NOT_SUPPORTED)
+    );
+    assert_eq!(
+        code(
+            client
+                .execute("SELECT relname FROM pg_catalog.pg_class", &[])
+                .await
+        ),
+        Some(SqlState::FEATURE_NOT_SUPPORTED)
+    );
+    // The connection is still usable after errors.
+    let rows = client.query("SELECT k FROM t", &[]).await?;
+    assert_eq!(rows[0].get::<_, i64>(0), 1);
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_database_name_selects_the_database() -> TestResult {
+    let server = TestServer::start(|_| {});
+    let a = connect(&server, "project_a").await?;
+    a.batch_execute("CREATE TABLE only_in_a (k BIGINT PRIMARY KEY)")
+        .await?;
+    let b = connect(&server, "project_b").await?;
+    let err = b.execute("SELECT * FROM only_in_a", &[]).await.unwrap_err();
+    assert_eq!(err.code(), Some(&SqlState::UNDEFINED_TABLE));
+    assert!(server.dir.path().join("project_a").is_dir());
+    assert!(server.dir.path().join("project_b").is_dir());
+    let bad = connect(&server, "bad.name").await?;
+    let err = bad.execute("SELECT 1", &[]).await.unwrap_err();
+    assert_eq!(err.code(), Some(&SqlState::INVALID_CATALOG_NAME));
+    Ok(())
+}
+
+#[tokio::test]
+async fn transaction_statements_are_accepted() -> TestResult {
+    let server = TestServer::start(|_| {});
+    let mut client = connect(&server, "run4").await?;
+    client
+        .batch_execute("BEGIN; CREATE TABLE t (k BIGINT PRIMARY KEY); COMMIT")
+        .await?;
+    let tx = client.transaction().await?;
+    tx.execute("INSERT INTO t VALUES (1)", &[]).await?;
+    tx.commit().await?;
+    let rows = client.query("SELECT k FROM t", &[]).await?;
+    assert_eq!(rows.len(), 1);
+    for stmt in [
+        "SET datestyle = 'ISO'",
+        "SHOW server_version",
+        "SELECT version()",
+    ] {
+        client.simple_query(stmt).await?;
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn password_is_required_when_configured() -> TestResult {
+    let server = TestServer::start(|c| c.requirepass = Some("pg-secret".into()));
+    assert!(connect(&server, "db0").await.is_err());
+    assert!(
+        connect_with(&server, "dbname=db0 password=wrong")
+            .await
+            .is_err()
+    );
+    let client = connect_with(&server, "dbname=db0 password=pg-secret").await?;
+    client.simple_query("SELECT 1").await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn resp_sql_command_and_pg_share_the_database() -> TestResult {
+    let server = TestServer::start(|_| {});
+    let mut redis = server.client();
+    let created: String = redis::cmd("SQL")
+        .arg("CREATE TABLE counts (k TEXT PRIMARY KEY, n BIGINT)")
+        .query(&mut redis)?;
+    assert_eq!(created, "CREATE TABLE");
+    let _: String = redis::cmd("SQL")
+        .arg("INSERT INTO counts VALUES ('a', 1), ('b', 2)")
+        .query(&mut redis)?;
+    let rows: redis::Value = redis::cmd("SQL")
+        .arg("SELECT k, n FROM counts ORDER BY k")
+        .query(&mut redis)?;
+    let expected = redis::Value::Array(vec![
+        redis::Value::Array(vec![
+            redis::Value::BulkString(b"k".to_vec()),
+            redis::Value::BulkString(b"n".to_vec()),
+        ]),
+        redis::Value::Array(vec![
+            redis::Value::BulkString(b"a".to_vec()),
+            redis::Value::Int(1),
+        ]),
+        redis::Value::Array(vec![
+            redis::Value::BulkString(b"b".to_vec()),
+            redis::Value::Int(2),
+        ]),
+    ]);
+    assert_eq!(rows, expected);
+    let err = redis::cmd("SQL")
+        .arg("SELECT * FROM nope")
+        .query::<redis::Value>(&mut redis)
+        .unwrap_err();
+    assert!(err.to_string().contains("[42P01]"), "{err}");
+    // Redis keys and SQL tables live side by side.
+    let () = redis::Commands::set(&mut redis, "plain", "key")?;
+    let client = connect(&server, "db0").await?;
+    let rows = client.query("SELECT SUM(n) FROM counts", &[]).await?;
+    assert_eq!(rows[0].get::<_, i64>(0), 3);
+    let keys: Vec<String> = redis::Commands::keys(&mut redis, "*")?;
+    assert_eq!(keys, vec!["plain"]);
+    Ok(())
+}

@@ -1,0 +1,505 @@
+//! `strata serve`'s RESP front end driven by the `redis` crate and raw sockets: command
+//! semantics and error replies as Redis gives them, pipelines, SCAN under concurrent
+//! writes, databases, RESP3, AUTH, INFO/COMMAND/CLIENT, durability across restarts.
+
+#![allow(
+    clippy::expect_used,
+    clippy::unwrap_used,
+    reason = "a panic is how a test fails"
+)]
+
+mod server_util;
+
+use std::collections::HashSet;
+
+use redis::{Commands, Value};
+use server_util::{TestServer, encode, roundtrip};
+use strata_server::SyncMode;
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+#[test]
+fn string_commands_follow_redis_semantics() -> TestResult {
+    let server = TestServer::start(|_| {});
+    let mut c = server.client();
+    let () = c.set("k", "v1")?;
+    assert_eq!(c.get::<_, Option<String>>("k")?, Some("v1".into()));
+    assert_eq!(c.get::<_, Option<String>>("missing")?, None);
+    assert_eq!(c.strlen::<_, i64>("k")?, 2);
+    assert_eq!(c.append::<_, _, i64>("k", "23")?, 4);
+    assert_eq!(c.get::<_, String>("k")?, "v123");
+    // SET NX / XX / GET.
+    let nx: Option<String> = redis::cmd("SET")
+        .arg("k")
+        .arg("x")
+        .arg("NX")
+        .query(&mut c)?;
+    assert_eq!(nx, None);
+    let nx: Option<String> = redis::cmd("SET")
+        .arg("new")
+        .arg("n")
+        .arg("NX")
+        .query(&mut c)?;
+    assert_eq!(nx.as_deref(), Some("OK"));
+    let xx: Option<String> = redis::cmd("SET")
+        .arg("absent")
+        .arg("x")
+        .arg("XX")
+        .query(&mut c)?;
+    assert_eq!(xx, None);
+    let old: Option<String> = redis::cmd("SET")
+        .arg("k")
+        .arg("v2")
+        .arg("GET")
+        .query(&mut c)?;
+    assert_eq!(old.as_deref(), Some("v123"));
+    let err = redis::cmd("SET")
+        .arg("k")
+        .arg("v")
+        .arg("NX")
+        .arg("XX")
+        .query::<()>(&mut c);
+    assert!(err.unwrap_err().to_string().contains("syntax error"));
+    // MSET / MGET / EXISTS / DEL / GETDEL.
+    let () = c.mset(&[("a", "1"), ("b", "2")])?;
+    let got: Vec<Option<String>> = c.mget(&["a", "b", "zz"])?;
+    assert_eq!(got, vec![Some("1".into()), Some("2".into()), None]);
+    let exists: i64 = redis::cmd("EXISTS")
+        .arg("a")
+        .arg("a")
+        .arg("zz")
+        .query(&mut c)?;
+    assert_eq!(exists, 2);
+    let deleted: i64 = redis::cmd("DEL")
+        .arg("a")
+        .arg("zz")
+        .arg("a")
+        .query(&mut c)?;
+    assert_eq!(deleted, 1);
+    let v: Option<String> = redis::cmd("GETDEL").arg("b").query(&mut c)?;
+    assert_eq!(v.as_deref(), Some("2"));
+    let v: Option<String> = redis::cmd("GETDEL").arg("b").query(&mut c)?;
+    assert_eq!(v, None);
+    // TYPE / TTL for keys without expiry.
+    let t: String = redis::cmd("TYPE").arg("k").query(&mut c)?;
+    assert_eq!(t, "string");
+    let t: String = redis::cmd("TYPE").arg("b").query(&mut c)?;
+    assert_eq!(t, "none");
+    assert_eq!(redis::cmd("TTL").arg("k").query::<i64>(&mut c)?, -1);
+    assert_eq!(redis::cmd("TTL").arg("b").query::<i64>(&mut c)?, -2);
+    // Binary keys and values, empty value.
+    let key = [0u8, 0xFF, b'\r', b'\n'];
+    let () = c.set(&key[..], &[0u8, 1, 2][..])?;
+    assert_eq!(c.get::<_, Vec<u8>>(&key[..])?, vec![0, 1, 2]);
+    let () = c.set("empty", "")?;
+    assert_eq!(c.get::<_, Option<String>>("empty")?, Some(String::new()));
+    Ok(())
+}
+
+#[test]
+fn counters_follow_redis_semantics() -> TestResult {
+    let server = TestServer::start(|_| {});
+    let mut c = server.client();
+    assert_eq!(c.incr::<_, _, i64>("n", 1)?, 1);
+    assert_eq!(redis::cmd("INCR").arg("n").query::<i64>(&mut c)?, 2);
+    assert_eq!(
+        redis::cmd("INCRBY").arg("n").arg(40).query::<i64>(&mut c)?,
+        42
+    );
+    assert_eq!(redis::cmd("DECR").arg("n").query::<i64>(&mut c)?, 41);
+    assert_eq!(
+        redis::cmd("DECRBY").arg("n").arg(50).query::<i64>(&mut c)?,
+        -9
+    );
+    assert_eq!(c.get::<_, String>("n")?, "-9");
+    let mut raw = server.raw();
+    roundtrip(
+        &mut raw,
+        b"SET s abc\r\nINCR s\r\n",
+        b"+OK\r\n-ERR value is not an integer or out of range\r\n",
+    );
+    roundtrip(
+        &mut raw,
+        b"SET z 007\r\nINCR z\r\n",
+        b"+OK\r\n-ERR value is not an integer or out of range\r\n",
+    );
+    roundtrip(
+        &mut raw,
+        b"INCRBY n x\r\n",
+        b"-ERR value is not an integer or out of range\r\n",
+    );
+    roundtrip(
+        &mut raw,
+        b"SET big 9223372036854775807\r\nINCR big\r\n",
+        b"+OK\r\n-ERR increment or decrement would overflow\r\n",
+    );
+    roundtrip(
+        &mut raw,
+        b"DECRBY n -9223372036854775808\r\n",
+        b"-ERR decrement would overflow\r\n",
+    );
+    // A failed INCR writes nothing.
+    assert_eq!(c.get::<_, String>("s")?, "abc");
+    Ok(())
+}
+
+#[test]
+fn concurrent_incr_never_loses_an_update() -> TestResult {
+    let server = TestServer::start(|_| {});
+    let threads = 8;
+    let per_thread = 300;
+    let url = server.url();
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let url = url.clone();
+            std::thread::spawn(move || -> Vec<i64> {
+                let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
+                (0..per_thread)
+                    .map(|i| {
+                        if i % 10 == t % 10 {
+                            // Blind writes to the same stripe must not slip between INCR's
+                            // read and write.
+                            let () = c.set("other", i).unwrap();
+                        }
+                        c.incr("counter", 1).unwrap()
+                    })
+                    .collect()
+            })
+        })
+        .collect();
+    let mut seen = HashSet::new();
+    for h in handles {
+        for v in h.join().expect("thread") {
+            assert!(seen.insert(v), "INCR returned {v} twice");
+        }
+    }
+    let total = i64::from(threads * per_thread);
+    assert_eq!(seen.len() as i64, total);
+    assert_eq!(server.client().get::<_, i64>("counter")?, total);
+    Ok(())
+}
+
+#[test]
+fn errors_match_redis_replies() {
+    let server = TestServer::start(|_| {});
+    let mut raw = server.raw();
+    roundtrip(
+        &mut raw,
+        &encode(&[b"FOO", b"a", b"b"]),
+        b"-ERR unknown command 'FOO', with args beginning with: 'a' 'b' \r\n",
+    );
+    roundtrip(
+        &mut raw,
+        &encode(&[b"GET"]),
+        b"-ERR wrong number of arguments for 'get' command\r\n",
+    );
+    roundtrip(
+        &mut raw,
+        &encode(&[b"set", b"k"]),
+        b"-ERR wrong number of arguments for 'set' command\r\n",
+    );
+    roundtrip(
+        &mut raw,
+        &encode(&[b"MSET", b"a", b"1", b"b"]),
+        b"-ERR wrong number of arguments for 'mset' command\r\n",
+    );
+    roundtrip(
+        &mut raw,
+        &encode(&[b"SELECT", b"16"]),
+        b"-ERR DB index is out of range\r\n",
+    );
+    roundtrip(
+        &mut raw,
+        &encode(&[b"CLIENT", b"NOPE"]),
+        b"-ERR unknown subcommand 'NOPE'. Try CLIENT HELP.\r\n",
+    );
+    roundtrip(
+        &mut raw,
+        &encode(&[b"SET", b"k", b"v", b"EX", b"10"]),
+        b"-ERR key expiry (EX, PX, EXAT, PXAT) is not supported by strata\r\n",
+    );
+    roundtrip(
+        &mut raw,
+        &encode(&[b"AUTH", b"pw"]),
+        b"-ERR AUTH <password> called without any password configured for the default user. \
+          Are you sure your configuration is correct?\r\n",
+    );
+    // The connection still works after errors.
+    roundtrip(&mut raw, b"PING\r\n", b"+PONG\r\n");
+}
+
+#[test]
+fn inline_commands_are_accepted() {
+    let server = TestServer::start(|_| {});
+    let mut raw = server.raw();
+    roundtrip(
+        &mut raw,
+        b"SET greeting \"hello world\"\r\nGET greeting\nECHO 'a b'\r\nPING hi\r\n",
+        b"+OK\r\n$11\r\nhello world\r\n$3\r\na b\r\n$2\r\nhi\r\n",
+    );
+}
+
+#[test]
+fn pipelined_commands_run_in_order_and_share_a_sync() -> TestResult {
+    let server = TestServer::start(|c| c.sync = SyncMode::Always);
+    let mut c = server.client();
+    let syncs_before = wal_syncs(&mut c)?;
+    let mut pipe = redis::pipe();
+    for i in 0..200 {
+        pipe.cmd("SET").arg(format!("p{i}")).arg(i);
+    }
+    pipe.cmd("GET").arg("p7");
+    pipe.cmd("INCR").arg("p7");
+    pipe.cmd("GET").arg("p7");
+    pipe.cmd("DEL").arg("p7");
+    pipe.cmd("GET").arg("p7");
+    let replies: Vec<Value> = pipe.query(&mut c)?;
+    assert_eq!(replies.len(), 205);
+    assert!(replies[..200].iter().all(|v| *v == Value::Okay));
+    assert_eq!(replies[200], Value::BulkString(b"7".to_vec()));
+    assert_eq!(replies[201], Value::Int(8));
+    assert_eq!(replies[202], Value::BulkString(b"8".to_vec()));
+    assert_eq!(replies[203], Value::Int(1));
+    assert_eq!(replies[204], Value::Nil);
+    // 200 pipelined SETs became one engine write: a handful of fsyncs, not 200.
+    let syncs = wal_syncs(&mut c)? - syncs_before;
+    assert!(syncs <= 10, "{syncs} WAL syncs for one pipeline");
+    assert_eq!(c.get::<_, i64>("p199")?, 199);
+    Ok(())
+}
+
+fn info_field(info: &str, field: &str) -> Option<String> {
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")).map(str::to_owned))
+}
+
+fn wal_syncs(c: &mut redis::Connection) -> Result<u64, Box<dyn std::error::Error>> {
+    let info: String = redis::cmd("INFO").arg("engine").query(c)?;
+    Ok(info_field(&info, "wal_syncs")
+        .ok_or("no wal_syncs")?
+        .parse()?)
+}
+
+#[test]
+fn scan_returns_every_key_once_despite_concurrent_writes() -> TestResult {
+    let server = TestServer::start(|_| {});
+    let mut c = server.client();
+    let originals: HashSet<String> = (0..2000).map(|i| format!("orig:{i:05}")).collect();
+    let mut pipe = redis::pipe();
+    for k in &originals {
+        pipe.cmd("SET").arg(k).arg("x").ignore();
+    }
+    let () = pipe.query(&mut c)?;
+    let url = server.url();
+    let writer = std::thread::spawn(move || {
+        let mut w = redis::Client::open(url).unwrap().get_connection().unwrap();
+        for i in 0..3000 {
+            let () = w.set(format!("new:{i}"), "y").unwrap();
+            if i % 3 == 0 {
+                let _: i64 = w.del(format!("new:{}", i / 2)).unwrap();
+            }
+        }
+    });
+    let mut seen = Vec::new();
+    let mut cursor = 0u64;
+    loop {
+        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg("orig:*")
+            .arg("COUNT")
+            .arg(50)
+            .query(&mut c)?;
+        seen.extend(keys);
+        if next == 0 {
+            break;
+        }
+        cursor = next;
+    }
+    writer.join().expect("writer");
+    let unique: HashSet<String> = seen.iter().cloned().collect();
+    assert_eq!(unique.len(), seen.len(), "a key was returned twice");
+    assert_eq!(unique, originals);
+    let err = redis::cmd("SCAN").arg(987_654_321).query::<Value>(&mut c);
+    assert!(err.unwrap_err().to_string().contains("invalid cursor"));
+    Ok(())
+}
+
+#[test]
+fn keys_dbsize_and_flushdb() -> TestResult {
+    let server = TestServer::start(|_| {});
+    let mut c = server.client();
+    let () = c.mset(&[("user:1", "a"), ("user:2", "b"), ("item:1", "c")])?;
+    let mut keys: Vec<String> = c.keys("user:*")?;
+    keys.sort();
+    assert_eq!(keys, vec!["user:1", "user:2"]);
+    let keys: Vec<String> = c.keys("*:[1]")?;
+    assert_eq!(keys.len(), 2);
+    assert_eq!(redis::cmd("DBSIZE").query::<i64>(&mut c)?, 3);
+    let () = redis::cmd("FLUSHDB").query(&mut c)?;
+    assert_eq!(redis::cmd("DBSIZE").query::<i64>(&mut c)?, 0);
+    let () = redis::cmd("FLUSHALL").query(&mut c)?;
+    Ok(())
+}
+
+#[test]
+fn select_switches_between_named_databases() -> TestResult {
+    let server = TestServer::start(|_| {});
+    let mut c = server.client();
+    let () = c.set("where", "db0")?;
+    let () = redis::cmd("SELECT").arg(1).query(&mut c)?;
+    assert_eq!(c.get::<_, Option<String>>("where")?, None);
+    let () = c.set("where", "db1")?;
+    let () = redis::cmd("SELECT").arg("run42").query(&mut c)?;
+    let () = c.set("where", "run42")?;
+    let () = redis::cmd("SELECT").arg(0).query(&mut c)?;
+    assert_eq!(c.get::<_, String>("where")?, "db0");
+    let mut names: Vec<String> = redis::cmd("DATABASES").query(&mut c)?;
+    names.sort();
+    assert_eq!(names, vec!["db0", "db1", "run42"]);
+    assert!(server.dir.path().join("run42").is_dir());
+    for bad in ["../etc", "a/b", "x.y", &"n".repeat(65)] {
+        let err = redis::cmd("SELECT").arg(bad).query::<()>(&mut c);
+        assert!(err.is_err(), "SELECT {bad} was accepted");
+    }
+    // A URL with /2 selects db2 on connect.
+    let mut c2 = redis::Client::open(format!("{}2", server.url()))?.get_connection()?;
+    let () = c2.set("where", "db2")?;
+    assert_eq!(c.get::<_, String>("where")?, "db0");
+    Ok(())
+}
+
+#[test]
+fn hello_3_switches_to_resp3() -> TestResult {
+    let server = TestServer::start(|_| {});
+    let mut raw = server.raw();
+    roundtrip(&mut raw, b"GET nothing\r\n", b"$-1\r\n");
+    std::io::Write::write_all(&mut raw, b"HELLO 3\r\n")?;
+    let reply = server_util::read_exactly(&mut raw, 3);
+    assert_eq!(reply, b"%8\r");
+    // Drain the rest of the map, then check a RESP3 null.
+    let mut c =
+        redis::Client::open(format!("{}?protocol=resp3", server.url()))?.get_connection()?;
+    let v: Value = redis::cmd("GET").arg("nothing").query(&mut c)?;
+    assert_eq!(v, Value::Nil);
+    let hello: Value = redis::cmd("HELLO").arg(3).query(&mut c)?;
+    let Value::Map(pairs) = hello else {
+        panic!("HELLO 3 did not return a map: {hello:?}");
+    };
+    assert!(pairs.contains(&(Value::BulkString(b"proto".to_vec()), Value::Int(3))));
+    let err = redis::cmd("HELLO").arg(4).query::<Value>(&mut c);
+    assert!(
+        err.unwrap_err()
+            .to_string()
+            .contains("unsupported protocol version")
+    );
+    Ok(())
+}
+
+#[test]
+fn auth_is_required_when_a_password_is_set() -> TestResult {
+    let server = TestServer::start(|c| c.requirepass = Some("s3cret".into()));
+    let mut raw = server.raw();
+    roundtrip(
+        &mut raw,
+        b"GET k\r\n",
+        b"-NOAUTH Authentication required.\r\n",
+    );
+    roundtrip(
+        &mut raw,
+        b"AUTH wrong\r\n",
+        b"-WRONGPASS invalid username-password pair or user is disabled.\r\n",
+    );
+    roundtrip(
+        &mut raw,
+        b"AUTH default s3cret\r\nGET k\r\n",
+        b"+OK\r\n$-1\r\n",
+    );
+    // Before AUTH, requests are limited to 10 arguments.
+    let mut raw2 = server.raw();
+    std::io::Write::write_all(&mut raw2, b"*11\r\n")?;
+    let reply = server_util::read_exactly(&mut raw2, 46);
+    assert_eq!(
+        reply,
+        b"-ERR Protocol error: invalid multibulk length\r\n"[..46]
+    );
+    // The redis crate authenticates from the URL.
+    let url = format!("redis://:s3cret@{}/", server.resp_addr());
+    let mut c = redis::Client::open(url)?.get_connection()?;
+    let () = c.set("k", "v")?;
+    let url = format!(
+        "redis://default:s3cret@{}/?protocol=resp3",
+        server.resp_addr()
+    );
+    let mut c = redis::Client::open(url)?.get_connection()?;
+    assert_eq!(c.get::<_, String>("k")?, "v");
+    let bad = format!("redis://:nope@{}/", server.resp_addr());
+    assert!(redis::Client::open(bad)?.get_connection().is_err());
+    Ok(())
+}
+
+#[test]
+fn info_command_and_client_introspection() -> TestResult {
+    let server = TestServer::start(|_| {});
+    let mut c = server.client();
+    let () = c.set("k", "v")?;
+    let info: String = redis::cmd("INFO").query(&mut c)?;
+    for section in ["# Server", "# Clients", "# Stats", "# Keyspace", "# Engine"] {
+        assert!(info.contains(section), "INFO lacks {section}");
+    }
+    assert_eq!(
+        info_field(&info, "db0").as_deref(),
+        Some("keys=1,expires=0,avg_ttl=0")
+    );
+    assert!(info_field(&info, "connected_clients").is_some());
+    let engine: String = redis::cmd("INFO").arg("engine").query(&mut c)?;
+    assert!(!engine.contains("# Server"));
+    assert!(info_field(&engine, "level0").is_some());
+    let count: i64 = redis::cmd("COMMAND").arg("COUNT").query(&mut c)?;
+    assert!(count >= 30);
+    let docs: Value = redis::cmd("COMMAND").arg("DOCS").arg("get").query(&mut c)?;
+    assert!(
+        matches!(docs, Value::Array(ref a) if a.len() == 2),
+        "{docs:?}"
+    );
+    let all: Value = redis::cmd("COMMAND").query(&mut c)?;
+    assert!(matches!(all, Value::Array(ref a) if a.len() as i64 == count));
+    let id: i64 = redis::cmd("CLIENT").arg("ID").query(&mut c)?;
+    assert!(id > 0);
+    let () = redis::cmd("CLIENT")
+        .arg("SETNAME")
+        .arg("loader")
+        .query(&mut c)?;
+    let name: String = redis::cmd("CLIENT").arg("GETNAME").query(&mut c)?;
+    assert_eq!(name, "loader");
+    let save: Vec<String> = redis::cmd("CONFIG").arg("GET").arg("save").query(&mut c)?;
+    assert_eq!(save, vec!["save".to_owned(), String::new()]);
+    Ok(())
+}
+
+#[test]
+fn writes_survive_a_restart() -> TestResult {
+    let mut server = TestServer::start(|c| c.sync = SyncMode::None);
+    {
+        let mut c = server.client();
+        let () = c.set("persist", "yes")?;
+        let _: i64 = c.incr("visits", 5)?;
+        let () = redis::cmd("SELECT").arg("run7").query(&mut c)?;
+        let () = c.set("in7", "x")?;
+    }
+    server.restart();
+    let mut c = server.client();
+    assert_eq!(c.get::<_, String>("persist")?, "yes");
+    assert_eq!(c.get::<_, i64>("visits")?, 5);
+    let () = redis::cmd("SELECT").arg("run7").query(&mut c)?;
+    assert_eq!(c.get::<_, String>("in7")?, "x");
+    Ok(())
+}
+
+#[test]
+fn quit_closes_after_replying() {
+    let server = TestServer::start(|_| {});
+    let mut raw = server.raw();
+    roundtrip(&mut raw, b"QUIT\r\nPING\r\n", b"+OK\r\n");
+    assert!(server_util::closed_by_peer(&mut raw));
+}

@@ -1,0 +1,278 @@
+//! Hostile and broken RESP clients: truncated frames, garbage, a 600 MiB bulk header,
+//! 1,000 concurrent connections, a client vanishing mid-pipeline, connection limits, idle
+//! timeouts and stalled clients. After each, the server must still serve everyone else.
+
+#![allow(
+    clippy::expect_used,
+    clippy::unwrap_used,
+    reason = "a panic is how a test fails"
+)]
+
+mod server_util;
+
+use std::io::Write;
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use rand::{Rng, SeedableRng};
+use redis::Commands;
+use server_util::{TestServer, closed_by_peer, encode, read_exactly, roundtrip};
+
+fn assert_serving(server: &TestServer) {
+    let mut raw = server.raw();
+    roundtrip(&mut raw, b"PING\r\n", b"+PONG\r\n");
+}
+
+#[test]
+fn truncated_frames_wait_and_then_complete() {
+    let server = TestServer::start(|_| {});
+    let mut raw = server.raw();
+    let frame = encode(&[b"SET", b"key", b"value"]);
+    for piece in frame.chunks(3) {
+        raw.write_all(piece).unwrap();
+        raw.flush().unwrap();
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    roundtrip(&mut raw, b"", b"+OK\r\n");
+    // A truncated frame followed by a disconnect leaves nothing behind.
+    let mut raw2 = server.raw();
+    raw2.write_all(b"*3\r\n$3\r\nSET\r\n$4\r\ntrun").unwrap();
+    drop(raw2);
+    let mut c = server.client();
+    assert_eq!(c.get::<_, Option<String>>("trun").unwrap(), None);
+    assert_eq!(c.get::<_, String>("key").unwrap(), "value");
+}
+
+#[test]
+fn garbage_gets_a_protocol_error_and_the_connection_is_closed() {
+    let server = TestServer::start(|_| {});
+    let cases: &[(&[u8], &[u8])] = &[
+        (
+            b"*abc\r\n",
+            b"-ERR Protocol error: invalid multibulk length\r\n",
+        ),
+        (
+            b"*1\r\n:5\r\n",
+            b"-ERR Protocol error: expected '$', got ':'\r\n",
+        ),
+        (
+            b"*1\r\n$x\r\n",
+            b"-ERR Protocol error: invalid bulk length\r\n",
+        ),
+        (
+            b"*1\r\n$1\r\nab\r\n",
+            b"-ERR Protocol error: expected CRLF after bulk string data\r\n",
+        ),
+        (
+            b"SET \"unterminated\r\n",
+            b"-ERR Protocol error: unbalanced quotes in request\r\n",
+        ),
+    ];
+    for (garbage, reply) in cases {
+        let mut raw = server.raw();
+        roundtrip(&mut raw, garbage, reply);
+        assert!(
+            closed_by_peer(&mut raw),
+            "connection left open after {garbage:?}"
+        );
+    }
+    // Requests before the bad frame are answered first.
+    let mut raw = server.raw();
+    roundtrip(
+        &mut raw,
+        b"PING\r\n*x\r\n",
+        b"+PONG\r\n-ERR Protocol error: invalid multibulk length\r\n",
+    );
+    assert_serving(&server);
+}
+
+#[test]
+fn random_garbage_never_takes_the_server_down() {
+    let server = TestServer::start(|_| {});
+    let seed = 0x5eed_u64;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    for round in 0..100 {
+        let mut raw = server.raw();
+        raw.set_read_timeout(Some(Duration::from_millis(50)))
+            .unwrap();
+        let len = rng.random_range(1..300);
+        let mut bytes: Vec<u8> = (0..len).map(|_| rng.random()).collect();
+        if round % 2 == 0 {
+            // Start like a real frame so the parser goes deeper.
+            bytes.splice(0..0, b"*2\r\n$3\r\nGET\r\n".iter().copied());
+        }
+        let _ = raw.write_all(&bytes);
+        let _ = std::io::Read::read(&mut raw, &mut [0u8; 512]);
+    }
+    assert_serving(&server);
+}
+
+#[test]
+fn huge_bulk_header_is_refused_without_allocating() {
+    let server = TestServer::start(|_| {});
+    let rss_before = server_util::rss_bytes();
+    let mut raw = server.raw();
+    roundtrip(
+        &mut raw,
+        b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$629145600\r\nabc",
+        b"-ERR Protocol error: invalid bulk length\r\n",
+    );
+    assert!(closed_by_peer(&mut raw));
+    // Inline lines have their own limit.
+    let mut raw = server.raw();
+    let long = vec![b'a'; 70 << 10];
+    let _ = raw.write_all(&long);
+    let want = b"-ERR Protocol error: too big inline request\r\n";
+    assert_eq!(read_exactly(&mut raw, want.len()), want);
+    let grown = server_util::rss_bytes().saturating_sub(rss_before);
+    assert!(grown < 200 << 20, "RSS grew by {grown} bytes");
+    assert_serving(&server);
+}
+
+#[test]
+fn a_thousand_concurrent_connections() {
+    server_util::raise_fd_limit(4096);
+    let server = TestServer::start(|_| {});
+    let started = Instant::now();
+    let mut conns: Vec<TcpStream> = (0..1000)
+        .map(|_| {
+            let s = TcpStream::connect(server.resp_addr()).expect("connect");
+            s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+            s
+        })
+        .collect();
+    for (i, c) in conns.iter_mut().enumerate() {
+        c.write_all(&encode(&[b"SET", format!("conn:{i}").as_bytes(), b"1"]))
+            .unwrap();
+    }
+    for c in &mut conns {
+        assert_eq!(read_exactly(c, 5), b"+OK\r\n");
+    }
+    let mut c = server.client();
+    let info: String = redis::cmd("INFO").arg("clients").query(&mut c).unwrap();
+    let connected: usize = info
+        .lines()
+        .find_map(|l| l.strip_prefix("connected_clients:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap();
+    assert!(connected >= 1001, "connected_clients = {connected}");
+    assert_eq!(c.keys::<_, Vec<String>>("conn:*").unwrap().len(), 1000);
+    drop(conns);
+    assert!(started.elapsed() < Duration::from_secs(60));
+}
+
+fn pipeline_then_partial_frame(prefix: &str, n: usize) -> Vec<u8> {
+    let mut pipeline = Vec::new();
+    for i in 0..n {
+        pipeline.extend_from_slice(&encode(&[b"SET", format!("{prefix}:{i}").as_bytes(), b"v"]));
+    }
+    pipeline.extend_from_slice(b"*3\r\n$3\r\nSET\r\n$4\r\nlast\r\n$100\r\nonly part");
+    pipeline
+}
+
+/// Applied keys `prefix:0..` form a prefix of the pipeline (commands run in order).
+fn applied_prefix(c: &mut redis::Connection, prefix: &str, n: usize) -> usize {
+    let applied = c
+        .keys::<_, Vec<String>>(format!("{prefix}:*"))
+        .unwrap()
+        .len();
+    for i in 0..n {
+        let present = c
+            .get::<_, Option<String>>(format!("{prefix}:{i}"))
+            .unwrap()
+            .is_some();
+        assert_eq!(
+            present,
+            i < applied,
+            "{prefix}:{i} breaks the prefix of {applied}"
+        );
+    }
+    applied
+}
+
+#[test]
+fn client_disconnecting_mid_pipeline() {
+    let server = TestServer::start(|_| {});
+    let n = 2000;
+    // Half-close: the server reads everything up to EOF; every complete command is applied
+    // and the partial one is dropped.
+    let mut raw = server.raw();
+    raw.write_all(&pipeline_then_partial_frame("half", n))
+        .unwrap();
+    raw.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut c = server.client();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while c.get::<_, Option<String>>("half:1999").unwrap().is_none() {
+        assert!(Instant::now() < deadline, "pipeline not applied");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(closed_by_peer(&mut raw));
+    assert_eq!(applied_prefix(&mut c, "half", n), n);
+    // Full close without reading a reply (the kernel may answer our replies with a reset):
+    // whatever was applied is a prefix, the partial frame never is, and the server goes on.
+    let mut raw = server.raw();
+    raw.write_all(&pipeline_then_partial_frame("gone", n))
+        .unwrap();
+    drop(raw);
+    std::thread::sleep(Duration::from_millis(200));
+    applied_prefix(&mut c, "gone", n);
+    assert_eq!(c.get::<_, Option<String>>("last").unwrap(), None);
+    assert_serving(&server);
+}
+
+#[test]
+fn connections_beyond_maxclients_get_an_error() {
+    let server = TestServer::start(|c| c.max_clients = 3);
+    let held: Vec<TcpStream> = (0..3).map(|_| server.raw()).collect();
+    let mut extra = server.raw();
+    let want = b"-ERR max number of clients reached\r\n";
+    assert_eq!(read_exactly(&mut extra, want.len()), want);
+    assert!(closed_by_peer(&mut extra));
+    drop(held);
+    // Slots are released on disconnect.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let mut c = server.raw();
+        c.write_all(b"PING\r\n").unwrap();
+        if read_exactly(&mut c, 7) == b"+PONG\r\n" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "slots not released");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn idle_connections_are_closed_after_the_timeout() {
+    let server = TestServer::start(|c| c.idle_timeout = Some(Duration::from_millis(300)));
+    let mut raw = server.raw();
+    roundtrip(&mut raw, b"PING\r\n", b"+PONG\r\n");
+    let start = Instant::now();
+    assert!(closed_by_peer(&mut raw));
+    assert!(start.elapsed() >= Duration::from_millis(250));
+}
+
+#[test]
+fn a_stalled_huge_request_does_not_stall_other_clients() {
+    let server = TestServer::start(|_| {});
+    // Announce a 100 MiB value, send 1 MiB of it, then stall.
+    let mut slow = server.raw();
+    slow.write_all(b"*3\r\n$3\r\nSET\r\n$3\r\nbig\r\n$104857600\r\n")
+        .unwrap();
+    slow.write_all(&vec![b'x'; 1 << 20]).unwrap();
+    // Another client keeps going; a whole-key-space command runs off the event loop.
+    let mut c = server.client();
+    let mut pipe = redis::pipe();
+    for i in 0..5000 {
+        pipe.cmd("SET").arg(format!("k{i}")).arg(i).ignore();
+    }
+    let () = pipe.query(&mut c).unwrap();
+    let start = Instant::now();
+    for _ in 0..100 {
+        let _: Option<String> = c.get("k1").unwrap();
+    }
+    let keys: Vec<String> = c.keys("*").unwrap();
+    assert_eq!(keys.len(), 5000);
+    assert!(start.elapsed() < Duration::from_secs(10));
+    drop(slow);
+}

@@ -1,0 +1,161 @@
+//! Helpers shared by the `server_*` tests: an in-process server on free loopback ports, and
+//! raw-socket helpers for framing tests.
+
+#![allow(dead_code, reason = "each test file uses a different subset")]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use strata_server::{Config, RunningServer};
+
+/// A server on `127.0.0.1:0` over a temporary directory.
+pub struct TestServer {
+    pub dir: tempfile::TempDir,
+    pub server: Option<RunningServer>,
+    pub config: Config,
+}
+
+impl TestServer {
+    /// Starts a server with the test defaults, adjusted by `adjust`.
+    pub fn start(adjust: impl FnOnce(&mut Config)) -> TestServer {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut config = Config::ephemeral(dir.path());
+        config.write_buffer_size = 4 << 20;
+        config.block_cache_size = 8 << 20;
+        adjust(&mut config);
+        let server = strata_server::spawn(config.clone()).expect("server starts");
+        TestServer {
+            dir,
+            server: Some(server),
+            config,
+        }
+    }
+
+    pub fn resp_addr(&self) -> SocketAddr {
+        self.server
+            .as_ref()
+            .and_then(RunningServer::resp_addr)
+            .expect("RESP on")
+    }
+
+    pub fn pg_addr(&self) -> SocketAddr {
+        self.server
+            .as_ref()
+            .and_then(RunningServer::pg_addr)
+            .expect("pg on")
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://{}/", self.resp_addr())
+    }
+
+    /// A `redis` crate connection (RESP2).
+    pub fn client(&self) -> redis::Connection {
+        redis::Client::open(self.url())
+            .expect("client")
+            .get_connection()
+            .expect("connect")
+    }
+
+    /// A raw socket with 10 s timeouts.
+    pub fn raw(&self) -> TcpStream {
+        let s = TcpStream::connect(self.resp_addr()).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        s.set_write_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        s
+    }
+
+    /// Stops the server cleanly (syncs and closes the databases).
+    pub fn stop(&mut self) {
+        if let Some(s) = self.server.take() {
+            s.shutdown().expect("clean shutdown");
+        }
+    }
+
+    /// Stops and starts again on the same directory (new ports).
+    pub fn restart(&mut self) {
+        self.stop();
+        self.server = Some(strata_server::spawn(self.config.clone()).expect("restart"));
+    }
+}
+
+/// Sends `request` and asserts the next bytes read are exactly `expected`.
+pub fn roundtrip(stream: &mut TcpStream, request: &[u8], expected: &[u8]) {
+    stream.write_all(request).expect("write");
+    let got = read_exactly(stream, expected.len());
+    assert_eq!(
+        String::from_utf8_lossy(&got),
+        String::from_utf8_lossy(expected),
+        "reply to {:?}",
+        String::from_utf8_lossy(request)
+    );
+}
+
+/// Reads `n` bytes (fewer if the peer closes).
+pub fn read_exactly(stream: &mut TcpStream, n: usize) -> Vec<u8> {
+    let mut got = vec![0u8; n];
+    let mut filled = 0;
+    while filled < n {
+        match stream.read(&mut got[filled..]) {
+            Ok(0) => break,
+            Ok(k) => filled += k,
+            Err(e) => panic!("read failed after {filled} of {n} bytes: {e}"),
+        }
+    }
+    got.truncate(filled);
+    got
+}
+
+/// True when the peer has closed the connection (reads EOF or a reset within 10 s).
+pub fn closed_by_peer(stream: &mut TcpStream) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut buf = [0u8; 256];
+    while Instant::now() < deadline {
+        match stream.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return false,
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => return false,
+            Err(_) => return true,
+        }
+    }
+    false
+}
+
+/// Encodes a command as a RESP multibulk request.
+pub fn encode(args: &[&[u8]]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+        out.extend_from_slice(a);
+        out.extend_from_slice(b"\r\n");
+    }
+    out
+}
+
+/// Raises the soft open-files limit to at least `n` (for many-connection tests).
+pub fn raise_fd_limit(n: u64) {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit write/read a plain struct we own.
+    #[allow(unsafe_code, reason = "libc call in a test helper")]
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < n {
+            lim.rlim_cur = n.min(lim.rlim_max);
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
+}
+
+/// Resident set size of this process, in bytes (Linux).
+pub fn rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .map_or(0, |pages| pages * 4096)
+}
