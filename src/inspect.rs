@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use strata_engine::sstable::Table;
-use strata_engine::{Db, Options, ReadOptions, WriteBatch, WriteOptions};
+use strata_engine::{Db, Keyspace, Options, ReadOptions, WriteBatch, WriteOptions};
 
 fn open_existing(dir: &Path) -> anyhow::Result<Db> {
     // With the counter operator, so databases loaded with `strata load --format counts` read.
@@ -16,9 +16,28 @@ fn open_existing(dir: &Path) -> anyhow::Result<Db> {
     Db::open(dir, options).with_context(|| format!("opening database at {}", dir.display()))
 }
 
-pub(crate) fn get(dir: &Path, key: &[u8]) -> anyhow::Result<ExitCode> {
+/// Keyspace `name` of `db` (the default one for `None`); an error naming the existing
+/// keyspaces when it does not exist, unless `create`.
+fn keyspace(db: &Db, name: Option<&str>, create: bool) -> anyhow::Result<Keyspace> {
+    let Some(name) = name else {
+        return Ok(db.default_keyspace());
+    };
+    let existing = db.list_keyspaces();
+    if !create && !existing.iter().any(|n| n == name) {
+        anyhow::bail!(
+            "no keyspace named {name:?} in {} (keyspaces: {})",
+            db.path().display(),
+            existing.join(", ")
+        );
+    }
+    Ok(db.keyspace(name)?)
+}
+
+pub(crate) fn get(dir: &Path, keyspace_name: Option<&str>, key: &[u8]) -> anyhow::Result<ExitCode> {
     let db = open_existing(dir)?;
-    let value = db.get(key)?;
+    let ks = keyspace(&db, keyspace_name, false)?;
+    let value = ks.get(key)?;
+    drop(ks);
     db.close()?;
     match value {
         Some(v) => {
@@ -34,36 +53,74 @@ pub(crate) fn get(dir: &Path, key: &[u8]) -> anyhow::Result<ExitCode> {
     }
 }
 
-pub(crate) fn put(dir: &Path, key: &[u8], value: &[u8]) -> anyhow::Result<ExitCode> {
+pub(crate) fn put(
+    dir: &Path,
+    keyspace_name: Option<&str>,
+    key: &[u8],
+    value: &[u8],
+) -> anyhow::Result<ExitCode> {
     let db = Db::open(dir, Options::default())?;
+    let ks = keyspace(&db, keyspace_name, true)?;
     let mut batch = WriteBatch::new();
-    batch.put(key, value);
+    batch.put_in(&ks, key, value);
+    drop(ks);
     db.write(batch, &WriteOptions::synced())?;
     db.close()?;
     Ok(ExitCode::SUCCESS)
 }
 
-pub(crate) fn delete(dir: &Path, key: &[u8]) -> anyhow::Result<ExitCode> {
+pub(crate) fn delete(
+    dir: &Path,
+    keyspace_name: Option<&str>,
+    key: &[u8],
+) -> anyhow::Result<ExitCode> {
     let db = open_existing(dir)?;
+    let ks = keyspace(&db, keyspace_name, false)?;
     let mut batch = WriteBatch::new();
-    batch.delete(key);
+    batch.delete_in(&ks, key);
+    drop(ks);
     db.write(batch, &WriteOptions::synced())?;
     db.close()?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Key bounds of `strata scan`: `--from` (inclusive), `--to` (exclusive), `--prefix`.
+pub(crate) struct ScanBounds<'a> {
+    pub(crate) from: Option<&'a str>,
+    pub(crate) to: Option<&'a str>,
+    pub(crate) prefix: Option<&'a str>,
 }
 
 pub(crate) fn scan(
     dir: &Path,
-    from: Option<&str>,
-    to: Option<&str>,
+    keyspace_name: Option<&str>,
+    bounds: &ScanBounds<'_>,
     reverse: bool,
     limit: Option<usize>,
 ) -> anyhow::Result<ExitCode> {
     use std::ops::Bound;
     let db = open_existing(dir)?;
-    let lower = from.map_or(Bound::Unbounded, |f| Bound::Included(f.as_bytes()));
-    let upper = to.map_or(Bound::Unbounded, |t| Bound::Excluded(t.as_bytes()));
-    let range = db.range(&ReadOptions::default(), (lower, upper));
+    let ks = keyspace(&db, keyspace_name, false)?;
+    // The tighter of --from and the prefix, and of --to and the prefix's successor.
+    let prefix = bounds.prefix.map(str::as_bytes);
+    let prefix_end = prefix.and_then(strata_engine::prefix_successor);
+    let mut lower = bounds
+        .from
+        .map_or(Bound::Unbounded, |f| Bound::Included(f.as_bytes()));
+    if let Some(p) = prefix
+        && bounds.from.is_none_or(|f| f.as_bytes() < p)
+    {
+        lower = Bound::Included(p);
+    }
+    let mut upper = bounds
+        .to
+        .map_or(Bound::Unbounded, |t| Bound::Excluded(t.as_bytes()));
+    if let Some(end) = prefix_end.as_deref()
+        && bounds.to.is_none_or(|t| end < t.as_bytes())
+    {
+        upper = Bound::Excluded(end);
+    }
+    let range = ks.range(&ReadOptions::default(), (lower, upper));
     let iter: Box<dyn Iterator<Item = _>> = if reverse {
         Box::new(range.rev())
     } else {
@@ -79,6 +136,7 @@ pub(crate) fn scan(
     }
     out.flush()?;
     drop(out);
+    drop(ks);
     db.close()?;
     Ok(ExitCode::SUCCESS)
 }

@@ -42,15 +42,30 @@ enum Command {
         dir: PathBuf,
     },
     /// Print the value of KEY (raw, with a newline); exit status 1 when absent.
-    Get { dir: PathBuf, key: String },
+    Get {
+        dir: PathBuf,
+        key: String,
+        /// Read this keyspace instead of the default one (it must exist).
+        #[arg(long)]
+        keyspace: Option<String>,
+    },
     /// Set KEY to VALUE (synced).
     Put {
         dir: PathBuf,
         key: String,
         value: String,
+        /// Write this keyspace (created if missing) instead of the default one.
+        #[arg(long)]
+        keyspace: Option<String>,
     },
     /// Delete KEY (synced).
-    Delete { dir: PathBuf, key: String },
+    Delete {
+        dir: PathBuf,
+        key: String,
+        /// Delete in this keyspace instead of the default one (it must exist).
+        #[arg(long)]
+        keyspace: Option<String>,
+    },
     /// Print key<TAB>value lines in key order.
     Scan {
         dir: PathBuf,
@@ -60,6 +75,12 @@ enum Command {
         /// Last key (exclusive).
         #[arg(long)]
         to: Option<String>,
+        /// Only keys starting with this prefix (combined with --from/--to when given).
+        #[arg(long)]
+        prefix: Option<String>,
+        /// Scan this keyspace instead of the default one (it must exist).
+        #[arg(long)]
+        keyspace: Option<String>,
         /// Descending order.
         #[arg(long)]
         reverse: bool,
@@ -116,16 +137,37 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Repl { dir, command } => repl::run(&dir, command.as_deref()),
         Command::Demo { dir } => demo(&dir),
-        Command::Get { dir, key } => inspect::get(&dir, key.as_bytes()),
-        Command::Put { dir, key, value } => inspect::put(&dir, key.as_bytes(), value.as_bytes()),
-        Command::Delete { dir, key } => inspect::delete(&dir, key.as_bytes()),
+        Command::Get { dir, key, keyspace } => {
+            inspect::get(&dir, keyspace.as_deref(), key.as_bytes())
+        }
+        Command::Put {
+            dir,
+            key,
+            value,
+            keyspace,
+        } => inspect::put(&dir, keyspace.as_deref(), key.as_bytes(), value.as_bytes()),
+        Command::Delete { dir, key, keyspace } => {
+            inspect::delete(&dir, keyspace.as_deref(), key.as_bytes())
+        }
         Command::Scan {
             dir,
             from,
             to,
+            prefix,
+            keyspace,
             reverse,
             limit,
-        } => inspect::scan(&dir, from.as_deref(), to.as_deref(), reverse, limit),
+        } => inspect::scan(
+            &dir,
+            keyspace.as_deref(),
+            &inspect::ScanBounds {
+                from: from.as_deref(),
+                to: to.as_deref(),
+                prefix: prefix.as_deref(),
+            },
+            reverse,
+            limit,
+        ),
         Command::SstDump { file, entries } => inspect::sst_dump(&file, entries),
         Command::Check { dir } => inspect::check(&dir),
         Command::Checkpoint { dir, dest } => {

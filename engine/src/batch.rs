@@ -5,17 +5,23 @@
 //!
 //! ```text
 //! batch  := seqno: u64 LE | count: u32 LE | entry{count}
-//! entry  := kind: u8 | key_len: varint | key | [value_len: varint | value]   (value for Put/Merge)
-//! kind   := 0 Delete | 1 Put | 2 Merge           (ValueKind's on-disk byte)
+//! entry  := tag: u8 | [keyspace: varint] | key_len: varint | key | [value_len: varint | value]
+//! tag    := kind | (0x80 if a keyspace id follows; absent = the default keyspace, 0)
+//! kind   := 0 Delete | 1 Put | 2 Merge           (ValueKind's on-disk byte; value for Put/Merge)
 //! ```
 //!
 //! Entry `i` gets sequence number `seqno + i`.
 
-use crate::coding::{get_fixed32, get_fixed64, get_length_prefixed, put_length_prefixed};
+use crate::coding::{
+    get_fixed32, get_fixed64, get_length_prefixed, get_varint64, put_length_prefixed, put_varint64,
+};
 use crate::types::{SeqNo, ValueKind};
 
 /// Bytes of the batch header (`seqno` + `count`).
 pub const HEADER_LEN: usize = 12;
+
+/// Set in an entry's tag byte when a keyspace id follows it.
+const KEYSPACE_FLAG: u8 = 0x80;
 
 /// An ordered group of writes applied atomically by `Db::write`: after a crash either all of a
 /// batch's entries are present or none. Later entries win over earlier ones for the same key.
@@ -71,6 +77,23 @@ impl WriteBatch {
         self.push(ValueKind::Merge, key, Some(operand));
     }
 
+    /// Adds `key -> value` in `keyspace` (see [`crate::Db::keyspace`]); the batch stays atomic
+    /// across keyspaces. `Db::write` returns [`crate::Error::InvalidArgument`] when the
+    /// keyspace was dropped or belongs to another database.
+    pub fn put_in(&mut self, keyspace: &crate::Keyspace, key: &[u8], value: &[u8]) {
+        self.push_in(keyspace.id(), ValueKind::Put, key, Some(value));
+    }
+
+    /// Adds a deletion of `key` in `keyspace`; see [`WriteBatch::put_in`].
+    pub fn delete_in(&mut self, keyspace: &crate::Keyspace, key: &[u8]) {
+        self.push_in(keyspace.id(), ValueKind::Delete, key, None);
+    }
+
+    /// Adds a merge operand for `key` in `keyspace`; see [`WriteBatch::put_in`].
+    pub fn merge_in(&mut self, keyspace: &crate::Keyspace, key: &[u8], operand: &[u8]) {
+        self.push_in(keyspace.id(), ValueKind::Merge, key, Some(operand));
+    }
+
     /// Number of entries.
     pub fn len(&self) -> usize {
         get_fixed32(&self.rep, 8).map_or(0, |c| c as usize)
@@ -93,7 +116,23 @@ impl WriteBatch {
     }
 
     fn push(&mut self, kind: ValueKind, key: &[u8], value: Option<&[u8]>) {
-        self.rep.push(u8::from(kind));
+        self.push_in(0, kind, key, value);
+    }
+
+    /// Adds an entry for keyspace `keyspace` (0 is the default keyspace, encoded without id).
+    pub(crate) fn push_in(
+        &mut self,
+        keyspace: u32,
+        kind: ValueKind,
+        key: &[u8],
+        value: Option<&[u8]>,
+    ) {
+        if keyspace == 0 {
+            self.rep.push(u8::from(kind));
+        } else {
+            self.rep.push(u8::from(kind) | KEYSPACE_FLAG);
+            put_varint64(&mut self.rep, u64::from(keyspace));
+        }
         put_length_prefixed(&mut self.rep, key);
         if let Some(value) = value {
             put_length_prefixed(&mut self.rep, value);
@@ -152,7 +191,8 @@ impl WriteBatch {
         Ok(batch)
     }
 
-    /// Iterates entries in order as `(kind, key, value)`; `value` is empty for deletes.
+    /// Iterates entries in order as `(keyspace, kind, key, value)`; `value` is empty for
+    /// deletes.
     pub(crate) fn iter(&self) -> BatchIter<'_> {
         entries(&self.rep)
     }
@@ -178,8 +218,8 @@ pub(crate) struct BatchIter<'a> {
     offset: usize,
 }
 
-/// One decoded batch entry.
-pub(crate) type BatchEntry<'a> = (ValueKind, &'a [u8], &'a [u8]);
+/// One decoded batch entry: `(keyspace id, kind, key, value)`.
+pub(crate) type BatchEntry<'a> = (u32, ValueKind, &'a [u8], &'a [u8]);
 
 impl<'a> Iterator for BatchIter<'a> {
     type Item = Result<BatchEntry<'a>, String>;
@@ -191,13 +231,24 @@ impl<'a> Iterator for BatchIter<'a> {
             this.rest = &[];
             Some(Err(msg))
         };
-        let Ok(kind) = ValueKind::try_from(tag) else {
+        let Ok(kind) = ValueKind::try_from(tag & !KEYSPACE_FLAG) else {
             return fail(self, &format!("unknown entry kind {tag}"));
+        };
+        let (keyspace, after_tag, id_len) = if tag & KEYSPACE_FLAG == 0 {
+            (0, after_tag, 0)
+        } else {
+            let Some((id, n)) = get_varint64(after_tag) else {
+                return fail(self, "truncated keyspace id");
+            };
+            let Ok(id) = u32::try_from(id) else {
+                return fail(self, &format!("keyspace id {id} over 32 bits"));
+            };
+            (id, after_tag.get(n..).unwrap_or_default(), n)
         };
         let Some((key, klen)) = get_length_prefixed(after_tag) else {
             return fail(self, "truncated key");
         };
-        let mut used = 1 + klen;
+        let mut used = 1 + id_len + klen;
         let value: &[u8] = if kind == ValueKind::Delete {
             &[]
         } else {
@@ -209,7 +260,7 @@ impl<'a> Iterator for BatchIter<'a> {
         };
         self.rest = self.rest.get(used..).unwrap_or_default();
         self.offset += used;
-        Some(Ok((kind, key, value)))
+        Some(Ok((keyspace, kind, key, value)))
     }
 }
 
@@ -232,14 +283,44 @@ mod tests {
         assert_eq!(
             entries,
             vec![
-                (ValueKind::Put, &b""[..], &b""[..]),
-                (ValueKind::Put, &b"k"[..], &b"v"[..]),
-                (ValueKind::Delete, &b"\xff"[..], &b""[..]),
-                (ValueKind::Merge, &b"c"[..], &b"1"[..]),
+                (0, ValueKind::Put, &b""[..], &b""[..]),
+                (0, ValueKind::Put, &b"k"[..], &b"v"[..]),
+                (0, ValueKind::Delete, &b"\xff"[..], &b""[..]),
+                (0, ValueKind::Merge, &b"c"[..], &b"1"[..]),
             ]
         );
         b.clear();
         assert!(b.is_empty());
+    }
+
+    #[test]
+    fn keyspace_entries_carry_their_id() {
+        let mut b = WriteBatch::new();
+        b.push_in(0, ValueKind::Put, b"a", Some(b"1"));
+        b.push_in(300, ValueKind::Delete, b"b", None);
+        b.push_in(7, ValueKind::Merge, b"c", Some(b"2"));
+        // Tag 0x80|0 (Delete), keyspace 300 as a two-byte varint.
+        assert_eq!(
+            &b.data()[HEADER_LEN + 5..HEADER_LEN + 8],
+            &[0x80, 0xac, 0x02]
+        );
+        let decoded = WriteBatch::from_data(b.data().to_vec()).expect("valid batch");
+        let entries: Vec<_> = decoded.iter().collect::<Result<_, _>>().expect("entries");
+        assert_eq!(
+            entries,
+            vec![
+                (0, ValueKind::Put, &b"a"[..], &b"1"[..]),
+                (300, ValueKind::Delete, &b"b"[..], &b""[..]),
+                (7, ValueKind::Merge, &b"c"[..], &b"2"[..]),
+            ]
+        );
+        let data = b.data().to_vec();
+        for cut in HEADER_LEN..data.len() {
+            assert!(
+                WriteBatch::from_data(data[..cut].to_vec()).is_err(),
+                "cut at {cut}"
+            );
+        }
     }
 
     #[test]

@@ -6,12 +6,18 @@
 //!
 //! # Lock order
 //! `write queue` (never held while waiting) → `log` (held by the group-commit leader) →
-//! `versions` → `super_version` → `bg`. No code takes an earlier lock while holding a later one.
+//! `versions` → a keyspace's `super_version` → `bg`. No code takes an earlier lock while
+//! holding a later one. The keyspace map (`keyspaces`) is a leaf: held only to look up or
+//! clone keyspaces, never while taking another lock.
+//!
+//! The plain `Db` methods read and write the default keyspace; [`Db::keyspace`] gives handles
+//! to named ones (`keyspace.rs`).
 
 mod background;
 mod checkpoint;
 mod flush;
 mod ingest;
+mod keyspace;
 mod lock;
 mod read;
 mod recovery;
@@ -24,6 +30,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+pub use keyspace::{Keyspace, MAX_KEYSPACE_NAME_LEN};
 pub use read::{DbCursor, DbRange, prefix_successor};
 use state::DbInner;
 
@@ -137,7 +144,8 @@ impl Db {
     /// [`crate::Error::Corruption`] / [`crate::Error::ChecksumMismatch`] when a table block the lookup reads
     /// is damaged; [`crate::Error::Io`]; [`crate::Error::Closed`].
     pub fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
-        self.inner().get(&ReadOptions::default(), key)
+        let inner = self.inner();
+        inner.get(&inner.default_ks, &ReadOptions::default(), key)
     }
 
     /// Like [`Db::get`], reading at `options.snapshot` when set.
@@ -145,7 +153,8 @@ impl Db {
     /// # Errors
     /// As [`Db::get`].
     pub fn get_opt(&self, options: &ReadOptions, key: &[u8]) -> Result<Option<Bytes>> {
-        self.inner().get(options, key)
+        let inner = self.inner();
+        inner.get(&inner.default_ks, options, key)
     }
 
     /// A snapshot of the current state: reads through [`ReadOptions::at`] see exactly the
@@ -164,7 +173,8 @@ impl Db {
     {
         let lower = range.start_bound().map(|k| k.to_vec());
         let upper = range.end_bound().map(|k| k.to_vec());
-        self.inner().range(options, lower, upper)
+        let inner = self.inner();
+        inner.range(&inner.default_ks, options, lower, upper)
     }
 
     /// Iterates the pairs whose key starts with `prefix`, in key order (reverse with `.rev()`).
@@ -186,7 +196,8 @@ impl Db {
     /// [`crate::Error::Closed`]; [`crate::Error::Corruption`] / [`crate::Error::Io`] opening a
     /// table.
     pub fn cursor(&self, options: &ReadOptions) -> Result<DbCursor> {
-        self.inner().cursor(options)
+        let inner = self.inner();
+        inner.cursor(&inner.default_ks, options)
     }
 
     /// Adds merge operand `operand` to `key` (a one-entry batch, `sync: false`). Reads fold the
@@ -206,13 +217,14 @@ impl Db {
         self.range::<std::ops::RangeFull>(options, ..)
     }
 
-    /// Freezes the memtable, writes it (and any other immutable memtable) to level-0 tables
-    /// and returns once they are recorded in the manifest and fsynced.
+    /// Freezes the memtable of every keyspace, writes them (and any other immutable memtable)
+    /// to level-0 tables and returns once they are recorded in the manifest and fsynced.
+    /// [`Keyspace::flush`] flushes one keyspace.
     ///
     /// # Errors
     /// [`crate::Error::Io`] or [`crate::Error::Poisoned`] when a flush failed; [`crate::Error::Closed`].
     pub fn flush(&self) -> Result<()> {
-        self.inner().flush()
+        self.inner().flush(None)
     }
 
     /// Compacts every table overlapping the user-key range `[begin, end]` (`None` =
@@ -224,7 +236,8 @@ impl Db {
     /// [`crate::Error::Io`], [`crate::Error::Corruption`] from reading or writing tables (the
     /// database is poisoned then); [`crate::Error::Poisoned`]; [`crate::Error::Closed`].
     pub fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
-        self.inner().compact_range(begin, end)
+        let inner = self.inner();
+        inner.compact_range(&inner.default_ks, begin, end)
     }
 
     /// Links SSTables built by [`crate::TableWriter`] into the database, atomically: after a
@@ -259,7 +272,8 @@ impl Db {
     /// # Examples
     /// See [`crate::TableWriter`].
     pub fn ingest(&self, files: &[std::path::PathBuf]) -> Result<()> {
-        self.inner().ingest(files)
+        let inner = self.inner();
+        inner.ingest(&inner.default_ks, files)
     }
 
     /// Writes a consistent, openable copy of the database into the new directory `dest`
@@ -275,14 +289,16 @@ impl Db {
         self.inner().checkpoint(dest.as_ref())
     }
 
-    /// Counters since open: tables and bytes per level, bytes written by the WAL, flushes and
-    /// compactions, write amplification, stalls, cache and bloom filter hits. `Display` gives
-    /// a text report.
+    /// Counters since open: tables and bytes per level (of the default keyspace; see
+    /// [`Keyspace::stats`]), bytes written by the WAL, flushes and compactions, write
+    /// amplification, stalls, cache and bloom filter hits (database-wide). `Display` gives a
+    /// text report.
     pub fn stats(&self) -> crate::stats::DbStats {
-        self.inner().stats()
+        let inner = self.inner();
+        inner.stats(&inner.default_ks)
     }
 
-    /// Verifies every table's checksums and the version's invariants.
+    /// Verifies every table's checksums and the version invariants of every keyspace.
     ///
     /// # Errors
     /// The first [`crate::Error::Corruption`] / [`crate::Error::ChecksumMismatch`] found, or [`crate::Error::Io`].

@@ -88,6 +88,13 @@ pub struct Options {
     /// merge operands is then [`crate::Error::InvalidArgument`]. [`crate::CounterAdd`] gives
     /// decimal counters.
     pub merge_operator: Option<Arc<dyn MergeOperator>>,
+    /// Total bytes of WAL files past which the keyspaces holding the oldest WAL are flushed, so
+    /// a keyspace written rarely does not keep old WALs alive for ever. Default 0: four times
+    /// `write_buffer_size * max_write_buffer_number`.
+    pub max_total_wal_size: u64,
+    /// Options for named keyspaces, by name (see [`Options::with_keyspace_options`]); a
+    /// keyspace without an entry uses these options.
+    pub keyspace_options: Vec<(String, Options)>,
 }
 
 impl Default for Options {
@@ -116,6 +123,8 @@ impl Default for Options {
             delayed_write_rate: 16 << 20,
             max_background_jobs: 2,
             merge_operator: None,
+            max_total_wal_size: 0,
+            keyspace_options: Vec::new(),
         }
     }
 }
@@ -182,6 +191,58 @@ setters! {
     max_background_jobs: usize;
     /// Sets [`Options::merge_operator`].
     merge_operator: Option<Arc<dyn MergeOperator>>;
+    /// Sets [`Options::max_total_wal_size`] (bytes; 0 = automatic).
+    max_total_wal_size: u64;
+}
+
+impl Options {
+    /// Gives keyspace `name` its own options, used when it is created or opened by
+    /// [`crate::Db::keyspace`] and when the database reopens it. Only the per-keyspace fields
+    /// are taken from `options`: `write_buffer_size`, `max_write_buffer_number`,
+    /// `max_value_size`, the table fields (`block_size`, `block_restart_interval`,
+    /// `bloom_bits_per_key`, `compression`), the compaction fields (`level_size_multiplier`,
+    /// `max_bytes_for_level_base`, `target_file_size`, `level0_file_num_compaction_trigger`)
+    /// and `merge_operator`; everything else is database-wide and comes from the options
+    /// passed to [`crate::Db::open`]. Like RocksDB's column family options, they are not
+    /// stored in the database: pass them on every open.
+    #[must_use]
+    pub fn with_keyspace_options(mut self, name: &str, options: Options) -> Self {
+        self.keyspace_options.retain(|(n, _)| n != name);
+        self.keyspace_options.push((name.to_owned(), options));
+        self
+    }
+
+    /// The options keyspace `name` runs with: the database's, with the per-keyspace fields
+    /// from [`Options::with_keyspace_options`] when it has an entry.
+    pub(crate) fn for_keyspace(&self, name: &str) -> Options {
+        let mut out = self.clone();
+        out.keyspace_options = Vec::new();
+        if let Some((_, o)) = self.keyspace_options.iter().find(|(n, _)| n == name) {
+            out.write_buffer_size = o.write_buffer_size;
+            out.max_write_buffer_number = o.max_write_buffer_number;
+            out.max_value_size = o.max_value_size;
+            out.block_size = o.block_size;
+            out.block_restart_interval = o.block_restart_interval;
+            out.bloom_bits_per_key = o.bloom_bits_per_key;
+            out.compression = o.compression;
+            out.level_size_multiplier = o.level_size_multiplier;
+            out.max_bytes_for_level_base = o.max_bytes_for_level_base;
+            out.target_file_size = o.target_file_size;
+            out.level0_file_num_compaction_trigger = o.level0_file_num_compaction_trigger;
+            out.merge_operator.clone_from(&o.merge_operator);
+        }
+        out
+    }
+
+    /// [`Options::max_total_wal_size`] with 0 resolved to its automatic value.
+    pub(crate) fn effective_max_total_wal_size(&self) -> u64 {
+        if self.max_total_wal_size > 0 {
+            return self.max_total_wal_size;
+        }
+        (self.write_buffer_size as u64)
+            .saturating_mul(self.max_write_buffer_number as u64)
+            .saturating_mul(4)
+    }
 }
 
 impl Options {
@@ -231,6 +292,11 @@ impl Options {
         }
         if self.max_background_jobs < 1 {
             return bad("max_background_jobs must be at least 1");
+        }
+        for (name, o) in &self.keyspace_options {
+            o.validate().map_err(|e| {
+                crate::Error::InvalidArgument(format!("options of keyspace {name:?}: {e}"))
+            })?;
         }
         Ok(())
     }

@@ -6,6 +6,10 @@
 //! - every batch is all-or-nothing,
 //! - the recovered batches are a prefix of the issued order (no holes).
 //!
+//! Entries of a batch go to three keyspaces (the default one, `often` with the same tiny write
+//! buffer and `rare` with a large one, so its records keep old WALs alive while the others
+//! flush): every batch spanning keyspaces must still be all-or-nothing.
+//!
 //! The write buffer and level sizes are tiny so kills also land during flushes and
 //! compactions. 20 kills by default;
 //! `STRATA_CRASH_KILLS=<n>` for more.
@@ -22,7 +26,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use rand::{Rng, SeedableRng};
-use strata_engine::{Db, Options, WriteBatch, WriteOptions};
+use strata_engine::{Db, Keyspace, Options, WriteBatch, WriteOptions};
 
 const CHILD_DIR_ENV: &str = "STRATA_CRASH_CHILD_DIR";
 const CHILD_START_ENV: &str = "STRATA_CRASH_CHILD_START";
@@ -34,6 +38,17 @@ fn options() -> Options {
         .target_file_size(16 << 10)
         .max_bytes_for_level_base(64 << 10)
         .level0_file_num_compaction_trigger(2)
+        .with_keyspace_options("rare", Options::default().write_buffer_size(4 << 20))
+}
+
+/// Keyspaces of entry `j`: `j % 3` indexes `[default, often, rare]`.
+const KEYSPACES: [&str; 3] = ["default", "often", "rare"];
+
+fn keyspaces(db: &Db) -> Vec<Keyspace> {
+    KEYSPACES
+        .iter()
+        .map(|n| db.keyspace(n).expect("keyspace"))
+        .collect()
 }
 
 /// Keys of batch `i`: `b{i}-{j}` for `j < batch_width(i)`.
@@ -60,10 +75,11 @@ fn crash_child_writer() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(0);
     let db = Db::open(&dir, options()).expect("child open");
+    let ks = keyspaces(&db);
     for i in start.. {
         let mut batch = WriteBatch::new();
         for j in 0..batch_width(i) {
-            batch.put(&batch_key(i, j), &batch_value(i, j));
+            batch.put_in(&ks[(j % 3) as usize], &batch_key(i, j), &batch_value(i, j));
         }
         let sync = i % 7 == 0;
         db.write(
@@ -83,18 +99,24 @@ fn crash_child_writer() {
 fn verify(dir: &std::path::Path, acked: Option<u64>) -> u64 {
     let db = Db::open(dir, options()).expect("reopen after kill");
     let mut per_batch: BTreeMap<u64, u64> = BTreeMap::new();
-    for kv in db.iter(&Default::default()) {
-        let (k, v) = kv.expect("scan after kill");
-        let text = std::str::from_utf8(&k).expect("utf8 key");
-        let (i, j) = text[1..].split_once('-').expect("key shape");
-        let (i, j): (u64, u64) = (i.parse().expect("i"), j.parse().expect("j"));
-        assert_eq!(
-            v.as_ref(),
-            &batch_value(i, j)[..],
-            "value of batch {i} entry {j}"
-        );
-        *per_batch.entry(i).or_default() += 1;
+    let ks = keyspaces(&db);
+    let snapshot = db.snapshot();
+    for (n, keyspace) in ks.iter().enumerate() {
+        for kv in keyspace.iter(&strata_engine::ReadOptions::at(&snapshot)) {
+            let (k, v) = kv.expect("scan after kill");
+            let text = std::str::from_utf8(&k).expect("utf8 key");
+            let (i, j) = text[1..].split_once('-').expect("key shape");
+            let (i, j): (u64, u64) = (i.parse().expect("i"), j.parse().expect("j"));
+            assert_eq!(j % 3, n as u64, "entry {j} of batch {i} in keyspace {n}");
+            assert_eq!(
+                v.as_ref(),
+                &batch_value(i, j)[..],
+                "value of batch {i} entry {j}"
+            );
+            *per_batch.entry(i).or_default() += 1;
+        }
     }
+    drop((ks, snapshot));
     let mut expected_next = 0;
     for (&i, &n) in &per_batch {
         assert_eq!(

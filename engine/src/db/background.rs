@@ -14,7 +14,7 @@ use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use super::state::{DbInner, SuperVersion};
+use super::state::{DbInner, ImmMemTable, KeyspaceState};
 use crate::compaction::{self, CompactionTask, JobContext};
 use crate::error::{Error, Result};
 use crate::filename;
@@ -23,8 +23,8 @@ use crate::version::{NUM_LEVELS, Version};
 
 /// Work a background thread took.
 enum Job {
-    Flush(Arc<super::state::ImmMemTable>),
-    Compaction(CompactionTask),
+    Flush(Arc<KeyspaceState>, Arc<ImmMemTable>),
+    Compaction(Arc<KeyspaceState>, CompactionTask),
 }
 
 /// Starts the background threads.
@@ -49,39 +49,57 @@ fn background_main(inner: &Arc<DbInner>) {
                     return;
                 }
                 if !inner.is_poisoned() {
-                    let sv = inner.super_version();
+                    let keyspaces = inner.all_keyspaces();
+                    // The oldest immutable memtable of any keyspace first, so the oldest WAL
+                    // becomes obsolete first.
+                    let oldest = keyspaces
+                        .iter()
+                        .filter_map(|ks| {
+                            ks.super_version()
+                                .imms
+                                .last()
+                                .map(|imm| (ks, Arc::clone(imm)))
+                        })
+                        .min_by_key(|(_, imm)| imm.wal_number);
                     if !bg.flush_running
-                        && let Some(imm) = sv.imms.last().cloned()
+                        && let Some((ks, imm)) = oldest
                     {
                         bg.flush_running = true;
-                        break Job::Flush(imm);
+                        break Job::Flush(Arc::clone(ks), imm);
                     }
-                    if !bg.manual_compaction
-                        && let Some(task) =
-                            compaction::pick_compaction(&sv.version, &inner.options, &bg.busy)
+                    let bg_state = &mut *bg;
+                    if !bg_state.manual_compaction
+                        && let Some((ks, task)) = pick_any_compaction(
+                            &keyspaces,
+                            &bg_state.busy,
+                            &mut bg_state.next_keyspace,
+                        )
                     {
                         for (_, f) in task.all_inputs() {
                             bg.busy.insert(f.number);
                         }
                         bg.compactions_running += 1;
-                        break Job::Compaction(task);
+                        break Job::Compaction(ks, task);
                     }
                 }
                 inner.bg_cv.wait(&mut bg);
             }
         };
         match job {
-            Job::Flush(imm) => {
-                let result = inner.flush_imm(&imm);
+            Job::Flush(ks, imm) => {
+                let result = inner.flush_imm(&ks, &imm);
                 if let Err(e) = &result {
-                    inner.set_poison(format!("flush of WAL {} failed: {e}", imm.wal_number));
+                    inner.set_poison(format!(
+                        "flush of keyspace {:?} (WAL {}) failed: {e}",
+                        ks.name, imm.wal_number
+                    ));
                 }
                 let mut bg = inner.bg.lock();
                 bg.flush_running = false;
                 bg.flushes_done += 1;
             }
-            Job::Compaction(task) => {
-                let result = inner.run_compaction_task(&task);
+            Job::Compaction(ks, task) => {
+                let result = inner.run_compaction_task(&ks, &task);
                 if let Err(e) = &result {
                     inner.set_poison(format!("compaction of level {} failed: {e}", task.level));
                 }
@@ -91,6 +109,9 @@ fn background_main(inner: &Arc<DbInner>) {
                 }
                 bg.compactions_running -= 1;
                 bg.compactions_done += 1;
+                drop(bg);
+                // The inputs were busy until now, so their deletion waited.
+                inner.delete_obsolete_tables(Vec::new());
             }
         }
         inner.refresh_pending_compaction_bytes();
@@ -98,33 +119,79 @@ fn background_main(inner: &Arc<DbInner>) {
     }
 }
 
+/// The first compaction due in any keyspace, starting the search at keyspace index `*next`
+/// and moving it on, so that keyspaces take turns.
+fn pick_any_compaction(
+    keyspaces: &[Arc<KeyspaceState>],
+    busy: &HashSet<FileNumber>,
+    next: &mut usize,
+) -> Option<(Arc<KeyspaceState>, CompactionTask)> {
+    let n = keyspaces.len();
+    for i in 0..n {
+        let ks = keyspaces.get((*next + i) % n)?;
+        let sv = ks.super_version();
+        if let Some(task) = compaction::pick_compaction(&sv.version, &ks.options, busy) {
+            *next = (*next + i + 1) % n;
+            return Some((Arc::clone(ks), task));
+        }
+    }
+    None
+}
+
 impl DbInner {
-    /// Runs one compaction task and installs its result.
-    pub(crate) fn run_compaction_task(&self, task: &CompactionTask) -> Result<()> {
+    /// Runs one compaction task of keyspace `ks` and installs its result (nothing is installed
+    /// if the keyspace was dropped meanwhile).
+    pub(crate) fn run_compaction_task(
+        &self,
+        ks: &KeyspaceState,
+        task: &CompactionTask,
+    ) -> Result<()> {
         let start = Instant::now();
         let snapshots = self.snapshots.seqnos();
         let mut next_number = || self.versions.lock().new_file_number();
         let mut ctx = JobContext {
             dir: &self.dir,
-            options: &self.options,
+            options: &ks.options,
             table_cache: &self.table_cache,
             snapshots: &snapshots,
             new_file_number: &mut next_number,
         };
-        let (edit, job) = compaction::run_compaction(task, &mut ctx)?;
+        let (mut edit, job) = match compaction::run_compaction(task, &mut ctx) {
+            Ok(done) => done,
+            // Dropping the keyspace deletes the inputs under a running compaction.
+            Err(e) if ks.is_dropped() => {
+                tracing::debug!(keyspace = %ks.name, reason = %e, "compaction of a dropped keyspace abandoned");
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
+        edit.keyspace = ks.id;
         let outputs: Vec<FileNumber> = edit.new_files.iter().map(|(_, f)| f.number).collect();
         let installed = {
             let mut versions = self.versions.lock();
-            versions.log_and_apply(edit).map(|version| {
-                self.track_version(&version);
-                let mut sv = self.super_version.write();
-                *sv = Arc::new(SuperVersion {
-                    mem: Arc::clone(&sv.mem),
-                    imms: sv.imms.clone(),
-                    version,
-                });
-            })
+            if versions.current_of(ks.id).is_none() {
+                Err(Error::InvalidArgument(format!(
+                    "keyspace {:?} was dropped during a compaction",
+                    ks.name
+                )))
+            } else {
+                versions.log_and_apply(edit).map(|version| {
+                    self.track_version(&version);
+                    ks.install_version(version);
+                })
+            }
         };
+        if let Err(e) = &installed
+            && ks.is_dropped()
+        {
+            if !task.trivial_move {
+                for n in outputs {
+                    let _ = std::fs::remove_file(filename::table_path(&self.dir, n));
+                }
+            }
+            tracing::debug!(keyspace = %ks.name, reason = %e, "compaction result discarded");
+            return Ok(());
+        }
         if let Err(e) = installed {
             if !task.trivial_move {
                 for n in outputs {
@@ -175,7 +242,7 @@ impl DbInner {
     pub(crate) fn delete_obsolete_tables(&self, candidates: Vec<FileNumber>) {
         let mut pending = self.pending_deletes.lock();
         pending.extend(candidates);
-        let referenced: HashSet<FileNumber> = {
+        let mut referenced: HashSet<FileNumber> = {
             let mut live = self.live_versions.lock();
             live.retain(|v| v.strong_count() > 0);
             live.iter()
@@ -183,6 +250,9 @@ impl DbInner {
                 .flat_map(|v| v.all_file_numbers().collect::<Vec<_>>())
                 .collect()
         };
+        // Inputs of running compactions (of a keyspace dropped meanwhile, they are in no
+        // live version) are deleted once the compaction is done.
+        referenced.extend(self.bg.lock().busy.iter().copied());
         pending.retain(|&n| {
             if referenced.contains(&n) {
                 return true;
@@ -200,17 +270,28 @@ impl DbInner {
         });
     }
 
+    /// Recomputes the estimated pending compaction bytes, summed over keyspaces.
     pub(crate) fn refresh_pending_compaction_bytes(&self) {
-        let sv = self.super_version();
-        let bytes = compaction::pending_compaction_bytes(&sv.version, &self.options);
+        let bytes = self
+            .all_keyspaces()
+            .iter()
+            .map(|ks| {
+                compaction::pending_compaction_bytes(&ks.super_version().version, &ks.options)
+            })
+            .fold(0u64, u64::saturating_add);
         self.pending_compaction_bytes
             .store(bytes, Ordering::Relaxed);
     }
 
     /// Compacts every table overlapping the user-key range `[begin, end]` down level by
     /// level; see [`crate::Db::compact_range`].
-    pub(crate) fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
-        self.flush()?;
+    pub(crate) fn compact_range(
+        &self,
+        ks: &Arc<KeyspaceState>,
+        begin: Option<&[u8]>,
+        end: Option<&[u8]>,
+    ) -> Result<()> {
+        self.flush(Some(ks))?;
         // Pause automatic compactions and wait for running ones, so tasks never overlap.
         {
             let mut bg = self.bg.lock();
@@ -222,26 +303,32 @@ impl DbInner {
             }
             bg.manual_compaction = true;
         }
-        let result = self.compact_range_levels(begin, end);
+        let result = self.compact_range_levels(ks, begin, end);
         self.bg.lock().manual_compaction = false;
         self.refresh_pending_compaction_bytes();
         self.bg_cv.notify_all();
         result
     }
 
-    fn compact_range_levels(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
+    fn compact_range_levels(
+        &self,
+        ks: &KeyspaceState,
+        begin: Option<&[u8]>,
+        end: Option<&[u8]>,
+    ) -> Result<()> {
         for level in 0..NUM_LEVELS - 1 {
             loop {
                 self.check_writable()?;
-                let version = Arc::clone(&self.super_version().version);
+                ks.check_live()?;
+                let version = Arc::clone(&ks.super_version().version);
                 let task =
-                    compaction::pick_range_compaction(&version, &self.options, level, begin, end);
+                    compaction::pick_range_compaction(&version, &ks.options, level, begin, end);
                 // Drop our reference so the inputs can be deleted as soon as the task is done.
                 drop(version);
                 let Some(task) = task else {
                     break;
                 };
-                let result = self.run_compaction_task(&task);
+                let result = self.run_compaction_task(ks, &task);
                 // Writers stalled at a hard limit wait for a finished compaction.
                 self.bg.lock().compactions_done += 1;
                 self.refresh_pending_compaction_bytes();

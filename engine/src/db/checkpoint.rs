@@ -29,17 +29,17 @@ impl DbInner {
         let log = self.log.lock();
         let versions = self.versions.lock();
         let seqno = log.last_seqno;
-        let version = versions.current();
-        for level in 0..version.levels.len() {
-            for file in version.files(level) {
-                let src = filename::table_path(&self.dir, file.number);
-                let dst = filename::table_path(dest, file.number);
-                if std::fs::hard_link(&src, &dst).is_err() {
-                    copy_synced(&src, &dst)?;
-                }
+        let manifest_number = versions.manifest_number();
+        for number in versions.live_files() {
+            if number == manifest_number {
+                continue;
+            }
+            let src = filename::table_path(&self.dir, number);
+            let dst = filename::table_path(dest, number);
+            if std::fs::hard_link(&src, &dst).is_err() {
+                copy_synced(&src, &dst)?;
             }
         }
-        let manifest_number = versions.manifest_number();
         copy_synced(
             &filename::manifest_path(&self.dir, manifest_number),
             &filename::manifest_path(dest, manifest_number),

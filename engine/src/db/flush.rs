@@ -1,16 +1,18 @@
 //! Flush: immutable memtable → level-0 SSTable, in the background thread.
 //!
-//! The oldest immutable memtable is written to a new table, fsynced, and recorded in the
-//! manifest together with the new log number (every WAL numbered below it is then obsolete);
-//! only after the manifest edit is durable is the new version installed and the WAL deleted.
-//! A crash anywhere before that leaves the WAL in place, and recovery replays it again.
+//! The oldest immutable memtable (of any keyspace) is written to a new table, fsynced, and
+//! recorded in the manifest together with the keyspace's new log number (recovery replays none
+//! of the keyspace's records from WALs numbered below it); only after the manifest edit is
+//! durable is the new version installed, and a WAL is deleted only once no keyspace has an
+//! unflushed write in it. A crash anywhere before that leaves the WALs in place, and recovery
+//! replays them again.
 
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use super::state::{DbInner, ImmMemTable, SuperVersion};
+use super::state::{DbInner, ImmMemTable, KeyspaceState, SuperVersion};
 use crate::error::{Error, Result};
 use crate::filename;
 use crate::memtable::MemTable;
@@ -20,24 +22,33 @@ use crate::types::FileNumber;
 use crate::version::{FileMeta, VersionEdit};
 
 impl DbInner {
-    /// Writes `imm` to a level-0 table and installs it (see the module docs).
-    pub(crate) fn flush_imm(&self, imm: &Arc<ImmMemTable>) -> Result<()> {
+    /// Writes `imm`, the oldest immutable memtable of `ks`, to a level-0 table and installs it
+    /// (see the module docs). A keyspace dropped meanwhile gets nothing installed.
+    pub(crate) fn flush_imm(&self, ks: &KeyspaceState, imm: &Arc<ImmMemTable>) -> Result<()> {
         let start = Instant::now();
         let number = self.versions.lock().new_file_number();
-        let meta = write_level0_table(&self.dir, &self.options, &imm.mem, number)?;
-        let mut edit = VersionEdit::default();
+        let meta = write_level0_table(&self.dir, &ks.options, &imm.mem, number)?;
+        let mut edit = VersionEdit {
+            keyspace: ks.id,
+            log_number: Some(FileNumber(imm.wal_number.0 + 1)),
+            ..VersionEdit::default()
+        };
         let bytes = meta.as_ref().map_or(0, |m| m.size);
         if let Some(meta) = meta {
             edit.add_file(0, meta);
         }
-        edit.log_number = Some(FileNumber(imm.wal_number.0 + 1));
         {
             let mut versions = self.versions.lock();
+            if versions.current_of(ks.id).is_none() {
+                drop(versions);
+                let _ = std::fs::remove_file(filename::table_path(&self.dir, number));
+                return Ok(());
+            }
             let last = versions.last_seqno().max(self.visible_seqno());
             versions.set_last_seqno(last);
             let version = versions.log_and_apply(edit)?;
             self.track_version(&version);
-            let mut sv = self.super_version.write();
+            let mut sv = ks.super_version.write();
             *sv = Arc::new(SuperVersion {
                 mem: Arc::clone(&sv.mem),
                 imms: sv
@@ -52,11 +63,13 @@ impl DbInner {
         self.stats.flushes.fetch_add(1, Ordering::Relaxed);
         self.stats.flush_bytes.fetch_add(bytes, Ordering::Relaxed);
         self.delete_obsolete_tables(Vec::new());
-        let wal = filename::wal_path(&self.dir, imm.wal_number);
-        if let Err(e) = std::fs::remove_file(&wal) {
-            tracing::warn!(path = %wal.display(), error = %e, "could not delete obsolete WAL");
+        // A write leader may hold the log lock while it waits for this thread: never block on
+        // it. A WAL left behind is deleted at the next memtable switch.
+        if let Some(mut log) = self.log.try_lock() {
+            self.delete_obsolete_wals(&mut log);
         }
         tracing::debug!(
+            keyspace = %ks.name,
             table = %number,
             size_bytes = bytes,
             entries = imm.mem.len(),
@@ -66,14 +79,29 @@ impl DbInner {
         Ok(())
     }
 
-    /// Freezes the active memtable and waits until every immutable memtable is flushed.
-    pub(crate) fn flush(&self) -> Result<()> {
+    /// Freezes the active memtable of `only` (or of every keyspace) and waits until each of
+    /// their immutable memtables is flushed.
+    pub(crate) fn flush(&self, only: Option<&Arc<KeyspaceState>>) -> Result<()> {
         self.check_writable()?;
+        let targets = match only {
+            Some(ks) => {
+                ks.check_live()?;
+                vec![Arc::clone(ks)]
+            }
+            None => self.all_keyspaces(),
+        };
         {
             let mut log = self.log.lock();
-            self.make_room_for_write(&mut log, true, 0)?;
+            for ks in &targets {
+                self.freeze_memtable(&mut log, ks)?;
+            }
         }
         self.bg_cv.notify_all();
+        self.wait_for_flushes(&targets)
+    }
+
+    /// Waits until none of `targets` has an immutable memtable and no flush is running.
+    pub(crate) fn wait_for_flushes(&self, targets: &[Arc<KeyspaceState>]) -> Result<()> {
         let mut bg = self.bg.lock();
         loop {
             if let Some(reason) = self.poison.lock().clone() {
@@ -82,7 +110,10 @@ impl DbInner {
             if bg.shutting_down {
                 return Err(Error::Closed);
             }
-            if self.super_version().imms.is_empty() && !bg.flush_running {
+            let pending = targets
+                .iter()
+                .any(|ks| !ks.is_dropped() && !ks.super_version().imms.is_empty());
+            if !pending && !bg.flush_running {
                 return Ok(());
             }
             self.bg_cv.wait(&mut bg);

@@ -17,7 +17,7 @@ use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 
-use super::state::{DbInner, LogState, SuperVersion};
+use super::state::{DbInner, KeyspaceState, LogState, SuperVersion};
 use crate::cache::BlockCache;
 use crate::error::{Error, IoContext, Result};
 use crate::filename;
@@ -39,14 +39,15 @@ struct Candidate {
 }
 
 impl DbInner {
-    /// Ingests `files`; see [`crate::Db::ingest`].
-    pub(crate) fn ingest(&self, files: &[PathBuf]) -> Result<()> {
+    /// Ingests `files` into keyspace `ks`; see [`crate::Db::ingest`].
+    pub(crate) fn ingest(&self, ks: &Arc<KeyspaceState>, files: &[PathBuf]) -> Result<()> {
         self.check_writable()?;
+        ks.check_live()?;
         if files.is_empty() {
             return Ok(());
         }
         let candidates = self.validate_ingest(files)?;
-        self.link_and_install(&candidates)?;
+        self.link_and_install(ks, &candidates)?;
         for c in &candidates {
             if let Err(e) = std::fs::remove_file(&c.source) {
                 tracing::warn!(path = %c.source.display(), error = %e, "could not remove ingested source file");
@@ -130,7 +131,7 @@ impl DbInner {
     }
 
     /// Links the files in (no lock held: no version names them yet), then installs them.
-    fn link_and_install(&self, candidates: &[Candidate]) -> Result<()> {
+    fn link_and_install(&self, ks: &Arc<KeyspaceState>, candidates: &[Candidate]) -> Result<()> {
         let mut linked: Vec<FileNumber> = Vec::with_capacity(candidates.len());
         let linking = candidates.iter().try_for_each(|c| {
             let number = self.versions.lock().new_file_number();
@@ -141,7 +142,7 @@ impl DbInner {
         });
         let result = linking
             .and_then(|()| filename::sync_dir(&self.dir))
-            .and_then(|()| self.install_ingested(candidates, &linked));
+            .and_then(|()| self.install_ingested(ks, candidates, &linked));
         if let Err(e) = &result
             && !matches!(e, Error::Poisoned { .. })
         {
@@ -158,11 +159,16 @@ impl DbInner {
     /// sequence number, appends the edit and installs the version. On a manifest write failure
     /// the database is poisoned and [`Error::Poisoned`] returned (the edit may be durable, so
     /// the linked tables must stay).
-    fn install_ingested(&self, candidates: &[Candidate], linked: &[FileNumber]) -> Result<()> {
+    fn install_ingested(
+        &self,
+        ks: &Arc<KeyspaceState>,
+        candidates: &[Candidate],
+        linked: &[FileNumber],
+    ) -> Result<()> {
         let mut log = self.log.lock();
         self.check_writable()?;
         self.pause_compactions(&log)?;
-        let result = self.install_paused(&mut log, candidates, linked);
+        let result = self.install_paused(&mut log, ks, candidates, linked);
         self.bg.lock().manual_compaction = false;
         self.refresh_pending_compaction_bytes();
         self.bg_cv.notify_all();
@@ -172,21 +178,26 @@ impl DbInner {
     fn install_paused(
         &self,
         log: &mut LogState,
+        ks: &Arc<KeyspaceState>,
         candidates: &[Candidate],
         linked: &[FileNumber],
     ) -> Result<()> {
-        if memtables_overlap(&self.super_version(), candidates)? {
-            self.flush_memtables_locked(log)?;
+        ks.check_live()?;
+        if memtables_overlap(&ks.super_version(), candidates)? {
+            self.flush_memtables_locked(log, ks)?;
         }
         let seqno = log.last_seqno.checked_add(1).ok_or(Error::SeqNoExhausted {
             last: log.last_seqno.get(),
         })?;
         let mut versions = self.versions.lock();
         let mut edit = VersionEdit {
+            keyspace: ks.id,
             last_seqno: Some(seqno),
             ..VersionEdit::default()
         };
-        let current = versions.current();
+        let current = versions
+            .current_of(ks.id)
+            .ok_or_else(|| Error::InvalidArgument(format!("keyspace {:?} was dropped", ks.name)))?;
         for (c, &number) in candidates.iter().zip(linked) {
             let level = pick_level(&current, &c.smallest, &c.largest);
             tracing::debug!(
@@ -228,14 +239,7 @@ impl DbInner {
             }
         };
         self.track_version(&version);
-        {
-            let mut sv = self.super_version.write();
-            *sv = Arc::new(SuperVersion {
-                mem: Arc::clone(&sv.mem),
-                imms: sv.imms.clone(),
-                version,
-            });
-        }
+        ks.install_version(version);
         drop(versions);
         // Readers that take `S` from now on see the new tables (the version is installed).
         log.last_seqno = seqno;
@@ -243,24 +247,12 @@ impl DbInner {
         Ok(())
     }
 
-    /// Freezes the memtable and waits until every immutable memtable is flushed, with `log`
+    /// Freezes `ks`'s memtable and waits until its immutable memtables are flushed, with `log`
     /// held so no write slips in.
-    fn flush_memtables_locked(&self, log: &mut LogState) -> Result<()> {
-        self.make_room_for_write(log, true, 0)?;
+    fn flush_memtables_locked(&self, log: &mut LogState, ks: &Arc<KeyspaceState>) -> Result<()> {
+        self.freeze_memtable(log, ks)?;
         self.bg_cv.notify_all();
-        let mut bg = self.bg.lock();
-        loop {
-            if let Some(reason) = self.poison.lock().clone() {
-                return Err(Error::Poisoned { reason });
-            }
-            if bg.shutting_down {
-                return Err(Error::Closed);
-            }
-            if self.super_version().imms.is_empty() && !bg.flush_running {
-                return Ok(());
-            }
-            self.bg_cv.wait(&mut bg);
-        }
+        self.wait_for_flushes(std::slice::from_ref(ks))
     }
 }
 

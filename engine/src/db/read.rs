@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::state::{DbInner, SuperVersion};
+use super::state::{DbInner, KeyspaceState, SuperVersion};
 use crate::cache::TableCache;
 use crate::error::{Error, Result};
 use crate::iterator::InternalIterator;
@@ -51,21 +51,27 @@ impl DoubleEndedIterator for DbRange {
 }
 
 impl DbInner {
-    /// Point lookup; see [`crate::Db::get`].
-    pub(crate) fn get(&self, options: &ReadOptions, key: &[u8]) -> Result<Option<Bytes>> {
+    /// Point lookup in keyspace `ks`; see [`crate::Db::get`].
+    pub(crate) fn get(
+        &self,
+        ks: &KeyspaceState,
+        options: &ReadOptions,
+        key: &[u8],
+    ) -> Result<Option<Bytes>> {
         self.check_open()?;
-        let (seqno, sv) = self.read_view(options.snapshot.as_ref());
+        ks.check_live()?;
+        let (seqno, sv) = self.read_view(ks, options.snapshot.as_ref());
         let mems = std::iter::once(&sv.mem).chain(sv.imms.iter().map(|imm| &imm.mem));
         for mem in mems {
             if let Some((_, kind, value)) = mem.get(key, seqno) {
-                return self.resolve(&sv, seqno, key, kind, value);
+                return self.resolve(ks, &sv, seqno, key, kind, value);
             }
         }
         let target = InternalKeyRef::new(key, seqno, ValueKind::FOR_SEEK);
         for (_, file) in sv.version.files_for_get(key) {
             let table = self.table_cache.get(file.number, file.global_seqno)?;
             if let Some((_, kind, value)) = table.get(target)? {
-                return self.resolve(&sv, seqno, key, kind, value);
+                return self.resolve(ks, &sv, seqno, key, kind, value);
             }
         }
         Ok(None)
@@ -75,6 +81,7 @@ impl DbInner {
     /// every older version down to a put or delete, which the merged iterator gathers.
     fn resolve(
         &self,
+        ks: &KeyspaceState,
         sv: &Arc<SuperVersion>,
         seqno: SeqNo,
         key: &[u8],
@@ -87,24 +94,18 @@ impl DbInner {
             ValueKind::Merge => {
                 let merged = merging_iterator(sv, &self.table_cache)?;
                 let bound = || Bound::Included(key.to_vec());
-                let mut it = DbIter::new(merged, seqno, bound(), bound(), self.merge_fn());
+                let mut it = DbIter::new(merged, seqno, bound(), bound(), merge_fn(ks));
                 it.seek(key)?;
                 Ok(it.valid().then(|| Bytes::copy_from_slice(it.value())))
             }
         }
     }
 
-    fn merge_fn(&self) -> Option<MergeFn> {
-        self.options
-            .merge_operator
-            .as_ref()
-            .map(crate::merge::merge_fn)
-    }
-
-    /// A cursor; see [`crate::Db::cursor`].
-    pub(crate) fn cursor(&self, options: &ReadOptions) -> Result<DbCursor> {
+    /// A cursor over keyspace `ks`; see [`crate::Db::cursor`].
+    pub(crate) fn cursor(&self, ks: &KeyspaceState, options: &ReadOptions) -> Result<DbCursor> {
         self.check_open()?;
-        let (seqno, sv) = self.read_view(options.snapshot.as_ref());
+        ks.check_live()?;
+        let (seqno, sv) = self.read_view(ks, options.snapshot.as_ref());
         let merged = merging_iterator(&sv, &self.table_cache)?;
         Ok(DbCursor {
             iter: DbIter::new(
@@ -112,23 +113,24 @@ impl DbInner {
                 seqno,
                 Bound::Unbounded,
                 Bound::Unbounded,
-                self.merge_fn(),
+                merge_fn(ks),
             ),
         })
     }
 
-    /// Range iterator; see [`crate::Db::range`].
+    /// Range iterator over keyspace `ks`; see [`crate::Db::range`].
     pub(crate) fn range(
         &self,
+        ks: &KeyspaceState,
         options: &ReadOptions,
         lower: Bound<Vec<u8>>,
         upper: Bound<Vec<u8>>,
     ) -> DbRange {
-        let (seqno, sv) = self.read_view(options.snapshot.as_ref());
+        let (seqno, sv) = self.read_view(ks, options.snapshot.as_ref());
         let cache = Arc::clone(&self.table_cache);
-        let closed = self.check_open();
+        let closed = self.check_open().and_then(|()| ks.check_live());
         let mut closed = Some(closed);
-        let merge = self.merge_fn();
+        let merge = merge_fn(ks);
         DbRange {
             inner: Range::new(move || {
                 if let Some(Err(e)) = closed.take() {
@@ -146,18 +148,27 @@ impl DbInner {
         }
     }
 
-    /// Verifies every table's checksums and the version invariants, collecting every problem.
+    /// Verifies every table's checksums and the version invariants of every keyspace,
+    /// collecting every problem.
     pub(crate) fn integrity_problems(&self) -> Result<Vec<Error>> {
         self.check_open()?;
-        let sv = self.super_version();
+        let mut problems = Vec::new();
+        for ks in self.all_keyspaces() {
+            self.keyspace_problems(&ks, &mut problems);
+        }
+        Ok(problems)
+    }
+
+    fn keyspace_problems(&self, ks: &KeyspaceState, problems: &mut Vec<Error>) {
+        let sv = ks.super_version();
         let manifest =
             crate::filename::manifest_path(&self.dir, self.versions.lock().manifest_number());
-        let mut problems: Vec<Error> = sv
-            .version
-            .check_invariants()
-            .into_iter()
-            .map(|p| Error::corruption(&manifest, 0, p))
-            .collect();
+        problems.extend(
+            sv.version
+                .check_invariants()
+                .into_iter()
+                .map(|p| Error::corruption(&manifest, 0, format!("keyspace {:?}: {p}", ks.name))),
+        );
         for level in 0..sv.version.levels.len() {
             for file in sv.version.files(level) {
                 let path = crate::filename::table_path(&self.dir, file.number);
@@ -188,7 +199,6 @@ impl DbInner {
                 }
             }
         }
-        Ok(problems)
     }
 
     /// The first integrity problem, if any.
@@ -278,6 +288,14 @@ impl DbCursor {
     }
 }
 
+/// The merge function of keyspace `ks`'s merge operator.
+fn merge_fn(ks: &KeyspaceState) -> Option<MergeFn> {
+    ks.options
+        .merge_operator
+        .as_ref()
+        .map(crate::merge::merge_fn)
+}
+
 /// The smallest key greater than every key starting with `prefix`, or `None` when there is
 /// none (`prefix` is empty or all `0xFF`): `[01 FF]` → `[02]`, `[FF FF]` → none.
 pub fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
@@ -325,11 +343,12 @@ pub(crate) fn merging_iterator(
 }
 
 impl DbInner {
-    /// Collects statistics; see [`crate::Db::stats`].
-    pub(crate) fn stats(&self) -> crate::stats::DbStats {
+    /// Collects statistics; see [`crate::Db::stats`]. Level and memtable figures are those of
+    /// keyspace `ks`; the counters are database-wide.
+    pub(crate) fn stats(&self, ks: &KeyspaceState) -> crate::stats::DbStats {
         use std::sync::atomic::Ordering::Relaxed;
-        let sv = self.super_version();
-        let targets = crate::compaction::picker::LevelTargets::dynamic(&sv.version, &self.options);
+        let sv = ks.super_version();
+        let targets = crate::compaction::picker::LevelTargets::dynamic(&sv.version, &ks.options);
         let levels = (0..sv.version.levels.len())
             .map(|level| crate::stats::LevelStats {
                 files: sv.version.files(level).len(),

@@ -1,12 +1,15 @@
 //! Opening a database: lock, manifest, WAL replay, obsolete-file cleanup
 //! (order specified in `docs/format/files.md`).
 //!
-//! WAL records are replayed in log order into a memtable, which is written to level-0 tables
-//! (whenever it reaches `write_buffer_size`, and at the end), so that the database starts with
-//! a fresh, empty WAL. Damaged records are handled according to [`WalRecoveryMode`]; in the
+//! WAL records are replayed in log order into one memtable per keyspace, each written to
+//! level-0 tables of its keyspace (whenever it reaches the keyspace's `write_buffer_size`, and
+//! at the end), so that the database starts with a fresh, empty WAL. A keyspace's entries are
+//! replayed only from WALs numbered at or above its log number (older ones are in its tables);
+//! entries of dropped keyspaces are skipped. Damaged records are handled according to [`WalRecoveryMode`]; in the
 //! default mode a damaged tail of the newest WAL (a crash mid-append) is cut off, so the
 //! recovered state is a prefix of the acknowledged writes, with no holes.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64};
@@ -17,7 +20,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 use super::background::spawn_background;
 use super::flush::write_level0_table;
 use super::lock::lock_dir;
-use super::state::{BgState, DbInner, LogState, Stats, SuperVersion, WriteQueue};
+use super::state::{BgState, DbInner, KeyspaceState, LogState, Stats, WriteQueue};
 use super::write::insert_batch;
 use crate::batch::WriteBatch;
 use crate::cache::{BlockCache, TableCache};
@@ -27,7 +30,7 @@ use crate::memtable::MemTable;
 use crate::options::{Options, WalRecoveryMode};
 use crate::snapshot::SnapshotList;
 use crate::types::{FileNumber, SeqNo};
-use crate::version::{VersionEdit, VersionSet};
+use crate::version::{DEFAULT_KEYSPACE, VersionEdit, VersionSet};
 use crate::wal::{self, ReadOutcome};
 
 /// Opens or creates the database in `dir`; see [`crate::Db::open`].
@@ -82,36 +85,70 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Arc<DbInner>> {
         }
     }
     wals.sort();
-    let version = versions.current();
+    let keyspaces = versions.keyspaces();
     let mut max_seqno = versions.last_seqno();
-    for level in 0..version.levels.len() {
-        for f in version.files(level) {
-            max_seqno = max_seqno.max(f.largest_seqno);
+    for (id, _) in &keyspaces {
+        if let Some(version) = versions.current_of(*id) {
+            for f in version.levels.iter().flatten() {
+                max_seqno = max_seqno.max(f.largest_seqno);
+            }
         }
     }
-    let mut edit = VersionEdit::default();
     let mut replay = Replay {
         dir: &dir,
-        options: &options,
-        mem: MemTable::new(),
+        keyspaces: keyspaces
+            .iter()
+            .map(|(id, name)| {
+                let ks = ReplayKeyspace {
+                    options: options.for_keyspace(name),
+                    log_number: versions.keyspace_log_number(*id).unwrap_or(FileNumber(0)),
+                    mem: Arc::new(MemTable::new()),
+                    edit: VersionEdit {
+                        keyspace: *id,
+                        ..VersionEdit::default()
+                    },
+                };
+                (*id, ks)
+            })
+            .collect(),
+        recovery_mode: options.wal_recovery_mode,
         max_seqno,
         stop: false,
     };
     for (i, &number) in wals.iter().enumerate() {
         let newest = i + 1 == wals.len();
-        replay.replay_wal(number, newest, &mut versions, &mut edit)?;
+        replay.replay_wal(number, newest, &mut versions)?;
     }
-    replay.flush_mem(&mut versions, &mut edit)?;
     let max_seqno = replay.max_seqno;
 
-    // Start a fresh WAL and record the recovered state.
+    // Start a fresh WAL and record the recovered state, one edit per keyspace. A crash between
+    // two of them is harmless: the old WALs stay until all are durable, and a keyspace whose
+    // edit is missing replays them again.
     let wal_number = versions.new_file_number();
     let wal_writer = wal::Writer::create(&filename::wal_path(&dir, wal_number))?;
-    edit.log_number = Some(wal_number);
     versions.set_last_seqno(max_seqno);
-    let version = versions.log_and_apply(edit)?;
+    let mut states = BTreeMap::new();
+    for (id, name) in keyspaces {
+        let Some(mut ks) = replay.keyspaces.remove(&id) else {
+            continue;
+        };
+        replay_flush(&dir, &mut ks, &mut versions)?;
+        ks.edit.log_number = Some(wal_number);
+        let version = versions.log_and_apply(ks.edit)?;
+        states.insert(
+            id,
+            Arc::new(KeyspaceState::new(id, name, ks.options, version)),
+        );
+    }
     filename::sync_dir(&dir)?;
     delete_obsolete_files(&dir, &versions, wal_number)?;
+    let default_ks = states.get(&DEFAULT_KEYSPACE).cloned().ok_or_else(|| {
+        Error::corruption(
+            filename::manifest_path(&dir, versions.manifest_number()),
+            0,
+            "the manifest has no default keyspace",
+        )
+    })?;
 
     let block_cache = BlockCache::new(options.block_cache_size);
     let table_cache = TableCache::new(dir.clone(), options.max_open_files, block_cache);
@@ -120,15 +157,13 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Arc<DbInner>> {
         dir,
         lock_file: Mutex::new(Some(lock)),
         visible_seqno: AtomicU64::new(max_seqno.get()),
-        super_version: RwLock::new(Arc::new(SuperVersion {
-            mem: Arc::new(MemTable::new()),
-            imms: Vec::new(),
-            version,
-        })),
+        default_ks,
+        keyspaces: RwLock::new(states),
         queue: Mutex::new(WriteQueue::default()),
         log: Mutex::new(LogState {
             wal: Some(wal_writer),
             wal_number,
+            sealed_wals: BTreeMap::new(),
             last_seqno: max_seqno,
         }),
         versions: Mutex::new(versions),
@@ -145,7 +180,9 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Arc<DbInner>> {
         stats: Stats::default(),
         options,
     });
-    inner.track_version(&inner.super_version().version);
+    for ks in inner.all_keyspaces() {
+        inner.track_version(&ks.super_version().version);
+    }
     inner.refresh_pending_compaction_bytes();
     let handles = spawn_background(&inner)?;
     *inner.bg_threads.lock() = handles;
@@ -194,10 +231,20 @@ fn delete_obsolete_files(dir: &Path, versions: &VersionSet, active_wal: FileNumb
     Ok(())
 }
 
+/// One keyspace's replay state.
+struct ReplayKeyspace {
+    options: Options,
+    /// Entries from WALs numbered below this are already in the keyspace's tables.
+    log_number: FileNumber,
+    mem: Arc<MemTable>,
+    /// The tables replay has written for the keyspace so far.
+    edit: VersionEdit,
+}
+
 struct Replay<'a> {
     dir: &'a Path,
-    options: &'a Options,
-    mem: MemTable,
+    keyspaces: BTreeMap<u32, ReplayKeyspace>,
+    recovery_mode: WalRecoveryMode,
     max_seqno: SeqNo,
     /// Set in point-in-time mode after the first damaged record: nothing later is applied.
     stop: bool,
@@ -209,7 +256,6 @@ impl Replay<'_> {
         number: FileNumber,
         newest: bool,
         versions: &mut VersionSet,
-        edit: &mut VersionEdit,
     ) -> Result<()> {
         let path = filename::wal_path(self.dir, number);
         let mut reader = wal::Reader::open(&path)?;
@@ -224,7 +270,7 @@ impl Replay<'_> {
                     }
                     match WriteBatch::from_data(payload) {
                         Ok(batch) => {
-                            self.apply(batch, versions, edit)?;
+                            self.apply(batch, number, versions)?;
                             records += 1;
                             continue;
                         }
@@ -236,7 +282,7 @@ impl Replay<'_> {
             if self.stop {
                 continue;
             }
-            match self.options.wal_recovery_mode {
+            match self.recovery_mode {
                 WalRecoveryMode::AbsoluteConsistency => {
                     return Err(Error::corruption(&path, offset, reason));
                 }
@@ -267,8 +313,8 @@ impl Replay<'_> {
     fn apply(
         &mut self,
         batch: WriteBatch,
+        wal: FileNumber,
         versions: &mut VersionSet,
-        edit: &mut VersionEdit,
     ) -> Result<()> {
         let first = batch.seqno();
         let count = batch.len() as u64;
@@ -278,24 +324,31 @@ impl Replay<'_> {
                 .ok_or(Error::SeqNoExhausted { last: first.get() })?;
             self.max_seqno = self.max_seqno.max(last);
         }
-        insert_batch(&self.mem, Bytes::from(batch.into_data()), first)?;
-        if self.mem.approximate_size() >= self.options.write_buffer_size {
-            self.flush_mem(versions, edit)?;
+        let keyspaces = &self.keyspaces;
+        insert_batch(Bytes::from(batch.into_data()), first, |id| {
+            let ks = keyspaces.get(&id)?;
+            (wal >= ks.log_number).then(|| Arc::clone(&ks.mem))
+        })?;
+        for ks in self.keyspaces.values_mut() {
+            if ks.mem.approximate_size() >= ks.options.write_buffer_size {
+                replay_flush(self.dir, ks, versions)?;
+            }
         }
         Ok(())
     }
+}
 
-    fn flush_mem(&mut self, versions: &mut VersionSet, edit: &mut VersionEdit) -> Result<()> {
-        if self.mem.is_empty() {
-            return Ok(());
-        }
-        let number = versions.new_file_number();
-        let mem = std::mem::take(&mut self.mem);
-        if let Some(meta) = write_level0_table(self.dir, self.options, &mem, number)? {
-            edit.add_file(0, meta);
-        }
-        Ok(())
+/// Writes a replayed keyspace memtable to a level-0 table, recorded in the keyspace's edit.
+fn replay_flush(dir: &Path, ks: &mut ReplayKeyspace, versions: &mut VersionSet) -> Result<()> {
+    if ks.mem.is_empty() {
+        return Ok(());
     }
+    let number = versions.new_file_number();
+    let mem = std::mem::replace(&mut ks.mem, Arc::new(MemTable::new()));
+    if let Some(meta) = write_level0_table(dir, &ks.options, &mem, number)? {
+        ks.edit.add_file(0, meta);
+    }
+    Ok(())
 }
 
 /// True if any intact record follows the current position (the damage is not at the tail).

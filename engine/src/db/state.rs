@@ -1,6 +1,6 @@
 //! The shared state behind a [`crate::Db`] and the locks that guard it.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::fs::File;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -19,12 +19,98 @@ use crate::types::{FileNumber, SeqNo};
 use crate::version::{Version, VersionSet};
 use crate::wal;
 
-/// An immutable memtable waiting to be flushed, with the WAL that holds its writes.
+/// An immutable memtable waiting to be flushed, with the WALs that hold its writes.
 #[derive(Debug)]
 pub(crate) struct ImmMemTable {
     pub(crate) mem: Arc<MemTable>,
-    /// The WAL holding this memtable's writes; obsolete once the memtable is in a table.
+    /// The WAL that was active when the memtable was frozen: the newest one holding its
+    /// writes. Once the memtable is in a table, the keyspace's log number becomes this plus one.
     pub(crate) wal_number: FileNumber,
+    /// The WAL that was active when the memtable got its first write: the oldest one holding
+    /// its writes. WALs from here to `wal_number` are kept until it is flushed.
+    pub(crate) first_wal: FileNumber,
+}
+
+/// One keyspace's in-memory state: its options and its super version. The default keyspace
+/// (id 0) always exists.
+pub(crate) struct KeyspaceState {
+    pub(crate) id: u32,
+    pub(crate) name: String,
+    /// The keyspace's options ([`Options::for_keyspace`]).
+    pub(crate) options: Options,
+    pub(crate) super_version: RwLock<Arc<SuperVersion>>,
+    /// Number of the WAL that was active when the active memtable got its first write; 0
+    /// while the memtable is empty. Changed only by the holder of the `log` lock.
+    pub(crate) mem_first_wal: AtomicU64,
+    /// Set (under `log` and `versions`) when the keyspace is dropped.
+    pub(crate) dropped: AtomicBool,
+}
+
+impl std::fmt::Debug for KeyspaceState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyspaceState")
+            .field("id", &self.id)
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl KeyspaceState {
+    pub(crate) fn new(id: u32, name: String, options: Options, version: Arc<Version>) -> Self {
+        KeyspaceState {
+            id,
+            name,
+            options,
+            super_version: RwLock::new(Arc::new(SuperVersion {
+                mem: Arc::new(MemTable::new()),
+                imms: Vec::new(),
+                version,
+            })),
+            mem_first_wal: AtomicU64::new(0),
+            dropped: AtomicBool::new(false),
+        }
+    }
+
+    /// The current super version (a cheap `Arc` clone under a read lock).
+    pub(crate) fn super_version(&self) -> Arc<SuperVersion> {
+        Arc::clone(&self.super_version.read())
+    }
+
+    /// Replaces the version, keeping the memtables.
+    pub(crate) fn install_version(&self, version: Arc<Version>) {
+        let mut sv = self.super_version.write();
+        *sv = Arc::new(SuperVersion {
+            mem: Arc::clone(&sv.mem),
+            imms: sv.imms.clone(),
+            version,
+        });
+    }
+
+    pub(crate) fn is_dropped(&self) -> bool {
+        self.dropped.load(Ordering::Acquire)
+    }
+
+    /// [`Error::InvalidArgument`] once the keyspace is dropped.
+    pub(crate) fn check_live(&self) -> Result<()> {
+        if self.is_dropped() {
+            return Err(Error::InvalidArgument(format!(
+                "keyspace {:?} was dropped",
+                self.name
+            )));
+        }
+        Ok(())
+    }
+
+    /// The oldest WAL holding a write of this keyspace that is not in a table yet, if any.
+    /// Exact under the `log` lock.
+    pub(crate) fn oldest_needed_wal(&self) -> Option<FileNumber> {
+        let sv = self.super_version();
+        let mem = match self.mem_first_wal.load(Ordering::Acquire) {
+            0 => None,
+            n => Some(FileNumber(n)),
+        };
+        sv.imms.iter().map(|imm| imm.first_wal).chain(mem).min()
+    }
 }
 
 /// What a read needs, captured together: the active memtable, the immutable memtables (newest
@@ -43,6 +129,8 @@ pub(crate) struct SuperVersion {
 pub(crate) struct LogState {
     pub(crate) wal: Option<wal::Writer>,
     pub(crate) wal_number: FileNumber,
+    /// Earlier WALs not deleted yet, with their sizes in bytes, oldest first.
+    pub(crate) sealed_wals: BTreeMap<FileNumber, u64>,
     /// Last sequence number assigned (may run ahead of the visible one while a group commits).
     pub(crate) last_seqno: SeqNo,
 }
@@ -69,6 +157,8 @@ pub(crate) struct BgState {
     pub(crate) busy: std::collections::HashSet<FileNumber>,
     /// A manual compaction is running; automatic ones are not picked meanwhile.
     pub(crate) manual_compaction: bool,
+    /// Index (in id order) of the keyspace the next automatic compaction search starts at.
+    pub(crate) next_keyspace: usize,
 }
 
 /// Everything shared by the user handles and the background thread.
@@ -79,7 +169,10 @@ pub(crate) struct DbInner {
     pub(crate) lock_file: Mutex<Option<File>>,
     /// Last sequence number whose write is fully in the memtable: reads see up to here.
     pub(crate) visible_seqno: AtomicU64,
-    pub(crate) super_version: RwLock<Arc<SuperVersion>>,
+    /// The default keyspace (also in `keyspaces`).
+    pub(crate) default_ks: Arc<KeyspaceState>,
+    /// Every live keyspace by id. Lock order: after `versions`.
+    pub(crate) keyspaces: RwLock<BTreeMap<u32, Arc<KeyspaceState>>>,
     pub(crate) queue: Mutex<WriteQueue>,
     pub(crate) log: Mutex<LogState>,
     pub(crate) versions: Mutex<VersionSet>,
@@ -119,9 +212,14 @@ pub(crate) struct Stats {
 }
 
 impl DbInner {
-    /// The current super version (a cheap `Arc` clone under a read lock).
-    pub(crate) fn super_version(&self) -> Arc<SuperVersion> {
-        Arc::clone(&self.super_version.read())
+    /// Every live keyspace, by id.
+    pub(crate) fn all_keyspaces(&self) -> Vec<Arc<KeyspaceState>> {
+        self.keyspaces.read().values().cloned().collect()
+    }
+
+    /// The live keyspace with id `id`.
+    pub(crate) fn keyspace_by_id(&self, id: u32) -> Option<Arc<KeyspaceState>> {
+        self.keyspaces.read().get(&id).cloned()
     }
 
     pub(crate) fn visible_seqno(&self) -> SeqNo {
@@ -136,8 +234,12 @@ impl DbInner {
     /// super version it reads, taken together under the super-version lock. Then a compaction
     /// installed before the read has dropped only versions that a newer version, visible at
     /// this sequence number, shadows; and a memtable switch or flush cannot slip between the two.
-    pub(crate) fn read_view(&self, snapshot: Option<&Snapshot>) -> (SeqNo, Arc<SuperVersion>) {
-        let guard = self.super_version.read();
+    pub(crate) fn read_view(
+        &self,
+        ks: &KeyspaceState,
+        snapshot: Option<&Snapshot>,
+    ) -> (SeqNo, Arc<SuperVersion>) {
+        let guard = ks.super_version.read();
         let seqno = snapshot.map_or_else(|| self.visible_seqno(), Snapshot::seqno);
         (seqno, Arc::clone(&guard))
     }

@@ -14,13 +14,13 @@ use std::time::Instant;
 use bytes::Bytes;
 use parking_lot::{Condvar, Mutex};
 
-use super::state::{DbInner, ImmMemTable, LogState, SuperVersion, share_error};
+use super::state::{DbInner, ImmMemTable, KeyspaceState, LogState, SuperVersion, share_error};
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::filename;
 use crate::memtable::MemTable;
 use crate::options::MAX_KEY_SIZE;
-use crate::types::{SeqNo, ValueKind};
+use crate::types::{FileNumber, SeqNo, ValueKind};
 use crate::wal;
 
 /// Largest group a leader assembles, in encoded bytes. Bounds the latency a small write pays
@@ -94,22 +94,33 @@ impl DbInner {
         }
     }
 
-    /// Checks size limits; returns the batch's key plus value bytes.
+    /// Checks that every keyspace the batch names is live, and the size limits; returns the
+    /// batch's key plus value bytes.
     fn validate_batch(&self, batch: &WriteBatch) -> Result<u64> {
         let mut user_bytes = 0u64;
+        let mut ks: Arc<KeyspaceState> = Arc::clone(&self.default_ks);
         for entry in batch.iter() {
-            let (_, key, value) = entry.map_err(Error::InvalidArgument)?;
+            let (id, _, key, value) = entry.map_err(Error::InvalidArgument)?;
+            if id != ks.id {
+                ks = self.keyspace_by_id(id).ok_or_else(|| {
+                    Error::InvalidArgument(format!(
+                        "the batch writes to keyspace id {id}, which this database does not \
+                         have (dropped, or a handle of another database)"
+                    ))
+                })?;
+            }
+            ks.check_live()?;
             if key.len() > MAX_KEY_SIZE {
                 return Err(Error::InvalidArgument(format!(
                     "key of {} bytes exceeds the limit of {MAX_KEY_SIZE} bytes",
                     key.len()
                 )));
             }
-            if value.len() > self.options.max_value_size {
+            if value.len() > ks.options.max_value_size {
                 return Err(Error::InvalidArgument(format!(
                     "value of {} bytes exceeds max_value_size ({} bytes)",
                     value.len(),
-                    self.options.max_value_size
+                    ks.options.max_value_size
                 )));
             }
             user_bytes += (key.len() + value.len()) as u64;
@@ -168,7 +179,7 @@ impl DbInner {
         let sync = group.iter().any(|w| w.sync);
         let mut log = self.log.lock();
         let write_bytes = group.iter().map(|w| w.batch.size_bytes() as u64).sum();
-        self.make_room_for_write(&mut log, false, write_bytes)?;
+        self.make_room_for_write(&mut log, write_bytes)?;
         let first = SeqNo(log.last_seqno.get() + 1);
         let last = log
             .last_seqno
@@ -211,68 +222,136 @@ impl DbInner {
             self.stats.wal_syncs.fetch_add(1, Ordering::Relaxed);
         }
         self.stats.write_groups.fetch_add(1, Ordering::Relaxed);
-        // Insert into the active memtable, sharing one buffer for all keys and values.
-        let mem = Arc::clone(&self.super_version().mem);
-        insert_batch(&mem, Bytes::from(data), first)?;
+        // Insert into the keyspaces' active memtables, sharing one buffer for all keys and
+        // values. A keyspace dropped since validation is skipped: its data is gone anyway.
+        let wal_number = log.wal_number;
+        insert_batch(Bytes::from(data), first, |id| {
+            let ks = if id == self.default_ks.id {
+                Arc::clone(&self.default_ks)
+            } else {
+                self.keyspace_by_id(id)?
+            };
+            if ks.mem_first_wal.load(Ordering::Acquire) == 0 {
+                ks.mem_first_wal.store(wal_number.0, Ordering::Release);
+            }
+            Some(Arc::clone(&ks.super_version().mem))
+        })?;
         log.last_seqno = last;
         self.visible_seqno.store(last.get(), Ordering::Release);
         Ok(())
     }
 
-    /// Ensures the active memtable has room: when it is full (or `force` and non-empty), freezes
-    /// it into an immutable memtable, starts a new WAL and wakes the flush thread. Waits while
-    /// `max_write_buffer_number` memtables are already in memory.
+    /// Ensures every keyspace's active memtable has room: a full one (past its
+    /// `write_buffer_size`) is frozen into an immutable memtable, a new WAL is started and the
+    /// flush thread woken. Waits while a full keyspace already has `max_write_buffer_number`
+    /// memtables in memory. When the WALs total more than [`Options::max_total_wal_size`], the
+    /// keyspaces holding the oldest WAL are frozen too, so it can be deleted once flushed.
     ///
-    /// Also applies write backpressure for a group of `write_bytes` (unless `force`):
-    /// - past a soft limit (`level0_slowdown_writes_trigger` tables in level 0, or
-    ///   `soft_pending_compaction_bytes_limit`) the group is delayed by
+    /// Also applies write backpressure for a group of `write_bytes`:
+    /// - past a soft limit (`level0_slowdown_writes_trigger` tables in level 0 of any keyspace,
+    ///   or `soft_pending_compaction_bytes_limit` summed over keyspaces) the group is delayed by
     ///   `write_bytes / rate`, where the rate falls linearly from `delayed_write_rate` to a tenth
     ///   of it as the hard limit nears, so writers slow down smoothly instead of hitting a wall;
     /// - at a hard limit (`level0_stop_writes_trigger`, `hard_pending_compaction_bytes_limit`)
     ///   the leader waits until a compaction finishes.
-    pub(crate) fn make_room_for_write(
-        &self,
-        log: &mut LogState,
-        force: bool,
-        write_bytes: u64,
-    ) -> Result<()> {
-        let mut delayed = force;
-        loop {
+    ///
+    /// [`Options::max_total_wal_size`]: crate::Options::max_total_wal_size
+    pub(crate) fn make_room_for_write(&self, log: &mut LogState, write_bytes: u64) -> Result<()> {
+        let mut delayed = false;
+        'retry: loop {
             self.check_writable()?;
-            // Counters first, then the version: a flush or compaction that finishes after this
+            // Counters first, then the versions: a flush or compaction that finishes after this
             // point changes the counters, so the wait below cannot miss it.
             let progress = self.background_progress();
-            let sv = self.super_version();
-            if !force {
-                let o = &self.options;
-                let l0 = sv.version.files(0).len();
-                let pending = self.pending_compaction_bytes.load(Ordering::Relaxed);
-                if l0 >= o.level0_stop_writes_trigger
-                    || pending >= o.hard_pending_compaction_bytes_limit
-                {
-                    self.wait_for_background_progress(progress)?;
-                    continue;
-                }
-                if !delayed {
-                    delayed = true;
-                    if let Some(delay) = self.write_delay(l0, pending, write_bytes) {
-                        std::thread::sleep(delay);
-                        let micros = u64::try_from(delay.as_micros()).unwrap_or(u64::MAX);
-                        self.stats.delay_micros.fetch_add(micros, Ordering::Relaxed);
-                    }
-                }
-            }
-            let full = sv.mem.approximate_size() >= self.options.write_buffer_size;
-            if !(full || force && !sv.mem.is_empty()) {
-                return Ok(());
-            }
-            if sv.imms.len() + 1 >= self.options.max_write_buffer_number {
-                // Stall until the flush thread frees a slot.
+            let keyspaces = self.all_keyspaces();
+            let o = &self.options;
+            let l0 = keyspaces
+                .iter()
+                .map(|ks| ks.super_version().version.files(0).len())
+                .max()
+                .unwrap_or(0);
+            let pending = self.pending_compaction_bytes.load(Ordering::Relaxed);
+            if l0 >= o.level0_stop_writes_trigger
+                || pending >= o.hard_pending_compaction_bytes_limit
+            {
                 self.wait_for_background_progress(progress)?;
                 continue;
             }
-            self.switch_memtable(log, &sv)?;
+            if !delayed {
+                delayed = true;
+                if let Some(delay) = self.write_delay(l0, pending, write_bytes) {
+                    std::thread::sleep(delay);
+                    let micros = u64::try_from(delay.as_micros()).unwrap_or(u64::MAX);
+                    self.stats.delay_micros.fetch_add(micros, Ordering::Relaxed);
+                }
+            }
+            let oldest_wal = self.oldest_wal_over_limit(log);
+            for ks in &keyspaces {
+                let sv = ks.super_version();
+                let full = sv.mem.approximate_size() >= ks.options.write_buffer_size;
+                let holds_oldest = oldest_wal.is_some_and(|w| {
+                    let first = ks.mem_first_wal.load(Ordering::Acquire);
+                    first != 0 && first <= w.0
+                });
+                if !(full || holds_oldest) {
+                    continue;
+                }
+                if sv.imms.len() + 1 >= ks.options.max_write_buffer_number {
+                    // Stall until the flush thread frees a slot.
+                    self.wait_for_background_progress(progress)?;
+                    continue 'retry;
+                }
+                self.switch_memtable(log, ks, &sv)?;
+            }
             return Ok(());
+        }
+    }
+
+    /// Freezes keyspace `ks`'s active memtable if it holds anything (for `flush`), waiting
+    /// while it already has `max_write_buffer_number` memtables.
+    pub(crate) fn freeze_memtable(&self, log: &mut LogState, ks: &KeyspaceState) -> Result<()> {
+        loop {
+            self.check_writable()?;
+            let progress = self.background_progress();
+            let sv = ks.super_version();
+            if sv.mem.is_empty() {
+                return Ok(());
+            }
+            if sv.imms.len() + 1 >= ks.options.max_write_buffer_number {
+                self.wait_for_background_progress(progress)?;
+                continue;
+            }
+            return self.switch_memtable(log, ks, &sv);
+        }
+    }
+
+    /// The oldest sealed WAL when the WALs together exceed `max_total_wal_size`.
+    fn oldest_wal_over_limit(&self, log: &LogState) -> Option<FileNumber> {
+        let (&oldest, _) = log.sealed_wals.first_key_value()?;
+        let current = log.wal.as_ref().map_or(0, wal::Writer::len);
+        let total: u64 = log.sealed_wals.values().sum::<u64>() + current;
+        (total > self.options.effective_max_total_wal_size()).then_some(oldest)
+    }
+
+    /// Deletes the sealed WALs that hold no write still missing from a table: those older
+    /// than every keyspace's oldest needed WAL. Called under the `log` lock.
+    pub(crate) fn delete_obsolete_wals(&self, log: &mut LogState) {
+        let needed = self
+            .all_keyspaces()
+            .iter()
+            .filter_map(|ks| ks.oldest_needed_wal())
+            .fold(log.wal_number, FileNumber::min);
+        let obsolete: Vec<FileNumber> = log.sealed_wals.range(..needed).map(|(&n, _)| n).collect();
+        for number in obsolete {
+            log.sealed_wals.remove(&number);
+            let path = filename::wal_path(&self.dir, number);
+            match std::fs::remove_file(&path) {
+                Ok(()) => tracing::debug!(path = %path.display(), "deleted obsolete WAL"),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "could not delete obsolete WAL");
+                }
+            }
         }
     }
 
@@ -348,7 +427,14 @@ impl DbInner {
         Some(std::time::Duration::from_secs_f64(secs))
     }
 
-    fn switch_memtable(&self, log: &mut LogState, sv: &SuperVersion) -> Result<()> {
+    /// Freezes `ks`'s active memtable (captured in `sv`) and starts a new WAL, so the
+    /// keyspace's log number can move past every WAL holding the frozen memtable's writes.
+    fn switch_memtable(
+        &self,
+        log: &mut LogState,
+        ks: &KeyspaceState,
+        sv: &SuperVersion,
+    ) -> Result<()> {
         let number = self.versions.lock().new_file_number();
         let path = filename::wal_path(&self.dir, number);
         let new_wal = match wal::Writer::create(&path) {
@@ -367,20 +453,28 @@ impl DbInner {
             return Err(e);
         }
         filename::sync_dir(&self.dir)?;
+        let first_wal = match ks.mem_first_wal.swap(0, Ordering::AcqRel) {
+            0 => log.wal_number,
+            n => FileNumber(n),
+        };
         let imm = Arc::new(ImmMemTable {
             mem: Arc::clone(&sv.mem),
             wal_number: log.wal_number,
+            first_wal,
         });
         tracing::debug!(
+            keyspace = %ks.name,
             wal = %log.wal_number,
             size_bytes = sv.mem.approximate_size(),
             entries = sv.mem.len(),
             "freezing memtable"
         );
+        let old_len = log.wal.as_ref().map_or(0, wal::Writer::len);
+        log.sealed_wals.insert(log.wal_number, old_len);
         log.wal = Some(new_wal);
         log.wal_number = number;
         {
-            let mut guard = self.super_version.write();
+            let mut guard = ks.super_version.write();
             let mut imms = Vec::with_capacity(guard.imms.len() + 1);
             imms.push(imm);
             imms.extend(guard.imms.iter().cloned());
@@ -390,32 +484,44 @@ impl DbInner {
                 version: Arc::clone(&guard.version),
             });
         }
+        self.delete_obsolete_wals(log);
         self.bg_cv.notify_all();
         Ok(())
     }
 }
 
-/// Inserts a batch's entries (in its encoded form) into `mem`, entry `i` at `first + i`, with
-/// keys and values sharing `data`'s buffer.
+/// Inserts a batch's entries (in its encoded form) into memtables, entry `i` at `first + i`,
+/// with keys and values sharing `data`'s buffer. `route` gives the memtable of a keyspace id,
+/// or `None` to skip that keyspace's entries.
 ///
 /// Large batches are inserted in key order: each skiplist search then walks mostly the same
 /// nodes as the previous one, which stay in the CPU cache, instead of a random path through a
 /// memtable far larger than the cache. Sequence numbers follow the batch order, so the result
 /// is the same as inserting in batch order.
-pub(crate) fn insert_batch(mem: &MemTable, data: Bytes, first: SeqNo) -> Result<()> {
+pub(crate) fn insert_batch<F>(data: Bytes, first: SeqNo, mut route: F) -> Result<()>
+where
+    F: FnMut(u32) -> Option<Arc<MemTable>>,
+{
     /// Below this many entries sorting costs more than it saves.
     const SORT_THRESHOLD: usize = 64;
     let mut entries = Vec::new();
     let mut seqno = first;
     for entry in crate::batch::entries(&data) {
-        let (kind, key, value) = entry.map_err(Error::InvalidArgument)?;
-        entries.push((key, seqno, kind, value));
+        let (keyspace, kind, key, value) = entry.map_err(Error::InvalidArgument)?;
+        entries.push((keyspace, key, seqno, kind, value));
         seqno = SeqNo(seqno.get() + 1);
     }
     if entries.len() >= SORT_THRESHOLD {
-        entries.sort_unstable_by(|a, b| a.0.cmp(b.0).then(b.1.cmp(&a.1)));
+        entries.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(b.1)).then(b.2.cmp(&a.2)));
     }
-    for (key, seqno, kind, value) in entries {
+    let mut target: Option<(u32, Option<Arc<MemTable>>)> = None;
+    for (keyspace, key, seqno, kind, value) in entries {
+        if target.as_ref().is_none_or(|(id, _)| *id != keyspace) {
+            target = Some((keyspace, route(keyspace)));
+        }
+        let Some((_, Some(mem))) = &target else {
+            continue;
+        };
         let value = if kind == ValueKind::Delete {
             Bytes::new()
         } else {

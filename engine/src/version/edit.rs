@@ -13,7 +13,11 @@
 //!                       smallest_seqno: varint, largest_seqno: varint,
 //!                       num_entries: varint, num_deletions: varint
 //!   8 new_file_global   the fields of tag 5, then global_seqno: varint   (an ingested table)
-//!   6, 7, 9..=31 reserved; 0 and everything else invalid
+//!   6 keyspace_create   name: bytes            (creates the keyspace of tag 9)
+//!   9 keyspace          id: varint             (the edit applies to it; absent = 0, default)
+//!  10 keyspace_drop     (no payload)           (drops the keyspace of tag 9)
+//!  11 max_keyspace_id   id: varint             (largest id ever assigned; never reused)
+//!   7, 12..=31 reserved; 0 and everything else invalid
 //! bytes  := len: varint, byte{len}
 //! ```
 #![deny(clippy::indexing_slicing)]
@@ -36,11 +40,18 @@ enum Tag {
     NewFile,
     /// A new file with a global sequence number (an ingested table).
     NewFileGlobal,
+    /// Creates the edit's keyspace under a name.
+    KeyspaceCreate,
+    /// The keyspace the edit applies to.
+    Keyspace,
+    /// Drops the edit's keyspace.
+    KeyspaceDrop,
+    /// The largest keyspace id ever assigned.
+    MaxKeyspaceId,
 }
 
-/// Tags 6..=31 other than 8 are reserved for later formats (6: keyspace create/drop, 7:
-/// compaction pointer).
-const RESERVED_TAGS: std::ops::RangeInclusive<u64> = 6..=31;
+/// Tags 7 and 12..=31 are reserved for later formats (7: compaction pointer).
+const RESERVED_TAGS: std::ops::RangeInclusive<u64> = 7..=31;
 
 impl From<Tag> for u64 {
     fn from(tag: Tag) -> u64 {
@@ -52,6 +63,10 @@ impl From<Tag> for u64 {
             Tag::DeletedFile => 4,
             Tag::NewFile => 5,
             Tag::NewFileGlobal => 8,
+            Tag::KeyspaceCreate => 6,
+            Tag::Keyspace => 9,
+            Tag::KeyspaceDrop => 10,
+            Tag::MaxKeyspaceId => 11,
         }
     }
 }
@@ -67,6 +82,10 @@ impl TryFrom<u64> for Tag {
             4 => Ok(Tag::DeletedFile),
             5 => Ok(Tag::NewFile),
             8 => Ok(Tag::NewFileGlobal),
+            6 => Ok(Tag::KeyspaceCreate),
+            9 => Ok(Tag::Keyspace),
+            10 => Ok(Tag::KeyspaceDrop),
+            11 => Ok(Tag::MaxKeyspaceId),
             other => Err(other),
         }
     }
@@ -113,8 +132,8 @@ impl FileMeta {
     }
 }
 
-/// A delta between two versions: counters to set, tables to remove, tables to add. One encoded
-/// edit is one manifest record.
+/// A delta between two versions of one keyspace: counters to set, tables to remove, tables
+/// to add; or the creation or drop of a keyspace. One encoded edit is one manifest record.
 ///
 /// Applying an edit (see [`crate::version::Version::apply`]) removes the deleted files first,
 /// then adds the new ones, so one edit can move a table between levels.
@@ -130,6 +149,14 @@ pub struct VersionEdit {
     pub deleted_files: Vec<(usize, FileNumber)>,
     /// Tables to add, as `(level, metadata)`.
     pub new_files: Vec<(usize, FileMeta)>,
+    /// The keyspace whose log number and tables the edit changes (0 = the default keyspace).
+    pub keyspace: u32,
+    /// `Some(name)`: the edit creates keyspace `keyspace` named `name` (UTF-8, 1..=255 bytes).
+    pub keyspace_create: Option<String>,
+    /// The edit drops keyspace `keyspace`; its tables leave the database.
+    pub keyspace_drop: bool,
+    /// Largest keyspace id ever assigned, so ids of dropped keyspaces are never reused.
+    pub max_keyspace_id: Option<u32>,
 }
 
 impl VersionEdit {
@@ -152,11 +179,29 @@ impl VersionEdit {
             && self.last_seqno.is_none()
             && self.deleted_files.is_empty()
             && self.new_files.is_empty()
+            && self.keyspace_create.is_none()
+            && !self.keyspace_drop
+            && self.max_keyspace_id.is_none()
     }
 
     /// Appends the encoding of the edit to `dst`: scalar fields first (each only if set), then
     /// deleted files, then new files, in the edit's order.
     pub fn encode(&self, dst: &mut Vec<u8>) {
+        if self.keyspace != 0 {
+            put_varint64(dst, Tag::Keyspace.into());
+            put_varint64(dst, u64::from(self.keyspace));
+        }
+        if let Some(name) = &self.keyspace_create {
+            put_varint64(dst, Tag::KeyspaceCreate.into());
+            put_length_prefixed(dst, name.as_bytes());
+        }
+        if self.keyspace_drop {
+            put_varint64(dst, Tag::KeyspaceDrop.into());
+        }
+        if let Some(id) = self.max_keyspace_id {
+            put_varint64(dst, Tag::MaxKeyspaceId.into());
+            put_varint64(dst, u64::from(id));
+        }
         if let Some(n) = self.log_number {
             put_varint64(dst, Tag::LogNumber.into());
             put_varint64(dst, n.0);
@@ -207,6 +252,7 @@ impl VersionEdit {
     pub fn decode(src: &[u8]) -> std::result::Result<VersionEdit, String> {
         let mut input = Input { src, pos: 0 };
         let mut edit = VersionEdit::default();
+        let mut seen_keyspace = false;
         while !input.is_empty() {
             let at = input.pos;
             let raw = input.varint("tag")?;
@@ -253,6 +299,27 @@ impl VersionEdit {
                     }
                     edit.new_files.push((level, meta));
                 }
+                Tag::Keyspace => {
+                    if seen_keyspace {
+                        return Err(format!("keyspace given twice (second at byte {at})"));
+                    }
+                    seen_keyspace = true;
+                    edit.keyspace = input.keyspace_id("keyspace")?;
+                }
+                Tag::KeyspaceCreate => {
+                    let name = input.keyspace_name()?;
+                    set_once(&mut edit.keyspace_create, name, "keyspace_create", at)?;
+                }
+                Tag::KeyspaceDrop => {
+                    if edit.keyspace_drop {
+                        return Err(format!("keyspace_drop given twice (second at byte {at})"));
+                    }
+                    edit.keyspace_drop = true;
+                }
+                Tag::MaxKeyspaceId => {
+                    let id = input.keyspace_id("max_keyspace_id")?;
+                    set_once(&mut edit.max_keyspace_id, id, "max_keyspace_id", at)?;
+                }
             }
         }
         Ok(edit)
@@ -263,6 +330,18 @@ impl fmt::Display for VersionEdit {
     /// A one-line summary for logs: counters, deleted and added file numbers with levels.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "edit{{")?;
+        if self.keyspace != 0 {
+            write!(f, " keyspace={}", self.keyspace)?;
+        }
+        if let Some(name) = &self.keyspace_create {
+            write!(f, " create={name:?}")?;
+        }
+        if self.keyspace_drop {
+            write!(f, " drop")?;
+        }
+        if let Some(id) = self.max_keyspace_id {
+            write!(f, " max_keyspace_id={id}")?;
+        }
         if let Some(n) = self.log_number {
             write!(f, " log_number={n}")?;
         }
@@ -314,6 +393,27 @@ impl<'a> Input<'a> {
             .ok_or_else(|| format!("truncated or overlong varint ({what}) at byte {}", self.pos))?;
         self.pos += n;
         Ok(v)
+    }
+
+    fn keyspace_id(&mut self, what: &str) -> Result<u32, String> {
+        let at = self.pos;
+        let v = self.varint(what)?;
+        u32::try_from(v).map_err(|_| format!("{what} {v} at byte {at} does not fit in 32 bits"))
+    }
+
+    fn keyspace_name(&mut self) -> Result<String, String> {
+        let at = self.pos;
+        let (bytes, n) = get_length_prefixed(self.rest())
+            .ok_or_else(|| format!("truncated keyspace name at byte {at}"))?;
+        self.pos += n;
+        let name = std::str::from_utf8(bytes)
+            .map_err(|_| format!("keyspace name at byte {at} is not UTF-8"))?;
+        if name.is_empty() || name.len() > 255 {
+            return Err(format!(
+                "keyspace name at byte {at} is not 1 to 255 bytes long"
+            ));
+        }
+        Ok(name.to_owned())
     }
 
     fn level(&mut self, what: &str) -> Result<usize, String> {
@@ -449,6 +549,43 @@ mod tests {
     }
 
     #[test]
+    fn keyspace_edits_round_trip_with_documented_bytes() {
+        let create = VersionEdit {
+            keyspace: 3,
+            keyspace_create: Some("reads".to_owned()),
+            max_keyspace_id: Some(3),
+            log_number: Some(FileNumber(7)),
+            ..Default::default()
+        };
+        let mut buf = Vec::new();
+        create.encode(&mut buf);
+        let mut expected = vec![0x09, 0x03, 0x06, 0x05];
+        expected.extend_from_slice(b"reads");
+        expected.extend_from_slice(&[0x0b, 0x03, 0x01, 0x07]);
+        assert_eq!(buf, expected);
+        assert_eq!(VersionEdit::decode(&buf), Ok(create));
+        let drop = VersionEdit {
+            keyspace: 3,
+            keyspace_drop: true,
+            ..Default::default()
+        };
+        let mut buf = Vec::new();
+        drop.encode(&mut buf);
+        assert_eq!(buf, vec![0x09, 0x03, 0x0a]);
+        assert_eq!(VersionEdit::decode(&buf), Ok(drop));
+        // Twice the keyspace, a drop twice, an empty or non-UTF-8 name, an id over 32 bits.
+        for bad in [
+            &[0x09, 0x03, 0x09, 0x04][..],
+            &[0x09, 0x03, 0x0a, 0x0a],
+            &[0x06, 0x00],
+            &[0x06, 0x01, 0xff],
+            &[0x09, 0x80, 0x80, 0x80, 0x80, 0x10],
+        ] {
+            assert!(VersionEdit::decode(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
     fn empty_edit_encodes_to_nothing_and_back() {
         let mut buf = Vec::new();
         VersionEdit::default().encode(&mut buf);
@@ -478,7 +615,7 @@ mod tests {
 
     #[test]
     fn unknown_reserved_and_zero_tags_are_errors() {
-        for tag in [0_u64, 6, 7, 9, 31, 32, 1000] {
+        for tag in [0_u64, 7, 12, 31, 32, 1000] {
             let mut buf = Vec::new();
             put_varint64(&mut buf, tag);
             put_varint64(&mut buf, 1);
@@ -579,14 +716,26 @@ mod tests {
             proptest::option::of(0..=SeqNo::MAX.0),
             prop::collection::vec((0..NUM_LEVELS, any::<u64>()), 0..5),
             prop::collection::vec((0..NUM_LEVELS, arb_meta()), 0..5),
+            (
+                any::<u32>(),
+                proptest::option::of("[a-z0-9_]{1,12}"),
+                any::<bool>(),
+                proptest::option::of(any::<u32>()),
+            ),
         )
-            .prop_map(|(log, next, last, del, new)| VersionEdit {
-                log_number: log.map(FileNumber),
-                next_file_number: next.map(FileNumber),
-                last_seqno: last.map(SeqNo),
-                deleted_files: del.into_iter().map(|(l, n)| (l, FileNumber(n))).collect(),
-                new_files: new,
-            })
+            .prop_map(
+                |(log, next, last, del, new, (ks, create, drop, max))| VersionEdit {
+                    log_number: log.map(FileNumber),
+                    next_file_number: next.map(FileNumber),
+                    last_seqno: last.map(SeqNo),
+                    deleted_files: del.into_iter().map(|(l, n)| (l, FileNumber(n))).collect(),
+                    new_files: new,
+                    keyspace: ks,
+                    keyspace_create: create,
+                    keyspace_drop: drop,
+                    max_keyspace_id: max,
+                },
+            )
     }
 
     proptest! {

@@ -46,21 +46,25 @@ impl fmt::Debug for ManifestWriter {
 
 impl ManifestWriter {
     /// Creates `MANIFEST-<number>` in `dir` (replacing a leftover file of that name), writes
-    /// `snapshot` as its first record and fsyncs it. `CURRENT` is not touched.
+    /// the `snapshot` edits (one per keyspace) as its first records and fsyncs it. `CURRENT`
+    /// is not touched.
     ///
     /// # Errors
     /// [`Error::Io`] naming the manifest.
-    pub(crate) fn create(dir: &Path, number: FileNumber, snapshot: &VersionEdit) -> Result<Self> {
+    pub(crate) fn create(dir: &Path, number: FileNumber, snapshot: &[VersionEdit]) -> Result<Self> {
         let path = filename::manifest_path(dir, number);
         let mut writer = wal::Writer::create(&path)?;
-        let mut record = Vec::new();
-        snapshot.encode(&mut record);
-        writer.add_record(&record)?;
+        for edit in snapshot {
+            let mut record = Vec::new();
+            edit.encode(&mut record);
+            writer.add_record(&record)?;
+        }
         writer.sync()?;
         tracing::debug!(
             path = %path.display(),
             len = writer.len(),
-            files = snapshot.new_files.len(),
+            keyspaces = snapshot.len(),
+            files = snapshot.iter().map(|e| e.new_files.len()).sum::<usize>(),
             "wrote manifest snapshot"
         );
         Ok(ManifestWriter {

@@ -5,7 +5,7 @@
 //! [`MAX_MANIFEST_SIZE`](super::MAX_MANIFEST_SIZE)). After a failed manifest write the set is
 //! poisoned: it refuses further edits, because the manifest's tail is in doubt.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -20,18 +20,35 @@ use crate::version::version::{Builder, Version};
 /// overflows).
 const MAX_FILE_NUMBER: FileNumber = FileNumber(1 << 62);
 
-/// The current [`Version`] plus the database-wide counters (file numbers, last sequence number,
-/// log number) and the manifest that records them.
+/// Id of the default keyspace, which always exists and cannot be dropped.
+pub const DEFAULT_KEYSPACE: u32 = 0;
+
+/// Name of the default keyspace.
+pub const DEFAULT_KEYSPACE_NAME: &str = "default";
+
+/// One keyspace's state in the version set.
+#[derive(Debug, Clone)]
+struct KeyspaceVersion {
+    name: String,
+    current: Arc<Version>,
+    /// WALs numbered below this hold no unflushed write of this keyspace.
+    log_number: FileNumber,
+}
+
+/// The current [`Version`] of every keyspace plus the database-wide counters (file numbers,
+/// last sequence number, largest keyspace id) and the manifest that records them.
 ///
 /// Not thread-safe by itself: the database keeps it behind its state mutex. Versions handed out
 /// by [`VersionSet::current`] are immutable and may be used without the lock.
 #[derive(Debug)]
 pub struct VersionSet {
     dir: PathBuf,
-    current: Arc<Version>,
+    /// Live keyspaces by id; [`DEFAULT_KEYSPACE`] is always present.
+    keyspaces: BTreeMap<u32, KeyspaceVersion>,
+    /// Largest keyspace id ever assigned (dropped ones included).
+    max_keyspace_id: u32,
     next_file_number: FileNumber,
     last_seqno: SeqNo,
-    log_number: FileNumber,
     /// The live manifest; `CURRENT` names it.
     manifest: ManifestWriter,
     /// Set by the first failed manifest write; every later `log_and_apply` fails with it.
@@ -72,15 +89,15 @@ impl VersionSet {
             last_seqno: Some(SeqNo::ZERO),
             ..VersionEdit::default()
         };
-        let manifest = ManifestWriter::create(dir, number, &snapshot)?;
+        let manifest = ManifestWriter::create(dir, number, &[snapshot])?;
         manifest::set_current(dir, number)?;
         tracing::debug!(dir = %dir.display(), "created new database manifest");
         Ok(VersionSet {
             dir: dir.to_owned(),
-            current: Arc::new(Version::empty()),
+            keyspaces: default_keyspaces(Arc::new(Version::empty()), FileNumber(0)),
+            max_keyspace_id: DEFAULT_KEYSPACE,
             next_file_number,
             last_seqno: SeqNo::ZERO,
-            log_number: FileNumber(0),
             manifest,
             poisoned: None,
             max_manifest_size: MAX_MANIFEST_SIZE,
@@ -121,18 +138,14 @@ impl VersionSet {
             ));
         }
 
-        let mut builder = Builder::new(&Version::empty());
-        let (mut log_number, mut next_file_number, mut last_seqno) = (None, None, None);
+        let mut replayed = Replayed::default();
         let mut max_referenced = old_number;
         let mut last_offset = 0;
         let mut records = 0_u64;
         let end = manifest::replay(&path, |offset, edit| {
-            builder.apply(&edit).map_err(|reason| {
+            replayed.apply(&edit).map_err(|reason| {
                 Error::corruption(&path, offset, format!("edit does not apply: {reason}"))
             })?;
-            log_number = edit.log_number.or(log_number);
-            next_file_number = edit.next_file_number.or(next_file_number);
-            last_seqno = edit.last_seqno.or(last_seqno);
             let numbers = edit.new_files.iter().map(|(_, f)| f.number);
             max_referenced = numbers
                 .chain(edit.log_number)
@@ -141,16 +154,34 @@ impl VersionSet {
             records += 1;
             Ok(())
         })?;
-        let version = builder.finish().map_err(|reason| {
-            Error::corruption(
-                &path,
-                last_offset,
-                format!("replayed version is invalid: {reason}"),
-            )
-        })?;
-        let (Some(log_number), Some(next_file_number), Some(last_seqno)) =
-            (log_number, next_file_number, last_seqno)
-        else {
+        let mut keyspaces = BTreeMap::new();
+        for (id, ks) in replayed.keyspaces {
+            let version = ks.builder.finish().map_err(|reason| {
+                Error::corruption(
+                    &path,
+                    last_offset,
+                    format!(
+                        "replayed version of keyspace {:?} is invalid: {reason}",
+                        ks.name
+                    ),
+                )
+            })?;
+            keyspaces.insert(
+                id,
+                KeyspaceVersion {
+                    name: ks.name,
+                    current: Arc::new(version),
+                    log_number: ks.log_number.unwrap_or(FileNumber(0)),
+                },
+            );
+        }
+        let (Some(_), Some(next_file_number), Some(last_seqno)) = (
+            keyspaces
+                .get(&DEFAULT_KEYSPACE)
+                .and(replayed.default_log_number),
+            replayed.next_file_number,
+            replayed.last_seqno,
+        ) else {
             let len = std::fs::metadata(&path).ctx(&path)?.len();
             return Err(Error::corruption(
                 &path,
@@ -158,11 +189,11 @@ impl VersionSet {
                 "manifest does not set log_number, next_file_number and last_seqno",
             ));
         };
+        let max_keyspace_id = replayed.max_keyspace_id;
 
-        let last_seqno = version
-            .levels
-            .iter()
-            .flatten()
+        let last_seqno = keyspaces
+            .values()
+            .flat_map(|ks| ks.current.levels.iter().flatten())
             .map(|f| f.largest_seqno)
             .fold(last_seqno, SeqNo::max);
         // The new manifest's number must exceed every number in use, including files created
@@ -176,7 +207,7 @@ impl VersionSet {
             manifest = %path.display(),
             records,
             end = ?end,
-            files = version.num_files(),
+            keyspaces = keyspaces.len(),
             "replayed manifest"
         );
 
@@ -188,16 +219,16 @@ impl VersionSet {
             ));
         }
         let next_file_number = FileNumber(new_number.0 + 1);
-        let snapshot = snapshot_edit(&version, log_number, next_file_number, last_seqno);
+        let snapshot = snapshot_edits(&keyspaces, max_keyspace_id, next_file_number, last_seqno);
         let manifest = ManifestWriter::create(dir, new_number, &snapshot)?;
         manifest::set_current(dir, new_number)?;
         remove_old_manifest(&path);
         Ok(VersionSet {
             dir: dir.to_owned(),
-            current: Arc::new(version),
+            keyspaces,
+            max_keyspace_id,
             next_file_number,
             last_seqno,
-            log_number,
             manifest,
             poisoned: None,
             max_manifest_size: MAX_MANIFEST_SIZE,
@@ -209,10 +240,35 @@ impl VersionSet {
         &self.dir
     }
 
-    /// The current version. It stays valid (and its tables alive on disk, as long as the
-    /// database honours [`VersionSet::live_files`]) while the caller holds it.
+    /// The current version of the default keyspace. It stays valid (and its tables alive on
+    /// disk, as long as the database honours [`VersionSet::live_files`]) while the caller
+    /// holds it.
     pub fn current(&self) -> Arc<Version> {
-        Arc::clone(&self.current)
+        self.current_of(DEFAULT_KEYSPACE)
+            .unwrap_or_else(|| Arc::new(Version::empty()))
+    }
+
+    /// The current version of keyspace `id`, or `None` when no such keyspace is live.
+    pub fn current_of(&self, id: u32) -> Option<Arc<Version>> {
+        self.keyspaces.get(&id).map(|ks| Arc::clone(&ks.current))
+    }
+
+    /// The live keyspaces as `(id, name)`, by id (the default keyspace, id 0, first).
+    pub fn keyspaces(&self) -> Vec<(u32, String)> {
+        self.keyspaces
+            .iter()
+            .map(|(&id, ks)| (id, ks.name.clone()))
+            .collect()
+    }
+
+    /// The id the next created keyspace gets (one above every id ever assigned).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when every 32-bit id has been used.
+    pub fn next_keyspace_id(&self) -> Result<u32> {
+        self.max_keyspace_id
+            .checked_add(1)
+            .ok_or_else(|| Error::InvalidArgument("keyspace ids exhausted".to_owned()))
     }
 
     /// Allocates a new file number (for a WAL or table). It is durable only with the next
@@ -251,9 +307,20 @@ impl VersionSet {
         self.last_seqno = s;
     }
 
-    /// WALs numbered below this are obsolete: their writes are in tables.
+    /// WALs numbered below this are obsolete: every keyspace's writes in them are in tables
+    /// (the smallest of the keyspaces' log numbers).
     pub fn log_number(&self) -> FileNumber {
-        self.log_number
+        self.keyspaces
+            .values()
+            .map(|ks| ks.log_number)
+            .min()
+            .unwrap_or(FileNumber(0))
+    }
+
+    /// Keyspace `id`'s log number: WALs numbered below it hold none of its unflushed writes, so
+    /// recovery replays its records only from WALs numbered at or above it.
+    pub fn keyspace_log_number(&self, id: u32) -> Option<FileNumber> {
+        self.keyspaces.get(&id).map(|ks| ks.log_number)
     }
 
     /// File number of the live manifest (the one `CURRENT` names).
@@ -286,10 +353,28 @@ impl VersionSet {
             });
         }
         self.check_numbers(&edit)?;
-        let version = self
-            .current
-            .apply(&edit)
-            .map_err(|reason| Error::InvalidArgument(format!("version edit rejected: {reason}")))?;
+        let id = edit.keyspace;
+        let reject =
+            |reason: String| Error::InvalidArgument(format!("version edit rejected: {reason}"));
+        let mut keyspace = match (&edit.keyspace_create, self.keyspaces.get(&id)) {
+            (Some(_), Some(_)) => return Err(reject(format!("keyspace {id} already exists"))),
+            (Some(name), None) => {
+                if id <= self.max_keyspace_id {
+                    return Err(reject(format!("keyspace id {id} was used before")));
+                }
+                KeyspaceVersion {
+                    name: name.clone(),
+                    current: Arc::new(Version::empty()),
+                    log_number: FileNumber(0),
+                }
+            }
+            (None, Some(ks)) => ks.clone(),
+            (None, None) => return Err(reject(format!("no keyspace {id}"))),
+        };
+        if edit.keyspace_drop && id == DEFAULT_KEYSPACE {
+            return Err(reject("the default keyspace cannot be dropped".to_owned()));
+        }
+        let version = keyspace.current.apply(&edit).map_err(reject)?;
         let last_seqno = edit
             .new_files
             .iter()
@@ -298,27 +383,43 @@ impl VersionSet {
             .fold(self.last_seqno, SeqNo::max);
         edit.next_file_number = Some(self.next_file_number);
         edit.last_seqno = Some(last_seqno);
-        let log_number = edit.log_number.unwrap_or(self.log_number);
+        let max_keyspace_id = if edit.keyspace_create.is_some() {
+            edit.max_keyspace_id = Some(id);
+            id
+        } else {
+            self.max_keyspace_id
+        };
+        keyspace.current = Arc::new(version);
+        keyspace.log_number = edit.log_number.unwrap_or(keyspace.log_number);
+        let mut keyspaces = self.keyspaces.clone();
+        if edit.keyspace_drop {
+            keyspaces.remove(&id);
+        } else {
+            keyspaces.insert(id, keyspace);
+        }
 
         if self.manifest.len() >= self.max_manifest_size {
-            self.roll_over(&version, log_number, last_seqno)
+            self.roll_over(&keyspaces, max_keyspace_id, last_seqno)
                 .map_err(|e| self.poison(e))?;
         } else {
             self.manifest.append(&edit).map_err(|e| self.poison(e))?;
         }
         tracing::debug!(%edit, "applied version edit");
-        self.current = Arc::new(version);
-        self.log_number = log_number;
+        self.keyspaces = keyspaces;
+        self.max_keyspace_id = max_keyspace_id;
         self.last_seqno = last_seqno;
-        Ok(Arc::clone(&self.current))
+        Ok(self
+            .current_of(id)
+            .unwrap_or_else(|| Arc::new(Version::empty())))
     }
 
     /// Every file number the current version references, plus the live manifest. WALs are not
     /// included (the database keeps those numbered `>= log_number`), nor tables still being
     /// written by a flush or compaction (the database tracks those as pending outputs).
     pub fn live_files(&self) -> HashSet<FileNumber> {
-        self.current
-            .all_file_numbers()
+        self.keyspaces
+            .values()
+            .flat_map(|ks| ks.current.all_file_numbers())
             .chain(std::iter::once(self.manifest.number()))
             .collect()
     }
@@ -331,10 +432,15 @@ impl VersionSet {
 
     /// Writes `version` with the given counters into a new manifest and makes it live. The new
     /// manifest's number is allocated here.
-    fn roll_over(&mut self, version: &Version, log_number: FileNumber, last: SeqNo) -> Result<()> {
+    fn roll_over(
+        &mut self,
+        keyspaces: &BTreeMap<u32, KeyspaceVersion>,
+        max_keyspace_id: u32,
+        last: SeqNo,
+    ) -> Result<()> {
         let number = self.next_file_number;
         let next = FileNumber(number.0.saturating_add(1));
-        let snapshot = snapshot_edit(version, log_number, next, last);
+        let snapshot = snapshot_edits(keyspaces, max_keyspace_id, next, last);
         let new = ManifestWriter::create(&self.dir, number, &snapshot)?;
         manifest::set_current(&self.dir, number)?;
         tracing::debug!(
@@ -349,16 +455,18 @@ impl VersionSet {
         Ok(())
     }
 
-    /// Refuses edits naming file numbers that were never handed out or moving `log_number`
-    /// backwards.
+    /// Refuses edits naming file numbers that were never handed out or moving a keyspace's
+    /// `log_number` backwards.
     fn check_numbers(&self, edit: &VersionEdit) -> Result<()> {
         let next = self.next_file_number;
+        let current = self
+            .keyspace_log_number(edit.keyspace)
+            .unwrap_or(FileNumber(0));
         if let Some(n) = edit.log_number
-            && (n < self.log_number || n >= next)
+            && (n < current || n >= next)
         {
             return Err(Error::InvalidArgument(format!(
-                "version edit rejected: log_number {n} outside [{}, {next})",
-                self.log_number
+                "version edit rejected: log_number {n} outside [{current}, {next})"
             )));
         }
         if let Some((_, f)) = edit.new_files.iter().find(|(_, f)| f.number >= next) {
@@ -378,25 +486,125 @@ impl VersionSet {
     }
 }
 
-/// A snapshot edit: the counters and every table of `version`, level by level.
-fn snapshot_edit(
-    version: &Version,
+/// The live keyspaces of a fresh set: only the default one.
+fn default_keyspaces(
+    version: Arc<Version>,
     log_number: FileNumber,
+) -> BTreeMap<u32, KeyspaceVersion> {
+    BTreeMap::from([(
+        DEFAULT_KEYSPACE,
+        KeyspaceVersion {
+            name: DEFAULT_KEYSPACE_NAME.to_owned(),
+            current: version,
+            log_number,
+        },
+    )])
+}
+
+/// The records that start a new manifest: first the counters with the default keyspace's log
+/// number and tables, then one edit per other keyspace creating it with its log number and
+/// tables (`docs/format/manifest.md`, "Snapshot edit").
+fn snapshot_edits(
+    keyspaces: &BTreeMap<u32, KeyspaceVersion>,
+    max_keyspace_id: u32,
     next_file_number: FileNumber,
     last_seqno: SeqNo,
-) -> VersionEdit {
-    let mut edit = VersionEdit {
-        log_number: Some(log_number),
-        next_file_number: Some(next_file_number),
-        last_seqno: Some(last_seqno),
-        ..VersionEdit::default()
-    };
-    for (level, files) in version.levels.iter().enumerate() {
-        for f in files {
-            edit.add_file(level, f.as_ref().clone());
+) -> Vec<VersionEdit> {
+    keyspaces
+        .iter()
+        .map(|(&id, ks)| {
+            let mut edit = VersionEdit {
+                keyspace: id,
+                log_number: Some(ks.log_number),
+                ..VersionEdit::default()
+            };
+            if id == DEFAULT_KEYSPACE {
+                edit.next_file_number = Some(next_file_number);
+                edit.last_seqno = Some(last_seqno);
+                edit.max_keyspace_id =
+                    (max_keyspace_id != DEFAULT_KEYSPACE).then_some(max_keyspace_id);
+            } else {
+                edit.keyspace_create = Some(ks.name.clone());
+            }
+            for (level, files) in ks.current.levels.iter().enumerate() {
+                for f in files {
+                    edit.add_file(level, f.as_ref().clone());
+                }
+            }
+            edit
+        })
+        .collect()
+}
+
+/// What replaying a manifest has found so far.
+#[derive(Default)]
+struct Replayed {
+    keyspaces: BTreeMap<u32, ReplayedKeyspace>,
+    default_log_number: Option<FileNumber>,
+    next_file_number: Option<FileNumber>,
+    last_seqno: Option<SeqNo>,
+    max_keyspace_id: u32,
+}
+
+struct ReplayedKeyspace {
+    name: String,
+    builder: Builder,
+    log_number: Option<FileNumber>,
+}
+
+impl Replayed {
+    /// Applies one manifest edit.
+    fn apply(&mut self, edit: &VersionEdit) -> std::result::Result<(), String> {
+        let id = edit.keyspace;
+        if id == DEFAULT_KEYSPACE && !self.keyspaces.contains_key(&id) {
+            self.keyspaces.insert(
+                id,
+                ReplayedKeyspace {
+                    name: DEFAULT_KEYSPACE_NAME.to_owned(),
+                    builder: Builder::new(&Version::empty()),
+                    log_number: None,
+                },
+            );
         }
+        if let Some(name) = &edit.keyspace_create {
+            if id == DEFAULT_KEYSPACE || self.keyspaces.contains_key(&id) {
+                return Err(format!("keyspace {id} created twice"));
+            }
+            if self.keyspaces.values().any(|ks| &ks.name == name) {
+                return Err(format!("two keyspaces named {name:?}"));
+            }
+            self.keyspaces.insert(
+                id,
+                ReplayedKeyspace {
+                    name: name.clone(),
+                    builder: Builder::new(&Version::empty()),
+                    log_number: None,
+                },
+            );
+        }
+        let ks = self
+            .keyspaces
+            .get_mut(&id)
+            .ok_or_else(|| format!("edit for keyspace {id}, which does not exist"))?;
+        ks.builder.apply(edit)?;
+        ks.log_number = edit.log_number.or(ks.log_number);
+        if id == DEFAULT_KEYSPACE {
+            self.default_log_number = edit.log_number.or(self.default_log_number);
+        }
+        if edit.keyspace_drop {
+            if id == DEFAULT_KEYSPACE {
+                return Err("the default keyspace is dropped".to_owned());
+            }
+            self.keyspaces.remove(&id);
+        }
+        self.next_file_number = edit.next_file_number.or(self.next_file_number);
+        self.last_seqno = edit.last_seqno.or(self.last_seqno);
+        self.max_keyspace_id = self
+            .max_keyspace_id
+            .max(id)
+            .max(edit.max_keyspace_id.unwrap_or(0));
+        Ok(())
     }
-    edit
 }
 
 /// Numbers of every WAL, table and manifest in `dir`.
