@@ -23,14 +23,27 @@
 //! Bad lines (no tab, key over 64 KiB, value over `max_value_size`, invalid UTF-8 with
 //! `--text`, a count that is not a decimal integer) stop the load with their line number and
 //! nothing ingested, or with `--skip-bad` are skipped and counted.
+//!
+//! `strata load --resp HOST:PORT FILE` sends the same pairs to a Redis-protocol server
+//! instead, as pipelined SETs (`resp.rs`), typically twemproxy in front of several
+//! `strata serve` nodes. `strata rebalance` (`rebalance.rs`, with `ketama.rs`, `md5.rs` and
+//! `nutcracker.rs`) moves keys between such nodes after the pool changes; both are described
+//! in docs/scale-out.md.
 
+mod client;
+mod ketama;
 mod merge;
+mod nutcracker;
 mod parse;
+mod rebalance;
+mod resp;
 mod runs;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_resp;
 
-use std::io::{IsTerminal, Read};
+use std::io::{BufReader, IsTerminal, Read};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -43,6 +56,8 @@ use strata_engine::{CounterAdd, Db, Options};
 
 pub(crate) use parse::Format;
 use parse::Rules;
+pub(crate) use rebalance::{RebalanceArgs, run as run_rebalance};
+use resp::{RespConfig, load_resp};
 pub(crate) use runs::BadLineError;
 use runs::{ReadStats, RunWriter};
 
@@ -51,11 +66,27 @@ const MAX_REPORTED_BAD_LINES: u64 = 10;
 
 /// Arguments of `strata load`.
 #[derive(Debug, Args)]
+#[command(override_usage = "strata load [OPTIONS] <DB> <FILE>\n       \
+                      strata load [OPTIONS] --resp <HOST:PORT> <FILE>")]
 pub(crate) struct LoadArgs {
-    /// Database directory (created if missing).
-    db: PathBuf,
+    /// Database directory (created if missing); not given with --resp.
+    #[arg(value_name = "DB")]
+    db: Option<PathBuf>,
     /// Input file of `key<TAB>value` lines; `-` reads standard input.
-    file: PathBuf,
+    #[arg(value_name = "FILE")]
+    file: Option<PathBuf>,
+    /// Send the pairs to a Redis-protocol server instead (a `strata serve` node, or
+    /// twemproxy in front of several, see docs/scale-out.md): pipelined SETs, or INCRBYs with
+    /// --format counts. Not atomic: pairs sent before an error stay written.
+    #[arg(long, value_name = "HOST:PORT", conflicts_with_all = ["memory", "table_size"])]
+    resp: Option<String>,
+    /// Commands per pipeline with --resp; every reply is checked before the next pipeline.
+    #[arg(long, default_value_t = 256, requires = "resp")]
+    pipeline: usize,
+    /// With --resp, authenticate with this password (the server's --requirepass, or the
+    /// `redis_auth` of a twemproxy pool). Visible to other users in the process list.
+    #[arg(long, requires = "resp")]
+    password: Option<String>,
     /// Memory for sorting, in MiB; larger inputs are sorted in runs spilled to disk.
     #[arg(long, default_value_t = 256)]
     memory: usize,
@@ -72,6 +103,9 @@ pub(crate) struct LoadArgs {
     /// (a filter's bitmap that fits the CPU cache) at the cost of more files.
     #[arg(long, default_value_t = 64)]
     table_size: u64,
+    /// Load into this keyspace (created if missing) instead of the default one.
+    #[arg(long, conflicts_with = "resp")]
+    keyspace: Option<String>,
 }
 
 /// How to load.
@@ -85,6 +119,8 @@ pub(crate) struct LoadConfig {
     pub(crate) table_size_bytes: u64,
     /// Draw a progress bar on stderr.
     pub(crate) progress: bool,
+    /// Keyspace to load into (created if missing); `None` = the default keyspace.
+    pub(crate) keyspace: Option<String>,
 }
 
 impl LoadConfig {
@@ -97,6 +133,7 @@ impl LoadConfig {
             text: false,
             table_size_bytes: db_options.target_file_size,
             progress: false,
+            keyspace: None,
         }
     }
 }
@@ -141,14 +178,21 @@ impl std::fmt::Display for LoadReport {
     }
 }
 
-/// `strata load`: opens the database, loads, prints the final line.
+/// `strata load`: opens the database (or connects to `--resp`), loads, prints the final
+/// line.
 pub(crate) fn run(args: &LoadArgs) -> anyhow::Result<ExitCode> {
+    if let Some(addr) = &args.resp {
+        return run_resp(args, addr);
+    }
+    let (Some(db), Some(file)) = (&args.db, &args.file) else {
+        anyhow::bail!("give a database directory and a file: strata load DB FILE");
+    };
     let mut options = Options::default();
     if args.format == Format::Counts {
         options = options.merge_operator(Some(Arc::new(CounterAdd)));
     }
-    let db = Db::open(&args.db, options.clone())
-        .with_context(|| format!("opening database at {}", args.db.display()))?;
+    let db = Db::open(db, options.clone())
+        .with_context(|| format!("opening database at {}", db.display()))?;
     let mut config = LoadConfig::new(&options);
     config.format = args.format;
     config.table_size_bytes = args.table_size.max(1).saturating_mul(1 << 20);
@@ -156,16 +200,57 @@ pub(crate) fn run(args: &LoadArgs) -> anyhow::Result<ExitCode> {
     config.skip_bad = args.skip_bad;
     config.text = args.text;
     config.progress = std::io::stderr().is_terminal();
-    let report = if args.file.as_os_str() == "-" {
+    config.keyspace.clone_from(&args.keyspace);
+    let report = if file.as_os_str() == "-" {
         load(&db, &options, &mut std::io::stdin().lock(), None, &config)
     } else {
-        let mut file = std::fs::File::open(&args.file)
-            .with_context(|| format!("opening {}", args.file.display()))?;
-        let len = file.metadata().ok().map(|m| m.len());
-        load(&db, &options, &mut file, len, &config)
+        let mut input =
+            std::fs::File::open(file).with_context(|| format!("opening {}", file.display()))?;
+        let len = input.metadata().ok().map(|m| m.len());
+        load(&db, &options, &mut input, len, &config)
     };
-    let report = report.with_context(|| format!("loading {}", args.file.display()))?;
+    let report = report.with_context(|| format!("loading {}", file.display()))?;
     db.close()?;
+    println!("{report}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `strata load --resp HOST:PORT FILE`.
+fn run_resp(args: &LoadArgs, addr: &str) -> anyhow::Result<ExitCode> {
+    let file = match (&args.db, &args.file) {
+        (Some(file), None) => file,
+        (Some(_), Some(_)) => {
+            anyhow::bail!(
+                "with --resp, give only the input file: strata load --resp HOST:PORT FILE"
+            )
+        }
+        (None, _) => anyhow::bail!("give an input file: strata load --resp HOST:PORT FILE"),
+    };
+    let config = RespConfig {
+        rules: Rules {
+            format: args.format,
+            text: args.text,
+            max_value_size: Options::default().max_value_size,
+        },
+        skip_bad: args.skip_bad,
+        pipeline_len: args.pipeline.max(1),
+        progress: std::io::stderr().is_terminal(),
+    };
+    let login = client::Login {
+        db: 0,
+        password: args.password.clone(),
+    };
+    let mut conn = client::connect(addr, &login)?;
+    let report = if file.as_os_str() == "-" {
+        load_resp(&mut conn, addr, &mut std::io::stdin().lock(), None, &config)
+    } else {
+        let input =
+            std::fs::File::open(file).with_context(|| format!("opening {}", file.display()))?;
+        let len = input.metadata().ok().map(|m| m.len());
+        let mut input = BufReader::with_capacity(1 << 20, input);
+        load_resp(&mut conn, addr, &mut input, len, &config)
+    };
+    let report = report.with_context(|| format!("loading {} into {addr}", file.display()))?;
     println!("{report}");
     Ok(ExitCode::SUCCESS)
 }
@@ -257,7 +342,11 @@ pub(crate) fn load(
     bar.set_message("ingesting");
     let keys = files.iter().map(|f| f.num_entries).sum();
     let paths: Vec<PathBuf> = files.iter().map(|f| f.path.clone()).collect();
-    db.ingest(&paths).context("ingesting the tables")?;
+    let target = match &config.keyspace {
+        Some(name) => db.keyspace(name)?,
+        None => db.default_keyspace(),
+    };
+    target.ingest(&paths).context("ingesting the tables")?;
     bar.finish_and_clear();
     Ok(LoadReport {
         bytes: stats.bytes,

@@ -94,6 +94,9 @@ enum Command {
     Check { dir: PathBuf },
     /// Bulk-load a file of key<TAB>value lines (sorted or not) with one atomic ingest.
     Load(load::LoadArgs),
+    /// Move keys to the node twemproxy sends them to, after a change to a nutcracker pool
+    /// (docs/scale-out.md).
+    Rebalance(load::RebalanceArgs),
     /// Serve databases over the Redis protocol and the PostgreSQL protocol (docs/server.md).
     Serve(strata_server::cli::ServeArgs),
     /// Benchmarks through the public API.
@@ -183,6 +186,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Load(args) => load::run(&args),
+        Command::Rebalance(args) => load::run_rebalance(&args),
         Command::Serve(args) => strata_server::serve(args.config())
             .map(|()| ExitCode::SUCCESS)
             .map_err(Into::into),

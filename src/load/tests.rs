@@ -209,3 +209,21 @@ fn empty_input_loads_nothing() {
     assert_eq!((report.pairs, report.tables), (0, 0));
     assert!(contents(&db).is_empty());
 }
+
+#[test]
+fn load_into_a_keyspace_leaves_the_default_keyspace_alone() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let options = Options::default();
+    let db = Db::open(dir.path(), options.clone()).expect("open");
+    db.put(b"a", b"default").expect("put");
+    let config = LoadConfig {
+        keyspace: Some("run42".into()),
+        ..LoadConfig::new(&options)
+    };
+    run_load(&db, &options, "a\tloaded\nb\t2\n", &config).expect("load");
+    assert_eq!(db.get(b"a").expect("get").as_deref(), Some(&b"default"[..]));
+    assert_eq!(db.get(b"b").expect("get"), None);
+    let ks = db.keyspace("run42").expect("keyspace");
+    assert_eq!(ks.get(b"a").expect("get").as_deref(), Some(&b"loaded"[..]));
+    assert_eq!(ks.get(b"b").expect("get").as_deref(), Some(&b"2"[..]));
+}

@@ -57,12 +57,13 @@ impl std::fmt::Debug for KeyspaceState {
 
 impl KeyspaceState {
     pub(crate) fn new(id: u32, name: String, options: Options, version: Arc<Version>) -> Self {
+        let bloom_bytes = options.memtable_bloom_bytes();
         KeyspaceState {
             id,
             name,
             options,
             super_version: RwLock::new(Arc::new(SuperVersion {
-                mem: Arc::new(MemTable::new()),
+                mem: Arc::new(MemTable::with_bloom(bloom_bytes)),
                 imms: Vec::new(),
                 version,
             })),

@@ -479,7 +479,7 @@ impl DbInner {
             imms.push(imm);
             imms.extend(guard.imms.iter().cloned());
             *guard = Arc::new(SuperVersion {
-                mem: Arc::new(MemTable::new()),
+                mem: Arc::new(MemTable::with_bloom(ks.options.memtable_bloom_bytes())),
                 imms,
                 version: Arc::clone(&guard.version),
             });

@@ -8,6 +8,7 @@
 //! Keys and values are `Bytes`, so entries written by one batch can share the batch's buffer
 //! instead of being copied one by one (see [`MemTable::add_bytes`]).
 
+mod bloom;
 mod iter;
 mod key;
 
@@ -31,12 +32,24 @@ const ENTRY_OVERHEAD_BYTES: usize = 64;
 pub struct MemTable {
     map: SkipMap<MemKey, SmallBytes>,
     size_bytes: AtomicUsize,
+    /// Filter over the user keys, when the memtable serves point lookups.
+    bloom: Option<bloom::MemBloom>,
 }
 
 impl MemTable {
-    /// An empty memtable.
+    /// An empty memtable without a key filter.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty memtable with a bloom filter of about `bloom_bytes` bytes over its user keys
+    /// (none for 0), so [`MemTable::get`] of an absent key usually skips the skiplist search.
+    /// Sized from `Options::memtable_bloom_size_ratio` by the database.
+    pub fn with_bloom(bloom_bytes: usize) -> Self {
+        MemTable {
+            bloom: (bloom_bytes > 0).then(|| bloom::MemBloom::with_bytes(bloom_bytes)),
+            ..Self::default()
+        }
     }
 
     /// Inserts a copy of `user_key -> value` tagged with `seqno` and `kind`. `value` is ignored
@@ -54,6 +67,10 @@ impl MemTable {
     /// Sequence numbers are unique per entry, so an insert never replaces another entry.
     pub fn add_bytes(&self, seqno: SeqNo, kind: ValueKind, user_key: Bytes, value: Bytes) {
         let charge = user_key.len() + value.len() + ENTRY_OVERHEAD_BYTES;
+        // Bits first: readers find the entry only after it is published (see `bloom.rs`).
+        if let Some(bloom) = &self.bloom {
+            bloom.insert(crate::sstable::filter::key_hash(&user_key));
+        }
         self.map.insert(
             MemKey::from_bytes(user_key, seqno, kind),
             SmallBytes::from_bytes(value),
@@ -66,6 +83,11 @@ impl MemTable {
     /// A `Delete` result means the key is deleted as of that entry; a `Merge` result means the
     /// caller must collect older operands (see the database's read path).
     pub fn get(&self, user_key: &[u8], seqno: SeqNo) -> Option<(SeqNo, ValueKind, Bytes)> {
+        if let Some(bloom) = &self.bloom
+            && !bloom.may_contain(crate::sstable::filter::key_hash(user_key))
+        {
+            return None;
+        }
         let target = MemKey::from_slice(user_key, seqno, ValueKind::FOR_SEEK);
         let entry = self.map.lower_bound(std::ops::Bound::Included(&target))?;
         let key = entry.key().as_ref();
@@ -167,6 +189,23 @@ mod tests {
         it.prev()?;
         assert!(!it.valid());
         Ok(())
+    }
+
+    #[test]
+    fn get_with_a_bloom_filter_finds_every_key_and_skips_absent_ones() {
+        let m = MemTable::with_bloom(4096);
+        for i in 0..300u32 {
+            m.add(
+                SeqNo(u64::from(i) + 1),
+                ValueKind::Put,
+                &i.to_le_bytes(),
+                b"v",
+            );
+        }
+        for i in 0..300u32 {
+            assert!(m.get(&i.to_le_bytes(), SeqNo::MAX).is_some(), "key {i}");
+        }
+        assert!(m.get(b"absent", SeqNo::MAX).is_none());
     }
 
     #[test]
