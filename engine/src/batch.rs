@@ -28,6 +28,21 @@ const KEYSPACE_FLAG: u8 = 0x80;
 #[derive(Clone, PartialEq, Eq)]
 pub struct WriteBatch {
     rep: Vec<u8>,
+    /// The database whose keyspace handles `put_in` and friends were given (its identity),
+    /// so that `Db::write` can refuse a batch built with another database's keyspaces.
+    owner: Owner,
+}
+
+/// Which database a batch's keyspace entries belong to.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Owner {
+    /// No keyspace handle was used: the entries name the default keyspace only.
+    #[default]
+    Any,
+    /// Every keyspace handle used belongs to the database with this identity.
+    Db(usize),
+    /// Handles of two different databases were mixed.
+    Mixed,
 }
 
 impl Default for WriteBatch {
@@ -50,6 +65,7 @@ impl WriteBatch {
     pub fn new() -> Self {
         WriteBatch {
             rep: vec![0; HEADER_LEN],
+            owner: Owner::Any,
         }
     }
 
@@ -57,7 +73,10 @@ impl WriteBatch {
     pub fn with_capacity(bytes: usize) -> Self {
         let mut rep = Vec::with_capacity(HEADER_LEN + bytes);
         rep.resize(HEADER_LEN, 0);
-        WriteBatch { rep }
+        WriteBatch {
+            rep,
+            owner: Owner::Any,
+        }
     }
 
     /// Adds `key -> value`. Size limits are checked by `Db::write`, which returns
@@ -81,17 +100,33 @@ impl WriteBatch {
     /// across keyspaces. `Db::write` returns [`crate::Error::InvalidArgument`] when the
     /// keyspace was dropped or belongs to another database.
     pub fn put_in(&mut self, keyspace: &crate::Keyspace, key: &[u8], value: &[u8]) {
+        self.note_owner(keyspace.db_identity());
         self.push_in(keyspace.id(), ValueKind::Put, key, Some(value));
     }
 
     /// Adds a deletion of `key` in `keyspace`; see [`WriteBatch::put_in`].
     pub fn delete_in(&mut self, keyspace: &crate::Keyspace, key: &[u8]) {
+        self.note_owner(keyspace.db_identity());
         self.push_in(keyspace.id(), ValueKind::Delete, key, None);
     }
 
     /// Adds a merge operand for `key` in `keyspace`; see [`WriteBatch::put_in`].
     pub fn merge_in(&mut self, keyspace: &crate::Keyspace, key: &[u8], operand: &[u8]) {
+        self.note_owner(keyspace.db_identity());
         self.push_in(keyspace.id(), ValueKind::Merge, key, Some(operand));
+    }
+
+    fn note_owner(&mut self, db: usize) {
+        self.owner = match self.owner {
+            Owner::Any => Owner::Db(db),
+            Owner::Db(d) if d == db => Owner::Db(d),
+            _ => Owner::Mixed,
+        };
+    }
+
+    /// Which database the keyspace handles used belong to.
+    pub(crate) fn owner(&self) -> Owner {
+        self.owner
     }
 
     /// Number of entries.
@@ -108,6 +143,7 @@ impl WriteBatch {
     pub fn clear(&mut self) {
         self.rep.clear();
         self.rep.resize(HEADER_LEN, 0);
+        self.owner = Owner::Any;
     }
 
     /// Encoded size in bytes (what the batch adds to the WAL, before framing).
@@ -176,7 +212,10 @@ impl WriteBatch {
                 data.len()
             ));
         }
-        let batch = WriteBatch { rep: data };
+        let batch = WriteBatch {
+            rep: data,
+            owner: Owner::Any,
+        };
         let mut seen = 0usize;
         for entry in batch.iter() {
             entry?;

@@ -507,3 +507,26 @@ fn keyspaces_survive_manifest_rollover_without_reusing_ids() {
     assert_eq!(db.list_keyspaces(), vec!["default", "round2"]);
     assert_eq!(db.keyspace("again").unwrap().id(), 4);
 }
+
+#[test]
+fn a_batch_with_another_databases_keyspace_is_refused() {
+    let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let db1 = Db::open(d1.path(), Options::default()).unwrap();
+    let db2 = Db::open(d2.path(), Options::default()).unwrap();
+    // Both get id 1: only the handle's database tells them apart.
+    let (a, b) = (db1.keyspace("a").unwrap(), db2.keyspace("b").unwrap());
+    assert_eq!(a.id(), b.id());
+    let mut batch = WriteBatch::new();
+    batch.put_in(&a, b"k", b"v");
+    assert!(matches!(
+        db2.write(batch.clone(), &WriteOptions::default()),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert_eq!(b.get(b"k").unwrap(), None);
+    db1.write(batch, &WriteOptions::default()).unwrap();
+    assert_eq!(a.get(b"k").unwrap().as_deref(), Some(&b"v"[..]));
+    let mut mixed = WriteBatch::new();
+    mixed.put_in(&a, b"x", b"1");
+    mixed.put_in(&b, b"x", b"2");
+    assert!(db1.write(mixed, &WriteOptions::default()).is_err());
+}

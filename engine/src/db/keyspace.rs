@@ -77,6 +77,11 @@ impl Keyspace {
         &self.state.name
     }
 
+    /// Identity of the database the handle belongs to (for [`WriteBatch::put_in`]'s check).
+    pub(crate) fn db_identity(&self) -> usize {
+        Arc::as_ptr(self.inner()).addr()
+    }
+
     /// The keyspace's id as stored in WAL records and manifest edits (0 for the default
     /// keyspace; ids are never reused).
     pub fn id(&self) -> u32 {

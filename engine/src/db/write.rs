@@ -15,7 +15,7 @@ use bytes::Bytes;
 use parking_lot::{Condvar, Mutex};
 
 use super::state::{DbInner, ImmMemTable, KeyspaceState, LogState, SuperVersion, share_error};
-use crate::batch::WriteBatch;
+use crate::batch::{Owner, WriteBatch};
 use crate::error::{Error, Result};
 use crate::filename;
 use crate::memtable::MemTable;
@@ -97,6 +97,15 @@ impl DbInner {
     /// Checks that every keyspace the batch names is live, and the size limits; returns the
     /// batch's key plus value bytes.
     fn validate_batch(&self, batch: &WriteBatch) -> Result<u64> {
+        match batch.owner() {
+            Owner::Any => {}
+            Owner::Db(db) if db == std::ptr::from_ref(self).addr() => {}
+            Owner::Db(_) | Owner::Mixed => {
+                return Err(Error::InvalidArgument(
+                    "the batch holds keyspace handles of another database".to_owned(),
+                ));
+            }
+        }
         let mut user_bytes = 0u64;
         let mut ks: Arc<KeyspaceState> = Arc::clone(&self.default_ks);
         for entry in batch.iter() {
