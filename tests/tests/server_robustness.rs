@@ -87,6 +87,66 @@ fn garbage_gets_a_protocol_error_and_the_connection_is_closed() {
 }
 
 #[test]
+fn an_http_request_on_the_resp_port_is_closed_before_its_body_runs() {
+    // What a web page can make a browser send (a no-preflight text/plain POST).
+    let server = TestServer::start(|_| {});
+    let mut raw = server.raw();
+    raw.write_all(
+        b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: text/plain\r\n\r\n\
+          SET pwned yes\r\n",
+    )
+    .expect("send");
+    assert!(
+        closed_by_peer(&mut raw),
+        "an HTTP request must close the connection"
+    );
+    let mut c = server.client();
+    let pwned: Option<String> = c.get("pwned").expect("get");
+    assert_eq!(pwned, None, "the request body must not run");
+    assert_serving(&server);
+}
+
+#[test]
+fn a_refused_multi_runs_none_of_the_queued_commands() {
+    let server = TestServer::start(|_| {});
+    // redis-py's default pipeline: MULTI, commands, EXEC in one write.
+    let mut raw = server.raw();
+    roundtrip(
+        &mut raw,
+        b"MULTI\r\nSET a 1\r\nINCR a\r\nEXEC\r\n",
+        b"-ERR MULTI is not supported (no transactions): the commands up to EXEC or DISCARD \
+          will be refused\r\n\
+          -ERR command not run: MULTI is not supported; send EXEC or DISCARD\r\n\
+          -ERR command not run: MULTI is not supported; send EXEC or DISCARD\r\n\
+          -EXECABORT Transaction discarded because MULTI is not supported.\r\n",
+    );
+    let mut c = server.client();
+    let a: Option<i64> = c.get("a").expect("get");
+    assert_eq!(a, None, "no queued command may run");
+    let mut raw = server.raw();
+    roundtrip(&mut raw, b"EXEC\r\n", b"-ERR EXEC without MULTI\r\n");
+    roundtrip(&mut raw, b"DISCARD\r\n", b"-ERR DISCARD without MULTI\r\n");
+    assert_serving(&server);
+}
+
+#[test]
+fn client_info_reports_numbered_databases_as_numbers() {
+    let server = TestServer::start(|_| {});
+    let mut c = server.client();
+    let info: String = redis::cmd("CLIENT")
+        .arg("INFO")
+        .query(&mut c)
+        .expect("client info");
+    assert!(info.contains(" db=0 "), "{info}");
+    let _: () = redis::cmd("SELECT").arg(3).query(&mut c).expect("select");
+    let info: String = redis::cmd("CLIENT")
+        .arg("INFO")
+        .query(&mut c)
+        .expect("client info");
+    assert!(info.contains(" db=3 "), "{info}");
+}
+
+#[test]
 fn random_garbage_never_takes_the_server_down() {
     let server = TestServer::start(|_| {});
     let seed = 0x5eed_u64;

@@ -4,6 +4,7 @@
 //! Identifiers are case-folded here: unquoted names are lowercased, quoted names kept.
 
 mod ddl;
+mod depth;
 mod expr;
 
 use sqlparser::ast::{
@@ -22,6 +23,8 @@ use sqlparser::ast::{
 use crate::ast::{Expr, Insert, OnConflict, OrderItem, OrderKey, Select, SelectItem, Statement};
 use crate::error::{QueryError, Result, plan_err, unsupported};
 use crate::value::Value;
+
+pub use depth::MAX_EXPR_DEPTH;
 
 /// Case-folds an identifier: unquoted → lowercase, quoted → as written.
 pub(crate) fn ident(i: &SqlIdent) -> String {
@@ -66,8 +69,10 @@ impl Scope {
 ///
 /// # Errors
 /// [`QueryError::Unsupported`] for constructs outside the subset, [`QueryError::Translate`]
-/// for malformed uses of supported ones.
+/// for malformed uses of supported ones and for expressions nested deeper than
+/// [`MAX_EXPR_DEPTH`].
 pub fn statement(s: &SqlStatement) -> Result<Statement> {
+    depth::check(s)?;
     match s {
         SqlStatement::Query(q) => Ok(Statement::Select(Box::new(query(q)?))),
         SqlStatement::Insert(i) => insert(i).map(Statement::Insert),

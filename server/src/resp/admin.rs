@@ -221,7 +221,12 @@ fn client_line(s: &Session) -> String {
             .map(String::from_utf8_lossy)
             .unwrap_or_default(),
         s.created.elapsed().as_secs(),
-        s.db.name(),
+        // Numbered databases (`SELECT n`, named `db<n>`) as the bare number, as Redis
+        // reports them (redis-py parses it as an integer).
+        s.db.name()
+            .strip_prefix("db")
+            .filter(|n| n.parse::<u8>().is_ok())
+            .unwrap_or(s.db.name()),
         s.last_command.to_ascii_lowercase(),
         if s.out.resp3() { 3 } else { 2 },
     )

@@ -53,6 +53,9 @@ pub(crate) struct Session {
     pub created: Instant,
     pub last_command: &'static str,
     pending: Pending,
+    /// A `MULTI` was refused: commands are refused until `EXEC` or `DISCARD`, so a client's
+    /// transaction (redis-py's default pipeline) never half-runs.
+    refused_multi: bool,
 }
 
 impl Session {
@@ -70,6 +73,7 @@ impl Session {
             created: Instant::now(),
             last_command: "NULL",
             pending: Pending::default(),
+            refused_multi: false,
         }
     }
 
@@ -117,6 +121,17 @@ impl Session {
             .stats
             .commands_processed
             .fetch_add(1, Ordering::Relaxed);
+        // Cross-protocol scripting: a browser's HTTP request sent to this port arrives as
+        // inline commands ("POST / HTTP/1.1", "Host: ..."), with a body that could hold real
+        // commands. Close the connection at once, as Redis does.
+        if name.eq_ignore_ascii_case(b"POST") || name.eq_ignore_ascii_case(b"HOST:") {
+            tracing::warn!(peer = %self.peer, "possible cross-protocol attack (HTTP request on the RESP port); connection closed");
+            self.quit = true;
+            return;
+        }
+        if self.transaction_refused(name) {
+            return;
+        }
         let Some(spec) = commands::lookup(name) else {
             self.unknown_command(args);
             return;
@@ -137,6 +152,34 @@ impl Session {
         }
         self.last_command = spec.name;
         (spec.handler)(self, args);
+    }
+
+    /// Handles `MULTI`, `EXEC`, `DISCARD` (Strata has no transactions) and refuses every other
+    /// command after a refused `MULTI`. Returns true when it replied.
+    fn transaction_refused(&mut self, name: &[u8]) -> bool {
+        let upper = name.to_ascii_uppercase();
+        match (upper.as_slice(), self.refused_multi) {
+            (b"MULTI", true) => self.out.error("ERR MULTI calls can not be nested"),
+            (b"MULTI", false) => {
+                self.refused_multi = true;
+                self.out.error(
+                    "ERR MULTI is not supported (no transactions): the commands up to EXEC or \
+                     DISCARD will be refused",
+                );
+            }
+            (b"EXEC" | b"DISCARD", true) => {
+                self.refused_multi = false;
+                self.out
+                    .error("EXECABORT Transaction discarded because MULTI is not supported.");
+            }
+            (b"EXEC", false) => self.out.error("ERR EXEC without MULTI"),
+            (b"DISCARD", false) => self.out.error("ERR DISCARD without MULTI"),
+            (_, true) => self
+                .out
+                .error("ERR command not run: MULTI is not supported; send EXEC or DISCARD"),
+            (_, false) => return false,
+        }
+        true
     }
 
     fn unknown_command(&mut self, args: &[Bytes]) {

@@ -1,0 +1,1 @@
+SELECT * FROM t WHERE id BETWEEN 1 AND 2 AND flag = true

@@ -1,0 +1,1 @@
+SELECT * FROM p WHERE a = 'x' AND b > -5 ORDER BY b DESC

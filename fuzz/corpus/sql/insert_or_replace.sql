@@ -1,0 +1,1 @@
+INSERT OR REPLACE INTO t (id, name) VALUES (1, 'AAAA'); SELECT id FROM t WHERE name = 'AAAA'

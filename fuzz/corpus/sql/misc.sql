@@ -1,0 +1,1 @@
+SELECT * FROM t WHERE score = 0.0 / 1 AND NOT (id <> 1) ORDER BY name ASC NULLS FIRST

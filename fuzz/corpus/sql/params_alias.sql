@@ -1,0 +1,1 @@
+SELECT "id", t.name FROM t AS x WHERE x.id = $1
