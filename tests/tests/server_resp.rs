@@ -224,6 +224,13 @@ fn errors_match_redis_replies() {
         b"-ERR AUTH <password> called without any password configured for the default user. \
           Are you sure your configuration is correct?\r\n",
     );
+    // Without a password the default user is `nopass`, as in Redis 7.
+    roundtrip(&mut raw, &encode(&[b"AUTH", b"default", b"pw"]), b"+OK\r\n");
+    roundtrip(
+        &mut raw,
+        &encode(&[b"AUTH", b"someone", b"pw"]),
+        b"-WRONGPASS invalid username-password pair or user is disabled.\r\n",
+    );
     // The connection still works after errors.
     roundtrip(&mut raw, b"PING\r\n", b"+PONG\r\n");
 }

@@ -14,16 +14,26 @@ use crate::value::DataType;
 
 pub(crate) fn data_type(t: &SqlDataType) -> Result<DataType> {
     Ok(match t {
+        // PostgreSQL's names too (`int8`, `int4`, `int2`, `smallint`): psql users write them.
         SqlDataType::BigInt(_)
         | SqlDataType::Int(_)
         | SqlDataType::Integer(_)
-        | SqlDataType::Int64 => DataType::BigInt,
+        | SqlDataType::Int64
+        | SqlDataType::Int8(_)
+        | SqlDataType::Int4(_)
+        | SqlDataType::Int2(_)
+        | SqlDataType::SmallInt(_) => DataType::BigInt,
         SqlDataType::Double(_)
         | SqlDataType::DoublePrecision
         | SqlDataType::Real
         | SqlDataType::Float(_)
-        | SqlDataType::Float64 => DataType::Double,
-        SqlDataType::Text | SqlDataType::Varchar(_) | SqlDataType::String(_) => DataType::Text,
+        | SqlDataType::Float64
+        | SqlDataType::Float8
+        | SqlDataType::Float4 => DataType::Double,
+        SqlDataType::Text
+        | SqlDataType::Varchar(_)
+        | SqlDataType::CharacterVarying(_)
+        | SqlDataType::String(_) => DataType::Text,
         SqlDataType::Blob(_) | SqlDataType::Bytea => DataType::Blob,
         SqlDataType::Boolean | SqlDataType::Bool => DataType::Boolean,
         other => return unsupported(format!("the type {other}")),

@@ -1,5 +1,6 @@
 use super::*;
 use crate::parse::parse;
+use crate::value::DataType;
 
 fn tr(sql: &str) -> Result<Statement> {
     statement(&parse(sql)?[0])
@@ -65,6 +66,29 @@ fn syntax_errors_show_the_position() {
     assert_eq!(
         err("SELECT * FRM t"),
         "syntax error: Expected: end of statement, found: FRM at Line: 1, Column: 10"
+    );
+}
+
+#[test]
+fn postgresql_type_names_are_accepted() {
+    let Statement::CreateTable { columns, .. } = tr(
+        "CREATE TABLE t (a int8 PRIMARY KEY, b int4, c smallint, d float8, e float4, \
+         f character varying(10))",
+    )
+    .expect("create table") else {
+        panic!("not a CREATE TABLE");
+    };
+    let types: Vec<DataType> = columns.iter().map(|c| c.ty).collect();
+    assert_eq!(
+        types,
+        [
+            DataType::BigInt,
+            DataType::BigInt,
+            DataType::BigInt,
+            DataType::Double,
+            DataType::Double,
+            DataType::Text
+        ]
     );
 }
 

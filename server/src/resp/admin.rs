@@ -31,6 +31,21 @@ fn password_matches(expected: &str, given: &[u8]) -> bool {
 /// Checks `user`/`password`; encodes an error reply and returns false on failure.
 fn authenticate(s: &mut Session, user: Option<&[u8]>, password: &[u8]) -> bool {
     let Some(expected) = s.shared.config.requirepass.clone() else {
+        // As in Redis 7: without a password the default user is `nopass`, so the two-argument
+        // form naming it succeeds (clients configured with username "default" send it); the
+        // one-argument form is an error.
+        match user {
+            Some(b"default") => {
+                s.authenticated = true;
+                return true;
+            }
+            Some(_) => {
+                s.out
+                    .error("WRONGPASS invalid username-password pair or user is disabled.");
+                return false;
+            }
+            None => {}
+        }
         s.out.error(
             "ERR AUTH <password> called without any password configured for the default user. \
              Are you sure your configuration is correct?",
