@@ -293,21 +293,34 @@ impl DbInner {
     ) -> Result<()> {
         self.flush(Some(ks))?;
         // Pause automatic compactions and wait for running ones, so tasks never overlap.
-        {
-            let mut bg = self.bg.lock();
-            while bg.manual_compaction || bg.compactions_running > 0 {
-                if bg.shutting_down {
-                    return Err(Error::Closed);
-                }
-                self.bg_cv.wait(&mut bg);
-            }
-            bg.manual_compaction = true;
-        }
+        self.pause_automatic_compactions()?;
         let result = self.compact_range_levels(ks, begin, end);
+        self.resume_automatic_compactions();
+        result
+    }
+
+    /// Waits for running compactions (and another manual one) to finish and keeps new ones
+    /// from starting until [`DbInner::resume_automatic_compactions`].
+    ///
+    /// # Errors
+    /// [`Error::Closed`] when the database shuts down meanwhile.
+    pub(crate) fn pause_automatic_compactions(&self) -> Result<()> {
+        let mut bg = self.bg.lock();
+        while bg.manual_compaction || bg.compactions_running > 0 {
+            if bg.shutting_down {
+                return Err(Error::Closed);
+            }
+            self.bg_cv.wait(&mut bg);
+        }
+        bg.manual_compaction = true;
+        Ok(())
+    }
+
+    /// Lets automatic compactions run again and wakes the background threads.
+    pub(crate) fn resume_automatic_compactions(&self) {
         self.bg.lock().manual_compaction = false;
         self.refresh_pending_compaction_bytes();
         self.bg_cv.notify_all();
-        result
     }
 
     fn compact_range_levels(

@@ -119,15 +119,7 @@ impl DbInner {
     /// write leader can be stalled waiting for a compaction meanwhile (it would hold `log`),
     /// and compactions never take `log`, so the wait ends.
     fn pause_compactions(&self, _log: &LogState) -> Result<()> {
-        let mut bg = self.bg.lock();
-        while bg.manual_compaction || bg.compactions_running > 0 {
-            if bg.shutting_down {
-                return Err(Error::Closed);
-            }
-            self.bg_cv.wait(&mut bg);
-        }
-        bg.manual_compaction = true;
-        Ok(())
+        self.pause_automatic_compactions()
     }
 
     /// Links the files in (no lock held: no version names them yet), then installs them.
@@ -169,9 +161,7 @@ impl DbInner {
         self.check_writable()?;
         self.pause_compactions(&log)?;
         let result = self.install_paused(&mut log, ks, candidates, linked);
-        self.bg.lock().manual_compaction = false;
-        self.refresh_pending_compaction_bytes();
-        self.bg_cv.notify_all();
+        self.resume_automatic_compactions();
         result
     }
 
