@@ -150,7 +150,7 @@ pub(crate) fn sst_dump(file: &Path, entries: bool) -> anyhow::Result<ExitCode> {
         .map_or(strata_engine::FileNumber(0), strata_engine::FileNumber);
     let cache = strata_engine::cache::BlockCache::new(8 << 20);
     // An ingested table's global sequence number lives in the manifest: shown as stored (0).
-    let table = Table::open(file, number, None, cache)
+    let table = Table::open(&strata_engine::fs::OsFs, file, number, None, cache)
         .with_context(|| format!("opening table {}", file.display()))?;
     let p = table.properties();
     println!("file:              {}", file.display());

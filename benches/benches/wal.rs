@@ -17,7 +17,7 @@ use strata_engine::wal::Writer;
 const ROTATE_BYTES: u64 = 16 << 20;
 
 fn create(dir: &Path, n: u64) -> Writer {
-    Writer::create(&dir.join(format!("{n:06}.wal"))).expect("create WAL")
+    Writer::create(&strata_engine::fs::OsFs, &dir.join(format!("{n:06}.wal"))).expect("create WAL")
 }
 
 fn remove(dir: &Path, n: u64) {

@@ -17,6 +17,7 @@ use parking_lot::Mutex;
 
 use crate::error::Result;
 use crate::filename::table_path;
+use crate::fs::FileSystem;
 use crate::sstable::Table;
 use crate::sstable::block::Block;
 use crate::types::{FileNumber, SeqNo};
@@ -257,16 +258,23 @@ impl BlockCache {
 /// that work and the file descriptor churn.
 #[derive(Debug)]
 pub struct TableCache {
+    fs: Arc<dyn FileSystem>,
     dir: PathBuf,
     tables: Mutex<Lru<FileNumber, Arc<Table>>>,
     block_cache: Arc<BlockCache>,
 }
 
 impl TableCache {
-    /// A cache of up to `capacity` open tables from directory `dir` (at least 1), reading
-    /// blocks through `block_cache`.
-    pub fn new(dir: PathBuf, capacity: usize, block_cache: Arc<BlockCache>) -> Arc<Self> {
+    /// A cache of up to `capacity` open tables from directory `dir` of `fs` (at least 1),
+    /// reading blocks through `block_cache`.
+    pub fn new(
+        fs: Arc<dyn FileSystem>,
+        dir: PathBuf,
+        capacity: usize,
+        block_cache: Arc<BlockCache>,
+    ) -> Arc<Self> {
         Arc::new(TableCache {
+            fs,
             dir,
             tables: Mutex::new(Lru::new(capacity.max(1))),
             block_cache,
@@ -290,7 +298,13 @@ impl TableCache {
             return Ok(t);
         }
         let path = table_path(&self.dir, number);
-        let table = Table::open(&path, number, global_seqno, Arc::clone(&self.block_cache))?;
+        let table = Table::open(
+            &*self.fs,
+            &path,
+            number,
+            global_seqno,
+            Arc::clone(&self.block_cache),
+        )?;
         self.tables.lock().insert(number, Arc::clone(&table), 1);
         Ok(table)
     }

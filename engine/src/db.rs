@@ -218,8 +218,9 @@ impl Db {
     }
 
     /// Freezes the memtable of every keyspace, writes them (and any other immutable memtable)
-    /// to level-0 tables and returns once they are recorded in the manifest and fsynced.
-    /// [`Keyspace::flush`] flushes one keyspace.
+    /// to level-0 tables and returns once they are recorded in the manifest and fsynced. The
+    /// WAL is fsynced first, so every write acknowledged before the call survives a power loss
+    /// once it returns. [`Keyspace::flush`] flushes one keyspace (and syncs the WAL too).
     ///
     /// # Errors
     /// [`crate::Error::Io`] or [`crate::Error::Poisoned`] when a flush failed; [`crate::Error::Closed`].

@@ -84,9 +84,9 @@ pub fn parse(name: &str) -> Option<FileKind> {
 ///
 /// # Errors
 /// [`crate::Error::Io`] naming `dir`.
-pub fn sync_dir(dir: &Path) -> crate::Result<()> {
+pub fn sync_dir(fs: &dyn crate::fs::FileSystem, dir: &Path) -> crate::Result<()> {
     use crate::error::IoContext;
-    std::fs::File::open(dir).and_then(|d| d.sync_all()).ctx(dir)
+    fs.sync_dir(dir).ctx(dir)
 }
 
 #[cfg(test)]

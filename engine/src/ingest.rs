@@ -12,10 +12,12 @@
 //! manifest (tag 8, `docs/format/manifest.md` section 2.1); readers present every entry at `S`.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use bytes::Bytes;
 
 use crate::error::{Error, Result};
+use crate::fs::FileSystem;
 use crate::options::{MAX_KEY_SIZE, Options};
 use crate::sstable::{TableBuilder, TableBuilderOptions};
 use crate::types::{InternalKeyRef, SeqNo, ValueKind};
@@ -63,6 +65,7 @@ pub struct IngestFile {
 /// ```
 #[derive(Debug)]
 pub struct TableWriter {
+    fs: Arc<dyn FileSystem>,
     path: PathBuf,
     /// `None` once finished (or after a failed finish, whose file is removed).
     builder: Option<TableBuilder>,
@@ -73,15 +76,21 @@ pub struct TableWriter {
 }
 
 impl TableWriter {
-    /// Starts a table at `path` (which must not exist), laid out as `options` asks.
+    /// Starts a table at `path` (which must not exist) in `options.file_system`, laid out as
+    /// `options` asks.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] if `options` do not validate; [`Error::Io`] naming `path`
     /// (including when it already exists).
     pub fn create(path: &Path, options: &Options) -> Result<TableWriter> {
         options.validate()?;
-        let builder = TableBuilder::create(path, TableBuilderOptions::from_options(options))?;
+        let builder = TableBuilder::create(
+            &options.file_system,
+            path,
+            TableBuilderOptions::from_options(options),
+        )?;
         Ok(TableWriter {
+            fs: Arc::clone(&options.file_system),
             path: path.to_path_buf(),
             builder: Some(builder),
             max_value_size: options.max_value_size,
@@ -178,7 +187,7 @@ impl TableWriter {
         let (_, size_bytes) = match builder.finish() {
             Ok(done) => done,
             Err(e) => {
-                let _ = std::fs::remove_file(&self.path);
+                let _ = self.fs.remove_file(&self.path);
                 return Err(e);
             }
         };
@@ -269,7 +278,13 @@ mod tests {
 
     /// Entries of the table at `path`, opened with `global_seqno`, as (key, seqno, kind).
     fn read(path: &Path, global_seqno: Option<SeqNo>) -> Result<Vec<(Vec<u8>, u64, ValueKind)>> {
-        let t = Table::open(path, FileNumber(1), global_seqno, BlockCache::new(1 << 20))?;
+        let t = Table::open(
+            &crate::fs::OsFs,
+            path,
+            FileNumber(1),
+            global_seqno,
+            BlockCache::new(1 << 20),
+        )?;
         let mut it = t.iter();
         it.seek_to_first()?;
         let mut out = Vec::new();
@@ -320,6 +335,7 @@ mod tests {
         }
         w.finish()?;
         let t: Arc<Table> = Table::open(
+            &crate::fs::OsFs,
             &path,
             FileNumber(7),
             Some(SeqNo(10)),

@@ -35,6 +35,7 @@ pub mod compaction;
 mod db;
 pub mod error;
 pub mod filename;
+pub mod fs;
 pub mod ingest;
 pub mod iterator;
 pub mod memtable;

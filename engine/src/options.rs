@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use crate::fs::FileSystem;
 use crate::merge::MergeOperator;
 use crate::snapshot::Snapshot;
 
@@ -101,6 +102,10 @@ pub struct Options {
     /// Options for named keyspaces, by name (see [`Options::with_keyspace_options`]); a
     /// keyspace without an entry uses these options.
     pub keyspace_options: Vec<(String, Options)>,
+    /// Where every file of the database is read and written. Default [`crate::fs::os()`], the
+    /// real file system; tests pass a [`crate::fs::MemFs`] to simulate power loss and I/O
+    /// errors. Database-wide (a keyspace's entry is ignored).
+    pub file_system: Arc<dyn FileSystem>,
 }
 
 impl Default for Options {
@@ -132,6 +137,7 @@ impl Default for Options {
             max_total_wal_size: 0,
             memtable_bloom_size_ratio: 0.02,
             keyspace_options: Vec::new(),
+            file_system: crate::fs::os(),
         }
     }
 }
@@ -202,6 +208,8 @@ setters! {
     max_total_wal_size: u64;
     /// Sets [`Options::memtable_bloom_size_ratio`] (fraction of `write_buffer_size`).
     memtable_bloom_size_ratio: f64;
+    /// Sets [`Options::file_system`].
+    file_system: Arc<dyn FileSystem>;
 }
 
 impl Options {

@@ -47,13 +47,13 @@ fn recover(manifest: &[u8]) {
     let dir = fresh_dir("manifest-db");
     std::fs::write(dir.join("CURRENT"), b"MANIFEST-000001\n").expect("write CURRENT");
     std::fs::write(dir.join("MANIFEST-000001"), manifest).expect("write the manifest");
-    let Ok(set) = VersionSet::recover(&dir) else {
+    let Ok(set) = VersionSet::recover(&strata_engine::fs::os(), &dir) else {
         return;
     };
     let _ = set.current().num_files();
     let (before, next) = (state(&set), set.next_file_number());
     drop(set);
-    let again = VersionSet::recover(&dir).expect("a manifest written by recovery recovers");
+    let again = VersionSet::recover(&strata_engine::fs::os(), &dir).expect("a manifest written by recovery recovers");
     assert_eq!(state(&again), before, "the state changed on a re-recovery");
     assert!(
         again.next_file_number() > next,

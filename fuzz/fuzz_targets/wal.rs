@@ -21,7 +21,7 @@ strata_fuzz::capped_allocator!();
 
 /// Reads every outcome of the log at `path`; returns the number of intact records.
 fn read_all(path: &Path, len: usize) -> usize {
-    let Ok(mut reader) = Reader::open(path) else {
+    let Ok(mut reader) = Reader::open(&strata_engine::fs::OsFs, path) else {
         return 0;
     };
     let mut records = 0;

@@ -356,6 +356,13 @@ impl Databases {
         Ok(database)
     }
 
+    /// True when database `name` is open or has a directory under the root (it may still
+    /// fail to open). Never creates anything.
+    pub fn exists(&self, name: &str) -> bool {
+        validate_name(name).is_ok()
+            && (self.open.lock().contains_key(name) || self.root.join(name).is_dir())
+    }
+
     /// The open databases, by name.
     pub fn open_databases(&self) -> Vec<Arc<Database>> {
         self.open.lock().values().cloned().collect()

@@ -39,8 +39,14 @@ impl RunCursor {
         self.iter = None;
         while let Some(f) = self.files.get(self.next_file) {
             self.next_file += 1;
-            let table = Table::open(&f.path, FileNumber(0), None, Arc::clone(&self.cache))
-                .with_context(|| format!("opening run table {}", f.path.display()))?;
+            let table = Table::open(
+                &strata_engine::fs::OsFs,
+                &f.path,
+                FileNumber(0),
+                None,
+                Arc::clone(&self.cache),
+            )
+            .with_context(|| format!("opening run table {}", f.path.display()))?;
             let mut it = table.iter();
             it.seek_to_first()?;
             if it.valid() {

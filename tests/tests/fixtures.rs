@@ -404,7 +404,8 @@ fn write_valid(dir: &Path) -> BTreeMap<Vec<u8>, Vec<u8>> {
 /// Offset and payload length of the last record of a log (WAL or manifest) that fits in one
 /// fragment.
 fn last_record(path: &Path) -> (u64, u64) {
-    let mut reader = strata_engine::wal::Reader::open(path).expect("open log");
+    let mut reader =
+        strata_engine::wal::Reader::open(&strata_engine::fs::OsFs, path).expect("open log");
     let mut last = None;
     loop {
         match reader.next_outcome().expect("read log") {
@@ -446,7 +447,8 @@ fn write_fuzz_seeds(valid: &Path, manifest: &Path) {
         "valid.manifest",
         &std::fs::read(manifest).expect("read manifest"),
     );
-    let mut reader = strata_engine::wal::Reader::open(manifest).expect("open manifest");
+    let mut reader = strata_engine::wal::Reader::open(&strata_engine::fs::OsFs, manifest)
+        .expect("open manifest");
     let mut n = 0;
     while let strata_engine::wal::ReadOutcome::Record { payload, .. } =
         reader.next_outcome().expect("read manifest")

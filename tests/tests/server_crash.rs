@@ -14,14 +14,15 @@
     reason = "a panic is how a test fails"
 )]
 
-use std::io::{BufRead, BufReader};
+mod server_util;
+
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use rand::{Rng, SeedableRng};
 use redis::Commands;
-use strata_server::{Config, SyncMode};
+use server_util::{ChildServer, run_child_server};
+use strata_server::SyncMode;
 
 const CHILD_DIR_ENV: &str = "STRATA_SERVER_CRASH_DIR";
 const WRITERS: usize = 4;
@@ -29,50 +30,18 @@ const WRITERS: usize = 4;
 /// The server process: only runs when spawned by the parent test (env var set).
 #[test]
 fn crash_child_server() {
-    let Ok(dir) = std::env::var(CHILD_DIR_ENV) else {
-        return;
-    };
-    let mut config = Config::ephemeral(dir);
-    config.pg_addr = None;
-    config.sync = SyncMode::Always;
-    // Small memtables so kills also land during flushes and compactions.
-    config.write_buffer_size = 128 << 10;
-    let server = strata_server::spawn(config).expect("child server starts");
-    println!("LISTENING {}", server.resp_addr().expect("RESP address"));
-    loop {
-        std::thread::sleep(Duration::from_secs(3600));
-    }
+    run_child_server(CHILD_DIR_ENV, |config| {
+        config.pg_addr = None;
+        config.sync = SyncMode::Always;
+        // Small memtables so kills also land during flushes and compactions.
+        config.write_buffer_size = 128 << 10;
+    });
 }
 
-fn start_child(dir: &std::path::Path) -> (Child, SocketAddr) {
-    let exe = std::env::current_exe().expect("test binary path");
-    let mut child = Command::new(exe)
-        .args([
-            "crash_child_server",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_DIR_ENV, dir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn server process");
-    let stdout = child.stdout.take().expect("child stdout");
-    let mut lines = BufReader::new(stdout).lines();
-    let addr = loop {
-        let line = lines
-            .next()
-            .expect("server process exited before listening")
-            .expect("read child stdout");
-        // The test harness prints "test crash_child_server ... " before it on the line.
-        if let Some((_, addr)) = line.split_once("LISTENING ") {
-            break addr.trim().parse().expect("address");
-        }
-    };
-    // Keep draining stdout so the child never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
-    (child, addr)
+fn start_child(dir: &std::path::Path) -> (ChildServer, SocketAddr) {
+    let server = ChildServer::start("crash_child_server", CHILD_DIR_ENV, dir);
+    let addr = server.resp;
+    (server, addr)
 }
 
 fn value(round: u32, writer: usize, i: u64) -> String {
@@ -171,14 +140,13 @@ fn kill_minus_nine_under_write_load_loses_no_acknowledged_write() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut history: Vec<(u32, [Acked; WRITERS])> = Vec::new();
     for round in 0..kills {
-        let (mut child, addr) = start_child(dir.path());
+        let (child, addr) = start_child(dir.path());
         verify(addr, &history);
         let writers: Vec<_> = (0..WRITERS)
             .map(|w| std::thread::spawn(move || writer(addr, round, w)))
             .collect();
         std::thread::sleep(Duration::from_millis(rng.random_range(200..700)));
-        child.kill().expect("SIGKILL server");
-        child.wait().expect("reap server");
+        child.kill();
         let mut acks = [Acked::default(); WRITERS];
         for (w, h) in writers.into_iter().enumerate() {
             acks[w] = h.join().expect("writer thread");
@@ -187,8 +155,7 @@ fn kill_minus_nine_under_write_load_loses_no_acknowledged_write() {
         assert!(acks.iter().any(|a| a.keys > 0), "no write was acknowledged");
         history.push((round, acks));
     }
-    let (mut child, addr) = start_child(dir.path());
+    let (child, addr) = start_child(dir.path());
     verify(addr, &history);
-    child.kill().expect("kill final server");
-    child.wait().expect("reap");
+    child.kill();
 }

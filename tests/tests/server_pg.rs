@@ -200,9 +200,89 @@ async fn the_database_name_selects_the_database() -> TestResult {
     assert_eq!(err.code(), Some(&SqlState::UNDEFINED_TABLE));
     assert!(server.dir.path().join("project_a").is_dir());
     assert!(server.dir.path().join("project_b").is_dir());
-    let bad = connect(&server, "bad.name").await?;
-    let err = bad.execute("SELECT 1", &[]).await.unwrap_err();
-    assert_eq!(err.code(), Some(&SqlState::INVALID_CATALOG_NAME));
+    Ok(())
+}
+
+/// An invalid database name fails the connection itself (FATAL 3D000, as PostgreSQL
+/// answers for a database that does not exist), not the first query.
+#[tokio::test]
+async fn an_invalid_database_name_fails_at_connect() -> TestResult {
+    let server = TestServer::start(|_| {});
+    for name in ["bad.name", "a%2Fb", &"n".repeat(65)] {
+        let err = connect(&server, name)
+            .await
+            .err()
+            .unwrap_or_else(|| panic!("connecting to {name:?} succeeded"));
+        assert_eq!(err.code(), Some(&SqlState::INVALID_CATALOG_NAME), "{err}");
+        let db = err.as_db_error().expect("a server error");
+        assert_eq!(db.severity(), "FATAL");
+        assert!(db.message().contains("does not exist"), "{}", db.message());
+    }
+    assert_eq!(std::fs::read_dir(server.dir.path())?.count(), 1, "only db0");
+    // A valid name still works (and creates the database).
+    connect(&server, "fine_name")
+        .await?
+        .simple_query("SELECT 1")
+        .await?;
+    Ok(())
+}
+
+/// A typed parameter types the expression it is in, before and after Bind: `$1 + 1` with an
+/// integer is `int8`, not `text`.
+#[tokio::test]
+async fn typed_parameters_type_result_columns() -> TestResult {
+    let server = TestServer::start(|_| {});
+    let client = connect(&server, "params").await?;
+    let rows = client
+        .query_typed("SELECT $1 + 1", &[(&41i64, Type::INT8)])
+        .await?;
+    assert_eq!(rows[0].columns()[0].type_(), &Type::INT8);
+    assert_eq!(rows[0].get::<_, i64>(0), 42);
+    let rows = client
+        .query_typed("SELECT $1 * 2", &[(&1.5f64, Type::FLOAT8)])
+        .await?;
+    assert_eq!(rows[0].get::<_, f64>(0), 3.0);
+    // Described before Bind (prepare with types): the same column types.
+    let stmt = client
+        .prepare_typed("SELECT $1 + 1, $2", &[Type::INT4, Type::TEXT])
+        .await?;
+    let types: Vec<&Type> = stmt.columns().iter().map(|c| c.type_()).collect();
+    assert_eq!(types, [&Type::INT8, &Type::TEXT]);
+    let rows = client.query(&stmt, &[&5i32, &"x"]).await?;
+    assert_eq!(rows[0].get::<_, i64>(0), 6);
+    assert_eq!(rows[0].get::<_, &str>(1), "x");
+    Ok(())
+}
+
+/// `--timeout` closes idle PostgreSQL connections too, with PostgreSQL's FATAL 57P05
+/// (`idle_session_timeout`); a connection that keeps running statements stays open.
+#[tokio::test]
+async fn idle_pg_connections_are_closed_after_the_timeout() -> TestResult {
+    let server =
+        TestServer::start(|c| c.idle_timeout = Some(std::time::Duration::from_millis(400)));
+    let addr = server.pg_addr();
+    let conninfo = format!(
+        "host={} port={} user=tester dbname=idle",
+        addr.ip(),
+        addr.port()
+    );
+    let (idle, connection) = tokio_postgres::connect(&conninfo, NoTls).await?;
+    let ended = tokio::spawn(connection);
+    let busy = connect(&server, "idle").await?;
+    idle.simple_query("SELECT 1").await?;
+    let start = std::time::Instant::now();
+    for _ in 0..8 {
+        tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+        busy.simple_query("SELECT 1").await?;
+    }
+    // 1.2 s of 150 ms gaps: the busy connection is still open, the idle one is not.
+    let result = tokio::time::timeout(std::time::Duration::from_secs(5), ended).await??;
+    assert!(start.elapsed() < std::time::Duration::from_secs(5));
+    let err = result.expect_err("the idle connection was closed with an error");
+    assert_eq!(err.code(), Some(&SqlState::IDLE_SESSION_TIMEOUT), "{err}");
+    assert!(idle.simple_query("SELECT 1").await.is_err());
+    assert!(idle.is_closed());
+    busy.simple_query("SELECT 1").await?;
     Ok(())
 }
 

@@ -357,6 +357,11 @@ fn select_switches_between_named_databases() -> TestResult {
     let () = redis::cmd("SELECT").arg(1).query(&mut c)?;
     assert_eq!(c.get::<_, Option<String>>("where")?, None);
     let () = c.set("where", "db1")?;
+    // A named database must exist before SELECT switches to it.
+    let () = redis::cmd("DATABASES")
+        .arg("CREATE")
+        .arg("run42")
+        .query(&mut c)?;
     let () = redis::cmd("SELECT").arg("run42").query(&mut c)?;
     let () = c.set("where", "run42")?;
     let () = redis::cmd("SELECT").arg(0).query(&mut c)?;
@@ -484,6 +489,263 @@ fn info_command_and_client_introspection() -> TestResult {
     Ok(())
 }
 
+/// `INFO stats` hits and misses, checked against redis-server 7.0.15 running the same
+/// commands: every key read counts once, read-to-write commands count nothing.
+#[test]
+fn keyspace_hits_and_misses_count_key_reads_as_redis_does() -> TestResult {
+    let server = TestServer::start(|_| {});
+    let mut c = server.client();
+    let () = c.set("k", "5")?;
+    let () = c.set("s", "hello")?;
+    let mut check = |cmd: &[&str], hits: u64, misses: u64| -> TestResult {
+        let before = hits_misses(&mut c)?;
+        let mut command = redis::cmd(cmd[0]);
+        for a in &cmd[1..] {
+            command.arg(*a);
+        }
+        let _: Value = command.query(&mut c)?;
+        let after = hits_misses(&mut c)?;
+        assert_eq!(
+            (after.0 - before.0, after.1 - before.1),
+            (hits, misses),
+            "{cmd:?}: (hits, misses)"
+        );
+        Ok(())
+    };
+    check(&["GET", "k"], 1, 0)?;
+    check(&["GET", "nope"], 0, 1)?;
+    check(&["MGET", "k", "nope", "s"], 2, 1)?;
+    check(&["STRLEN", "s"], 1, 0)?;
+    check(&["STRLEN", "nope"], 0, 1)?;
+    check(&["EXISTS", "k", "nope"], 1, 1)?;
+    check(&["TYPE", "k"], 1, 0)?;
+    check(&["TTL", "nope"], 0, 1)?;
+    check(&["PTTL", "k"], 1, 0)?;
+    check(&["SET", "k", "6", "GET"], 1, 0)?;
+    check(&["SET", "fresh", "1", "GET"], 0, 1)?;
+    check(&["GETDEL", "fresh"], 1, 0)?;
+    check(&["GETDEL", "fresh"], 0, 1)?;
+    // Reads that only serve a write count nothing in Redis.
+    check(&["APPEND", "s", "x"], 0, 0)?;
+    check(&["INCR", "k"], 0, 0)?;
+    check(&["INCRBY", "nope2", "2"], 0, 0)?;
+    check(&["SET", "k", "1", "NX"], 0, 0)?;
+    check(&["SET", "k", "1", "XX"], 0, 0)?;
+    check(&["DEL", "k", "nope"], 0, 0)?;
+    check(&["MSET", "a", "1", "b", "2"], 0, 0)?;
+    Ok(())
+}
+
+fn hits_misses(c: &mut redis::Connection) -> Result<(u64, u64), Box<dyn std::error::Error>> {
+    let info: String = redis::cmd("INFO").arg("stats").query(c)?;
+    let field = |f: &str| -> Result<u64, Box<dyn std::error::Error>> {
+        Ok(info_field(&info, f).ok_or("no field")?.trim().parse()?)
+    };
+    Ok((field("keyspace_hits")?, field("keyspace_misses")?))
+}
+
+/// Redis answers `SELECT abc` with "not an integer", and creating databases by typo is
+/// worse than unhelpful: a name that is not an existing database is refused the same way.
+#[test]
+fn select_refuses_what_redis_refuses_and_creates_nothing() -> TestResult {
+    let server = TestServer::start(|_| {});
+    let mut raw = server.raw();
+    for (arg, reply) in [
+        ("abc", "-ERR value is not an integer or out of range\r\n"),
+        ("-1", "-ERR DB index is out of range\r\n"),
+        ("16", "-ERR DB index is out of range\r\n"),
+        (
+            "99999999999",
+            "-ERR value is out of range, value must between -2147483648 and 2147483647\r\n",
+        ),
+        ("1.5", "-ERR value is not an integer or out of range\r\n"),
+    ] {
+        roundtrip(
+            &mut raw,
+            &encode(&[b"SELECT", arg.as_bytes()]),
+            reply.as_bytes(),
+        );
+    }
+    assert!(
+        !server.dir.path().join("abc").exists(),
+        "SELECT abc created a database"
+    );
+    let mut c = server.client();
+    let names: Vec<String> = redis::cmd("DATABASES").query(&mut c)?;
+    assert_eq!(names, vec!["db0"]);
+    // Created explicitly, the name works; a bad name is refused by CREATE too.
+    let () = redis::cmd("DATABASES")
+        .arg("CREATE")
+        .arg("abc")
+        .query(&mut c)?;
+    let () = redis::cmd("SELECT").arg("abc").query(&mut c)?;
+    assert!(
+        redis::cmd("DATABASES")
+            .arg("CREATE")
+            .arg("a/b")
+            .query::<()>(&mut c)
+            .is_err()
+    );
+    Ok(())
+}
+
+fn map_get<'a>(v: &'a Value, key: &str) -> Option<&'a Value> {
+    let Value::Array(items) = v else { return None };
+    items.chunks(2).find_map(|kv| match kv {
+        [Value::BulkString(k), value] if k == key.as_bytes() => Some(value),
+        _ => None,
+    })
+}
+
+fn text(v: Option<&Value>) -> Option<String> {
+    match v? {
+        Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
+        Value::SimpleString(s) => Some(s.clone()),
+        _ => None,
+    }
+}
+
+/// `COMMAND DOCS` in Redis 7's shape, with arguments (redis-cli builds its hints from
+/// them); `COMMAND`, `COMMAND INFO`, `COMMAND COUNT` and `COMMAND LIST` agree with it.
+#[test]
+fn command_docs_describe_arguments_in_redis_shape() -> TestResult {
+    let server = TestServer::start(|_| {});
+    let mut c = server.client();
+    let docs: Value = redis::cmd("COMMAND")
+        .arg("DOCS")
+        .arg("set")
+        .arg("nosuch")
+        .query(&mut c)?;
+    let set = map_get(&docs, "set").expect("set documented; unknown names left out");
+    let Value::Array(top) = &docs else {
+        panic!("{docs:?}")
+    };
+    assert_eq!(top.len(), 2);
+    assert_eq!(text(map_get(set, "since")).as_deref(), Some("1.0.0"));
+    assert_eq!(text(map_get(set, "group")).as_deref(), Some("string"));
+    assert!(text(map_get(set, "complexity")).is_some());
+    assert!(text(map_get(set, "summary")).is_some());
+    let Some(Value::Array(args)) = map_get(set, "arguments") else {
+        panic!("SET has no arguments: {set:?}")
+    };
+    let names: Vec<String> = args
+        .iter()
+        .filter_map(|a| text(map_get(a, "name")))
+        .collect();
+    assert_eq!(names, ["key", "value", "condition", "get", "keepttl"]);
+    let key = &args[0];
+    assert_eq!(text(map_get(key, "type")).as_deref(), Some("key"));
+    assert_eq!(map_get(key, "key_spec_index"), Some(&Value::Int(0)));
+    let condition = &args[2];
+    assert_eq!(text(map_get(condition, "type")).as_deref(), Some("oneof"));
+    assert_eq!(
+        map_get(condition, "flags"),
+        Some(&Value::Array(vec![Value::SimpleString("optional".into())]))
+    );
+    let Some(Value::Array(choices)) = map_get(condition, "arguments") else {
+        panic!("{condition:?}")
+    };
+    let tokens: Vec<String> = choices
+        .iter()
+        .filter_map(|a| text(map_get(a, "token")))
+        .collect();
+    assert_eq!(tokens, ["NX", "XX"]);
+    // A container documents its subcommands.
+    let docs: Value = redis::cmd("COMMAND")
+        .arg("DOCS")
+        .arg("config")
+        .query(&mut c)?;
+    let config = map_get(&docs, "config").expect("config");
+    let get = map_get(
+        map_get(config, "subcommands").expect("subcommands"),
+        "config|get",
+    );
+    assert!(map_get(get.expect("config|get"), "arguments").is_some());
+    // Every command is documented, and the counts agree.
+    let count: i64 = redis::cmd("COMMAND").arg("COUNT").query(&mut c)?;
+    let Value::Array(all_docs) = redis::cmd("COMMAND").arg("DOCS").query(&mut c)? else {
+        panic!("DOCS")
+    };
+    assert_eq!(all_docs.len() as i64, 2 * count);
+    let Value::Array(all_info) = redis::cmd("COMMAND").query(&mut c)? else {
+        panic!("COMMAND")
+    };
+    assert_eq!(all_info.len() as i64, count);
+    let list: Vec<String> = redis::cmd("COMMAND").arg("LIST").query(&mut c)?;
+    assert!(list.contains(&"get".to_owned()) && list.contains(&"config|get".to_owned()));
+    assert_eq!(
+        list.iter().filter(|n| !n.contains('|')).count() as i64,
+        count
+    );
+    // COMMAND INFO: Redis 7's ten fields, key positions and a key specification.
+    let Value::Array(info) = redis::cmd("COMMAND")
+        .arg("INFO")
+        .arg("mget")
+        .query(&mut c)?
+    else {
+        panic!("INFO")
+    };
+    let Value::Array(mget) = &info[0] else {
+        panic!("{info:?}")
+    };
+    assert_eq!(mget.len(), 10);
+    assert_eq!(
+        &mget[1..6],
+        &[
+            Value::Int(-2),
+            Value::Array(vec![
+                Value::SimpleString("readonly".into()),
+                Value::SimpleString("fast".into())
+            ]),
+            Value::Int(1),
+            Value::Int(-1),
+            Value::Int(1),
+        ]
+    );
+    assert!(matches!(&mget[8], Value::Array(specs) if specs.len() == 1));
+    Ok(())
+}
+
+/// `CONFIG GET appendfsync` answers Redis's values for the `--sync` modes; patterns are
+/// globs and case-insensitive, as in Redis.
+#[test]
+fn config_get_answers_redis_values_and_globs() -> TestResult {
+    for (mode, fsync) in [
+        (SyncMode::Always, "always"),
+        (SyncMode::Batch, "everysec"),
+        (SyncMode::None, "no"),
+    ] {
+        let server = TestServer::start(|c| c.sync = mode);
+        let mut c = server.client();
+        let got: Vec<String> = redis::cmd("CONFIG")
+            .arg("GET")
+            .arg("appendfsync")
+            .query(&mut c)?;
+        assert_eq!(got, ["appendfsync", fsync], "--sync {mode}");
+    }
+    let server = TestServer::start(|_| {});
+    let mut c = server.client();
+    let got: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("append*")
+        .arg("APPEND*")
+        .query(&mut c)?;
+    assert_eq!(got, ["appendfsync", "everysec", "appendonly", "yes"]);
+    let got: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("APPENDFSYNC")
+        .query(&mut c)?;
+    assert_eq!(got, ["APPENDFSYNC", "everysec"]);
+    let got: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("nosuch")
+        .query(&mut c)?;
+    assert!(got.is_empty());
+    let all: Vec<String> = redis::cmd("CONFIG").arg("GET").arg("*").query(&mut c)?;
+    assert!(all.len() >= 16 && all.contains(&"maxclients".to_owned()));
+    Ok(())
+}
+
 #[test]
 fn writes_survive_a_restart() -> TestResult {
     let mut server = TestServer::start(|c| c.sync = SyncMode::None);
@@ -491,6 +753,10 @@ fn writes_survive_a_restart() -> TestResult {
         let mut c = server.client();
         let () = c.set("persist", "yes")?;
         let _: i64 = c.incr("visits", 5)?;
+        let () = redis::cmd("DATABASES")
+            .arg("CREATE")
+            .arg("run7")
+            .query(&mut c)?;
         let () = redis::cmd("SELECT").arg("run7").query(&mut c)?;
         let () = c.set("in7", "x")?;
     }

@@ -31,6 +31,7 @@ use crate::cache::TableCache;
 use crate::compaction::picker::{CompactionTask, MAX_GRANDPARENT_OVERLAP_FACTOR};
 use crate::error::{Error, Result};
 use crate::filename;
+use crate::fs::FileSystem;
 use crate::iterator::InternalIterator;
 use crate::iterator::level::LevelIterator;
 use crate::iterator::merging::MergingIterator;
@@ -134,9 +135,13 @@ pub fn run_compaction(
         }
     };
     if !outputs.is_empty()
-        && let Err(e) = filename::sync_dir(ctx.dir)
+        && let Err(e) = filename::sync_dir(&*ctx.options.file_system, ctx.dir)
     {
-        remove_tables(ctx.dir, outputs.iter().map(|m| m.number));
+        remove_tables(
+            &*ctx.options.file_system,
+            ctx.dir,
+            outputs.iter().map(|m| m.number),
+        );
         return Err(e);
     }
     stats.bytes_read = task.input_bytes();
@@ -307,10 +312,10 @@ fn out_of_order(dir: &Path, task: &CompactionTask, key: InternalKeyRef<'_>) -> E
 }
 
 /// Deletes tables, best effort (error paths).
-fn remove_tables(dir: &Path, numbers: impl Iterator<Item = FileNumber>) {
+fn remove_tables(fs: &dyn FileSystem, dir: &Path, numbers: impl Iterator<Item = FileNumber>) {
     for n in numbers {
         let path = filename::table_path(dir, n);
-        if let Err(e) = std::fs::remove_file(&path) {
+        if let Err(e) = fs.remove_file(&path) {
             tracing::warn!(path = %path.display(), error = %e, "could not delete compaction output");
         }
     }
@@ -353,6 +358,7 @@ impl GrandparentOverlap {
 /// The output tables: the one being written and the finished ones.
 #[derive(Debug)]
 struct Outputs {
+    fs: Arc<dyn FileSystem>,
     dir: PathBuf,
     builder_options: TableBuilderOptions,
     target_size: u64,
@@ -368,6 +374,7 @@ impl Outputs {
     fn new(task: &CompactionTask, ctx: &JobContext<'_>) -> Self {
         let target_size = ctx.options.target_file_size.max(1);
         Outputs {
+            fs: Arc::clone(&ctx.options.file_system),
             dir: ctx.dir.to_path_buf(),
             builder_options: TableBuilderOptions::from_options(ctx.options),
             target_size,
@@ -411,7 +418,7 @@ impl Outputs {
             None => {
                 let number = new_file_number();
                 let path = filename::table_path(&self.dir, number);
-                let builder = TableBuilder::create(&path, self.builder_options)?;
+                let builder = TableBuilder::create(&self.fs, &path, self.builder_options)?;
                 self.current.insert((number, builder))
             }
         };
@@ -426,7 +433,7 @@ impl Outputs {
         let (props, size) = match builder.finish() {
             Ok(done) => done,
             Err(e) => {
-                remove_tables(&self.dir, std::iter::once(number));
+                remove_tables(&*self.fs, &self.dir, std::iter::once(number));
                 return Err(e);
             }
         };
@@ -449,6 +456,6 @@ impl Outputs {
         if let Some((_, builder)) = self.current.take() {
             builder.abandon();
         }
-        remove_tables(&self.dir, self.finished.iter().map(|m| m.number));
+        remove_tables(&*self.fs, &self.dir, self.finished.iter().map(|m| m.number));
     }
 }

@@ -186,7 +186,7 @@ impl DbInner {
         {
             if !task.trivial_move {
                 for n in outputs {
-                    let _ = std::fs::remove_file(filename::table_path(&self.dir, n));
+                    let _ = self.fs().remove_file(&filename::table_path(&self.dir, n));
                 }
             }
             tracing::debug!(keyspace = %ks.name, reason = %e, "compaction result discarded");
@@ -195,7 +195,7 @@ impl DbInner {
         if let Err(e) = installed {
             if !task.trivial_move {
                 for n in outputs {
-                    let _ = std::fs::remove_file(filename::table_path(&self.dir, n));
+                    let _ = self.fs().remove_file(&filename::table_path(&self.dir, n));
                 }
             }
             return Err(e);
@@ -259,7 +259,7 @@ impl DbInner {
             }
             self.table_cache.evict(n);
             let path = filename::table_path(&self.dir, n);
-            match std::fs::remove_file(&path) {
+            match self.fs().remove_file(&path) {
                 Ok(()) => tracing::debug!(path = %path.display(), "deleted obsolete table"),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => {

@@ -12,6 +12,7 @@ use std::path::Path;
 use super::state::DbInner;
 use crate::error::{Error, IoContext, Result};
 use crate::filename::{self, FileKind};
+use crate::fs::FileSystem;
 use crate::types::SeqNo;
 use crate::version::manifest;
 
@@ -19,13 +20,14 @@ impl DbInner {
     /// Writes a checkpoint to `dest`; see [`crate::Db::checkpoint`].
     pub(crate) fn checkpoint(&self, dest: &Path) -> Result<SeqNo> {
         self.check_open()?;
-        if dest.exists() {
+        let fs = self.fs();
+        if fs.exists(dest) {
             return Err(Error::InvalidArgument(format!(
                 "checkpoint destination {} already exists",
                 dest.display()
             )));
         }
-        std::fs::create_dir_all(dest).ctx(dest)?;
+        fs.create_dir_all(dest).ctx(dest)?;
         let log = self.log.lock();
         let versions = self.versions.lock();
         let seqno = log.last_seqno;
@@ -36,33 +38,35 @@ impl DbInner {
             }
             let src = filename::table_path(&self.dir, number);
             let dst = filename::table_path(dest, number);
-            if std::fs::hard_link(&src, &dst).is_err() {
-                copy_synced(&src, &dst)?;
+            if fs.hard_link(&src, &dst).is_err() {
+                copy_synced(fs, &src, &dst)?;
             }
         }
         copy_synced(
+            fs,
             &filename::manifest_path(&self.dir, manifest_number),
             &filename::manifest_path(dest, manifest_number),
         )?;
-        for entry in std::fs::read_dir(&self.dir).ctx(&self.dir)? {
-            let entry = entry.ctx(&self.dir)?;
-            let name = entry.file_name();
+        for entry in fs.list_dir(&self.dir).ctx(&self.dir)? {
+            let Some(name) = entry.path.file_name() else {
+                continue;
+            };
             if let Some(FileKind::Wal(n)) = name.to_str().and_then(filename::parse)
                 && n >= versions.log_number()
             {
-                copy_synced(&entry.path(), &dest.join(&name))?;
+                copy_synced(fs, &entry.path, &dest.join(name))?;
             }
         }
-        manifest::set_current(dest, manifest_number)?;
+        manifest::set_current(fs, dest, manifest_number)?;
         drop(versions);
         drop(log);
-        filename::sync_dir(dest)?;
+        filename::sync_dir(fs, dest)?;
         tracing::debug!(dest = %dest.display(), seqno = seqno.get(), "checkpoint written");
         Ok(seqno)
     }
 }
 
-fn copy_synced(src: &Path, dst: &Path) -> Result<()> {
-    std::fs::copy(src, dst).ctx(src)?;
-    std::fs::File::open(dst).and_then(|f| f.sync_all()).ctx(dst)
+/// Copies `src` to the new file `dst` and fsyncs the copy.
+fn copy_synced(fs: &dyn FileSystem, src: &Path, dst: &Path) -> Result<()> {
+    fs.copy(src, dst).ctx(src).map(|_| ())
 }

@@ -21,6 +21,7 @@ use super::state::{DbInner, KeyspaceState, LogState, SuperVersion};
 use crate::cache::BlockCache;
 use crate::error::{Error, IoContext, Result};
 use crate::filename;
+use crate::fs::FileSystem;
 use crate::iterator::InternalIterator;
 use crate::sstable::Table;
 use crate::types::{FileNumber, InternalKey, InternalKeyRef, SeqNo, ValueKind};
@@ -49,7 +50,7 @@ impl DbInner {
         let candidates = self.validate_ingest(files)?;
         self.link_and_install(ks, &candidates)?;
         for c in &candidates {
-            if let Err(e) = std::fs::remove_file(&c.source) {
+            if let Err(e) = self.fs().remove_file(&c.source) {
                 tracing::warn!(path = %c.source.display(), error = %e, "could not remove ingested source file");
             }
         }
@@ -59,7 +60,8 @@ impl DbInner {
     /// Opens every file and checks it holds what `TableWriter` writes; returns them sorted by
     /// key range, which must not overlap.
     fn validate_ingest(&self, files: &[PathBuf]) -> Result<Vec<Candidate>> {
-        let dir = std::fs::canonicalize(&self.dir).ctx(&self.dir)?;
+        let fs = self.fs();
+        let dir = fs.canonicalize(&self.dir).ctx(&self.dir)?;
         let mut out = Vec::with_capacity(files.len());
         for path in files {
             let invalid = |what: &str| {
@@ -70,12 +72,12 @@ impl DbInner {
                 .parent()
                 .filter(|p| !p.as_os_str().is_empty())
                 .unwrap_or(Path::new("."));
-            let parent = std::fs::canonicalize(parent).ctx(parent)?;
+            let parent = fs.canonicalize(parent).ctx(parent)?;
             let name = path.file_name().and_then(|n| n.to_str());
             if parent == dir && name.and_then(filename::parse).is_some() {
                 return Err(invalid("it is one of the database's own files"));
             }
-            let table = Table::open(path, FileNumber(0), None, BlockCache::new(0))?;
+            let table = Table::open(fs, path, FileNumber(0), None, BlockCache::new(0))?;
             let p = table.properties();
             if p.num_entries == 0 {
                 return Err(invalid("the table is empty"));
@@ -128,19 +130,19 @@ impl DbInner {
         let linking = candidates.iter().try_for_each(|c| {
             let number = self.versions.lock().new_file_number();
             let dest = filename::table_path(&self.dir, number);
-            link_or_copy(&c.source, &dest)?;
+            link_or_copy(self.fs(), &c.source, &dest)?;
             linked.push(number);
             Ok(())
         });
         let result = linking
-            .and_then(|()| filename::sync_dir(&self.dir))
+            .and_then(|()| filename::sync_dir(self.fs(), &self.dir))
             .and_then(|()| self.install_ingested(ks, candidates, &linked));
         if let Err(e) = &result
             && !matches!(e, Error::Poisoned { .. })
         {
             // Nothing names the tables: remove them.
             for &n in &linked {
-                let _ = std::fs::remove_file(filename::table_path(&self.dir, n));
+                let _ = self.fs().remove_file(&filename::table_path(&self.dir, n));
             }
         }
         result
@@ -176,6 +178,7 @@ impl DbInner {
         if memtables_overlap(&ks.super_version(), candidates)? {
             self.flush_memtables_locked(log, ks)?;
         }
+        self.sync_wal(log)?;
         let seqno = log.last_seqno.checked_add(1).ok_or(Error::SeqNoExhausted {
             last: log.last_seqno.get(),
         })?;
@@ -286,14 +289,13 @@ fn pick_level(version: &Version, lo: &[u8], hi: &[u8]) -> usize {
 
 /// Makes `dest` a durable copy of `source`: a hard link when the file system allows, else a
 /// byte copy; then fsyncs `dest`.
-fn link_or_copy(source: &Path, dest: &Path) -> Result<()> {
-    if let Err(e) = std::fs::hard_link(source, dest) {
+fn link_or_copy(fs: &dyn FileSystem, source: &Path, dest: &Path) -> Result<()> {
+    if let Err(e) = fs.hard_link(source, dest) {
         tracing::debug!(source = %source.display(), error = %e, "hard link failed; copying");
-        if let Err(e) = std::fs::copy(source, dest) {
-            let _ = std::fs::remove_file(dest);
+        if let Err(e) = fs.copy(source, dest) {
+            let _ = fs.remove_file(dest);
             return Err(Error::io(dest, e));
         }
     }
-    let file = std::fs::File::open(dest).ctx(dest)?;
-    file.sync_all().ctx(dest)
+    fs.open_writable(dest).and_then(|mut f| f.sync()).ctx(dest)
 }

@@ -170,7 +170,8 @@ impl Keyspace {
     }
 
     /// Freezes this keyspace's memtable and waits until it is in level-0 tables; see
-    /// [`Db::flush`] (which flushes every keyspace).
+    /// [`Db::flush`] (which flushes every keyspace). Syncs the WAL first, so every write
+    /// acknowledged before the call (in any keyspace) is durable once it returns.
     ///
     /// # Errors
     /// As [`Db::flush`]; [`Error::InvalidArgument`] once the keyspace is dropped.
@@ -223,10 +224,11 @@ impl Db {
             return Ok(self.handle(state));
         }
         inner.check_writable()?;
-        let log = inner.log.lock();
+        let mut log = inner.log.lock();
         if let Some(state) = inner.keyspace_by_name(name) {
             return Ok(self.handle(state));
         }
+        inner.sync_wal(&mut log)?;
         let mut versions = inner.versions.lock();
         let id = versions.next_keyspace_id()?;
         let edit = VersionEdit {
@@ -273,6 +275,7 @@ impl Db {
         let state = inner
             .keyspace_by_name(name)
             .ok_or_else(|| Error::InvalidArgument(format!("no keyspace named {name:?}")))?;
+        inner.sync_wal(&mut log)?;
         let tables: Vec<FileNumber> = {
             let mut versions = inner.versions.lock();
             let edit = VersionEdit {

@@ -172,20 +172,16 @@ impl DbInner {
         for level in 0..sv.version.levels.len() {
             for file in sv.version.files(level) {
                 let path = crate::filename::table_path(&self.dir, file.number);
-                match std::fs::metadata(&path) {
+                match self.fs().file_size(&path) {
                     Err(_) => problems.push(Error::corruption(
                         &path,
                         0,
                         format!("table of level {level} referenced by the manifest is missing"),
                     )),
-                    Ok(meta) if meta.len() != file.size => problems.push(Error::corruption(
+                    Ok(meta) if meta != file.size => problems.push(Error::corruption(
                         &path,
-                        meta.len(),
-                        format!(
-                            "table is {} bytes, the manifest says {}",
-                            meta.len(),
-                            file.size
-                        ),
+                        meta,
+                        format!("table is {meta} bytes, the manifest says {}", file.size),
                     )),
                     Ok(_) => {
                         if let Err(e) = self

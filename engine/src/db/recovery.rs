@@ -26,6 +26,7 @@ use crate::batch::WriteBatch;
 use crate::cache::{BlockCache, TableCache};
 use crate::error::{Error, IoContext, Result};
 use crate::filename::{self, FileKind};
+use crate::fs::FileSystem;
 use crate::memtable::MemTable;
 use crate::options::{Options, WalRecoveryMode};
 use crate::snapshot::SnapshotList;
@@ -36,27 +37,28 @@ use crate::wal::{self, ReadOutcome};
 /// Opens or creates the database in `dir`; see [`crate::Db::open`].
 pub(crate) fn open(dir: &Path, options: Options) -> Result<Arc<DbInner>> {
     options.validate()?;
-    if !dir.exists() {
+    let fs = Arc::clone(&options.file_system);
+    if !fs.exists(dir) {
         if !options.create_if_missing {
             return Err(Error::InvalidArgument(format!(
                 "database directory {} does not exist and create_if_missing is off",
                 dir.display()
             )));
         }
-        std::fs::create_dir_all(dir).ctx(dir)?;
+        fs.create_dir_all(dir).ctx(dir)?;
     }
     let dir = dir.to_path_buf();
-    let lock = lock_dir(&dir)?;
-    let mut versions = if dir.join(filename::CURRENT).exists() {
+    let lock = lock_dir(&*fs, &dir)?;
+    let mut versions = if fs.exists(&dir.join(filename::CURRENT)) {
         if options.error_if_exists {
             return Err(Error::InvalidArgument(format!(
                 "database {} already exists and error_if_exists is on",
                 dir.display()
             )));
         }
-        VersionSet::recover(&dir)?
+        VersionSet::recover(&fs, &dir)?
     } else {
-        if list_dir(&dir)?.iter().any(|(_, kind)| match kind {
+        if list_dir(&*fs, &dir)?.iter().any(|(_, _, kind)| match kind {
             FileKind::Table(_) => true,
             // A lone MANIFEST-000001 is what a crash inside `create_new` leaves (files.md).
             FileKind::Manifest(n) => *n != FileNumber(1),
@@ -68,12 +70,12 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Arc<DbInner>> {
                 "CURRENT is missing but the directory holds tables or manifests",
             ));
         }
-        VersionSet::create_new(&dir)?
+        VersionSet::create_new(&fs, &dir)?
     };
 
     // Replay every WAL at or after the manifest's log number, oldest first.
     let mut wals: Vec<FileNumber> = Vec::new();
-    for (_, kind) in list_dir(&dir)? {
+    for (_, _, kind) in list_dir(&*fs, &dir)? {
         match kind {
             FileKind::Wal(n) | FileKind::Table(n) | FileKind::Manifest(n) => {
                 versions.mark_file_number_used(n);
@@ -95,6 +97,7 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Arc<DbInner>> {
         }
     }
     let mut replay = Replay {
+        fs: &*fs,
         dir: &dir,
         keyspaces: keyspaces
             .iter()
@@ -125,7 +128,7 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Arc<DbInner>> {
     // two of them is harmless: the old WALs stay until all are durable, and a keyspace whose
     // edit is missing replays them again.
     let wal_number = versions.new_file_number();
-    let wal_writer = wal::Writer::create(&filename::wal_path(&dir, wal_number))?;
+    let wal_writer = wal::Writer::create(&*fs, &filename::wal_path(&dir, wal_number))?;
     versions.set_last_seqno(max_seqno);
     let mut states = BTreeMap::new();
     for (id, name) in keyspaces {
@@ -140,8 +143,8 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Arc<DbInner>> {
             Arc::new(KeyspaceState::new(id, name, ks.options, version)),
         );
     }
-    filename::sync_dir(&dir)?;
-    delete_obsolete_files(&dir, &versions, wal_number)?;
+    filename::sync_dir(&*fs, &dir)?;
+    delete_obsolete_files(&*fs, &dir, &versions, wal_number)?;
     let default_ks = states.get(&DEFAULT_KEYSPACE).cloned().ok_or_else(|| {
         Error::corruption(
             filename::manifest_path(&dir, versions.manifest_number()),
@@ -151,7 +154,12 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Arc<DbInner>> {
     })?;
 
     let block_cache = BlockCache::new(options.block_cache_size);
-    let table_cache = TableCache::new(dir.clone(), options.max_open_files, block_cache);
+    let table_cache = TableCache::new(
+        Arc::clone(&fs),
+        dir.clone(),
+        options.max_open_files,
+        block_cache,
+    );
     tracing::debug!(dir = %dir.display(), last_seqno = max_seqno.get(), wal = %wal_number, "database opened");
     let inner = Arc::new(DbInner {
         dir,
@@ -192,13 +200,12 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Arc<DbInner>> {
 }
 
 /// Lists the directory entries Strata owns.
-fn list_dir(dir: &Path) -> Result<Vec<(PathBuf, FileKind)>> {
+fn list_dir(fs: &dyn FileSystem, dir: &Path) -> Result<Vec<(PathBuf, bool, FileKind)>> {
     let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).ctx(dir)? {
-        let entry = entry.ctx(dir)?;
-        let name = entry.file_name();
-        if let Some(kind) = name.to_str().and_then(filename::parse) {
-            out.push((entry.path(), kind));
+    for entry in fs.list_dir(dir).ctx(dir)? {
+        let name = entry.path.file_name().and_then(|n| n.to_str());
+        if let Some(kind) = name.and_then(filename::parse) {
+            out.push((entry.path, entry.is_dir, kind));
         }
     }
     Ok(out)
@@ -206,9 +213,14 @@ fn list_dir(dir: &Path) -> Result<Vec<(PathBuf, FileKind)>> {
 
 /// Deletes files no longer needed: tables the version does not reference, WALs other than the
 /// active one, manifests other than the live one, temporary files.
-fn delete_obsolete_files(dir: &Path, versions: &VersionSet, active_wal: FileNumber) -> Result<()> {
+fn delete_obsolete_files(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    versions: &VersionSet,
+    active_wal: FileNumber,
+) -> Result<()> {
     let live = versions.live_files();
-    for (path, kind) in list_dir(dir)? {
+    for (path, is_dir, kind) in list_dir(fs, dir)? {
         let obsolete = match kind {
             FileKind::Table(n) | FileKind::Manifest(n) => !live.contains(&n),
             FileKind::Wal(n) => n != active_wal,
@@ -218,10 +230,10 @@ fn delete_obsolete_files(dir: &Path, versions: &VersionSet, active_wal: FileNumb
         if obsolete {
             tracing::debug!(path = %path.display(), "deleting obsolete file");
             // A `*.tmp` directory is scratch space of an interrupted `strata load`.
-            let removed = if kind == FileKind::Temp && path.is_dir() {
-                std::fs::remove_dir_all(&path)
+            let removed = if kind == FileKind::Temp && is_dir {
+                fs.remove_dir_all(&path)
             } else {
-                std::fs::remove_file(&path)
+                fs.remove_file(&path)
             };
             if let Err(e) = removed {
                 tracing::warn!(path = %path.display(), error = %e, "could not delete obsolete file");
@@ -242,6 +254,7 @@ struct ReplayKeyspace {
 }
 
 struct Replay<'a> {
+    fs: &'a dyn FileSystem,
     dir: &'a Path,
     keyspaces: BTreeMap<u32, ReplayKeyspace>,
     recovery_mode: WalRecoveryMode,
@@ -258,7 +271,7 @@ impl Replay<'_> {
         versions: &mut VersionSet,
     ) -> Result<()> {
         let path = filename::wal_path(self.dir, number);
-        let mut reader = wal::Reader::open(&path)?;
+        let mut reader = wal::Reader::open(self.fs, &path)?;
         let mut records = 0u64;
         loop {
             let outcome = reader.next_outcome()?;
@@ -296,12 +309,12 @@ impl Replay<'_> {
                 WalRecoveryMode::TolerateCorruptedTail => {
                     if !newest
                         || has_valid_record_after(&mut reader)?
-                        || wal::scan::later_record_start(&path, offset)?.is_some()
+                        || wal::scan::later_record_start(self.fs, &path, offset)?.is_some()
                     {
                         return Err(Error::corruption(&path, offset, reason));
                     }
                     tracing::warn!(path = %path.display(), offset, %reason, "dropping torn WAL tail");
-                    truncate(&path, offset)?;
+                    truncate(self.fs, &path, offset)?;
                     break;
                 }
             }
@@ -363,11 +376,8 @@ fn has_valid_record_after(reader: &mut wal::Reader) -> Result<bool> {
 }
 
 /// Cuts a WAL at `len` bytes and syncs it, so a second crash cannot resurrect the tail.
-fn truncate(path: &Path, len: u64) -> Result<()> {
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .open(path)
-        .ctx(path)?;
-    file.set_len(len).ctx(path)?;
-    file.sync_all().ctx(path)
+fn truncate(fs: &dyn FileSystem, path: &Path, len: u64) -> Result<()> {
+    let mut file = fs.open_writable(path).ctx(path)?;
+    file.truncate(len).ctx(path)?;
+    file.sync().ctx(path)
 }

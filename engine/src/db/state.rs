@@ -1,7 +1,6 @@
 //! The shared state behind a [`crate::Db`] and the locks that guard it.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::fs::File;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -12,6 +11,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 use super::write::PendingWrite;
 use crate::cache::TableCache;
 use crate::error::{Error, Result};
+use crate::fs::{FileLock, FileSystem};
 use crate::memtable::MemTable;
 use crate::options::Options;
 use crate::snapshot::{Snapshot, SnapshotList};
@@ -167,7 +167,7 @@ pub(crate) struct DbInner {
     pub(crate) dir: PathBuf,
     pub(crate) options: Options,
     /// The flock'd `LOCK` file; taken out (releasing the lock) by `close`.
-    pub(crate) lock_file: Mutex<Option<File>>,
+    pub(crate) lock_file: Mutex<Option<Box<dyn FileLock>>>,
     /// Last sequence number whose write is fully in the memtable: reads see up to here.
     pub(crate) visible_seqno: AtomicU64,
     /// The default keyspace (also in `keyspaces`).
@@ -213,6 +213,11 @@ pub(crate) struct Stats {
 }
 
 impl DbInner {
+    /// The file system every file of the database goes through ([`Options::file_system`]).
+    pub(crate) fn fs(&self) -> &dyn FileSystem {
+        &*self.options.file_system
+    }
+
     /// Every live keyspace, by id.
     pub(crate) fn all_keyspaces(&self) -> Vec<Arc<KeyspaceState>> {
         self.keyspaces.read().values().cloned().collect()
@@ -318,7 +323,11 @@ pub(crate) fn share_error(e: &Error) -> Error {
     match e {
         Error::Io { path, source } => Error::Io {
             path: path.clone(),
-            source: std::io::Error::new(source.kind(), source.to_string()),
+            // Keep the errno, so every member of the group can tell ENOSPC from EIO.
+            source: source.raw_os_error().map_or_else(
+                || std::io::Error::new(source.kind(), source.to_string()),
+                std::io::Error::from_raw_os_error,
+            ),
         },
         Error::Corruption {
             file,

@@ -223,12 +223,7 @@ impl DbInner {
                 .fetch_add(user_bytes, Ordering::Relaxed);
         }
         if sync {
-            let wal = log.wal.as_mut().ok_or(Error::Closed)?;
-            if let Err(e) = wal.sync() {
-                self.set_poison(format!("WAL fsync failed: {e}"));
-                return Err(e);
-            }
-            self.stats.wal_syncs.fetch_add(1, Ordering::Relaxed);
+            self.sync_wal(&mut log)?;
         }
         self.stats.write_groups.fetch_add(1, Ordering::Relaxed);
         // Insert into the keyspaces' active memtables, sharing one buffer for all keys and
@@ -354,7 +349,7 @@ impl DbInner {
         for number in obsolete {
             log.sealed_wals.remove(&number);
             let path = filename::wal_path(&self.dir, number);
-            match std::fs::remove_file(&path) {
+            match self.fs().remove_file(&path) {
                 Ok(()) => tracing::debug!(path = %path.display(), "deleted obsolete WAL"),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => {
@@ -436,6 +431,24 @@ impl DbInner {
         Some(std::time::Duration::from_secs_f64(secs))
     }
 
+    /// fdatasyncs the active WAL (the caller holds the `log` lock). Called for synced writes,
+    /// and before an operation that is durable on its own (a keyspace create or drop, an
+    /// ingest) is recorded in the manifest: otherwise a power loss could keep that operation and
+    /// lose earlier unsynced writes, leaving a hole (`docs/design.md`, "Durability
+    /// order").
+    ///
+    /// # Errors
+    /// [`Error::Io`] from the sync; the database is then poisoned. [`Error::Closed`].
+    pub(crate) fn sync_wal(&self, log: &mut LogState) -> Result<()> {
+        let wal = log.wal.as_mut().ok_or(Error::Closed)?;
+        if let Err(e) = wal.sync() {
+            self.set_poison(format!("WAL fsync failed: {e}"));
+            return Err(e);
+        }
+        self.stats.wal_syncs.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
     /// Freezes `ks`'s active memtable (captured in `sv`) and starts a new WAL, so the
     /// keyspace's log number can move past every WAL holding the frozen memtable's writes.
     fn switch_memtable(
@@ -444,24 +457,28 @@ impl DbInner {
         ks: &KeyspaceState,
         sv: &SuperVersion,
     ) -> Result<()> {
-        let number = self.versions.lock().new_file_number();
-        let path = filename::wal_path(&self.dir, number);
-        let new_wal = match wal::Writer::create(&path) {
-            Ok(w) => w,
-            Err(e) => {
-                self.set_poison(format!("creating WAL failed: {e}"));
-                return Err(e);
-            }
-        };
-        // The old WAL is synced so a synced write in the new WAL implies every earlier write is
-        // durable too (recovery replays logs in order and must not find holes).
+        // The old WAL is synced first, so a synced write in the new WAL implies every earlier
+        // write is durable too (recovery replays logs in order and must not find holes), and a
+        // new WAL never exists beside an old one with an unsynced tail: only the newest WAL may
+        // end torn (`docs/design.md`, "Durability order").
         if let Some(old) = log.wal.as_mut()
             && let Err(e) = old.sync()
         {
             self.set_poison(format!("WAL fsync failed: {e}"));
             return Err(e);
         }
-        filename::sync_dir(&self.dir)?;
+        let number = self.versions.lock().new_file_number();
+        let path = filename::wal_path(&self.dir, number);
+        let new_wal = match wal::Writer::create(self.fs(), &path)
+            .and_then(|w| filename::sync_dir(self.fs(), &self.dir).map(|()| w))
+        {
+            Ok(w) => w,
+            Err(e) => {
+                // The new, empty WAL may exist: writes must not go on into the old one.
+                self.set_poison(format!("creating WAL failed: {e}"));
+                return Err(e);
+            }
+        };
         let first_wal = match ks.mem_first_wal.swap(0, Ordering::AcqRel) {
             0 => log.wal_number,
             n => FileNumber(n),

@@ -3,15 +3,16 @@
 //! Spec: `docs/format/sstable.md`. The index entry of a data block is written only when the
 //! next key (or `finish`) arrives, so the separator can be shortened against it.
 
-use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::block::BlockBuilder;
 use super::filter::FilterBuilder;
 use super::format::{BLOCK_TRAILER_LEN, BlockHandle, Footer, block_trailer, maybe_compress};
 use super::properties::TableProperties;
 use crate::error::{IoContext, Result};
+use crate::fs::{FileSystem, WritableFile};
 use crate::types::{InternalKeyRef, SeqNo, TRAILER_LEN, ValueKind};
 
 /// Restart interval of the index block: every index entry is a restart point, so seeks
@@ -59,7 +60,8 @@ impl Default for TableBuilderOptions {
 #[derive(Debug)]
 pub struct TableBuilder {
     path: PathBuf,
-    file: BufWriter<File>,
+    fs: Arc<dyn FileSystem>,
+    file: BufWriter<Appender>,
     opts: TableBuilderOptions,
     /// Bytes handed to `file` so far (the offset of the next block).
     offset: u64,
@@ -76,23 +78,24 @@ pub struct TableBuilder {
 }
 
 impl TableBuilder {
-    /// Writes to a new file at `path` (which must not exist).
+    /// Writes to a new file at `path` in `fs` (which must not exist).
     ///
     /// # Errors
     /// [`Error::Io`] naming `path` (including when it already exists).
-    pub fn create(path: &Path, opts: TableBuilderOptions) -> Result<TableBuilder> {
-        let file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(path)
-            .ctx(path)?;
+    pub fn create(
+        fs: &Arc<dyn FileSystem>,
+        path: &Path,
+        opts: TableBuilderOptions,
+    ) -> Result<TableBuilder> {
+        let file = fs.create_new(path).ctx(path)?;
         let props = TableProperties {
             filter_bits_per_key: opts.bloom_bits_per_key,
             ..TableProperties::default()
         };
         Ok(TableBuilder {
             path: path.to_path_buf(),
-            file: BufWriter::with_capacity(WRITE_BUFFER_BYTES, file),
+            fs: Arc::clone(fs),
+            file: BufWriter::with_capacity(WRITE_BUFFER_BYTES, Appender(file)),
             opts,
             offset: 0,
             data_block: BlockBuilder::new(opts.block_restart_interval),
@@ -185,7 +188,7 @@ impl TableBuilder {
         footer.index = self.write_block_from(&mut index)?;
         self.write_raw(&footer.encode())?;
         self.file.flush().ctx(&self.path)?;
-        self.file.get_ref().sync_all().ctx(&self.path)?;
+        self.file.get_mut().0.sync().ctx(&self.path)?;
         tracing::debug!(
             path = %self.path.display(),
             entries = self.props.num_entries,
@@ -198,9 +201,9 @@ impl TableBuilder {
 
     /// Deletes the partial file (on error paths). Best effort: a failure to delete is logged.
     pub fn abandon(self) {
-        let TableBuilder { path, file, .. } = self;
+        let TableBuilder { path, file, fs, .. } = self;
         drop(file);
-        if let Err(e) = std::fs::remove_file(&path) {
+        if let Err(e) = fs.remove_file(&path) {
             tracing::warn!(path = %path.display(), error = %e, "could not delete abandoned table");
         }
     }
@@ -287,6 +290,21 @@ pub(crate) fn short_successor(last: &[u8], out: &mut Vec<u8>) {
         user.push(a[p] + 1);
         out.clear();
         InternalKeyRef::new(&user, SeqNo::MAX, ValueKind::FOR_SEEK).encode_into(out);
+    }
+}
+
+/// [`std::io::Write`] over a [`WritableFile`], so the builder can buffer with `BufWriter`.
+#[derive(Debug)]
+struct Appender(Box<dyn WritableFile>);
+
+impl Write for Appender {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.append(buf)?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 

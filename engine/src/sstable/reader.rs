@@ -10,8 +10,6 @@
 //! every entry stored at sequence number 0 and one entry per user key; it presents every entry
 //! at `S` and translates seek targets to the stored keys.
 
-use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -23,6 +21,7 @@ use super::format::{BlockHandle, FOOTER_LEN, Footer, decode_block};
 use super::properties::TableProperties;
 use crate::cache::BlockCache;
 use crate::error::{Error, IoContext, Result};
+use crate::fs::{FileSystem, RandomAccessFile};
 use crate::iterator::InternalIterator;
 use crate::types::{FileNumber, InternalKeyRef, SeqNo, ValueKind};
 
@@ -30,7 +29,7 @@ use crate::types::{FileNumber, InternalKeyRef, SeqNo, ValueKind};
 #[derive(Debug)]
 pub struct Table {
     path: Arc<Path>,
-    file: File,
+    file: Arc<dyn RandomAccessFile>,
     number: FileNumber,
     file_size: u64,
     /// Offset of the footer = end of the block area.
@@ -45,7 +44,7 @@ pub struct Table {
 }
 
 impl Table {
-    /// Opens a table file: reads and checks the footer, index, filter and properties blocks.
+    /// Opens a table file in `fs`: reads and checks the footer, index, filter and properties blocks.
     /// `number` keys the table's blocks in `cache`.
     ///
     /// `global_seqno` is `Some(S)` for an ingested table (the manifest's
@@ -57,13 +56,14 @@ impl Table {
     /// [`Error::Io`] if the file cannot be opened or read; [`Error::Corruption`] or
     /// [`Error::ChecksumMismatch`] naming the file and the offset of the damaged part.
     pub fn open(
+        fs: &dyn FileSystem,
         path: &Path,
         number: FileNumber,
         global_seqno: Option<SeqNo>,
         cache: Arc<BlockCache>,
     ) -> Result<Arc<Table>> {
-        let file = File::open(path).ctx(path)?;
-        let file_size = file.metadata().ctx(path)?.len();
+        let file = fs.open(path).ctx(path)?;
+        let file_size = file.size().ctx(path)?;
         let path: Arc<Path> = Arc::from(path);
         let Some(footer_at) = file_size.checked_sub(FOOTER_LEN as u64) else {
             return Err(Error::corruption(
@@ -73,21 +73,21 @@ impl Table {
             ));
         };
         let mut buf = [0u8; FOOTER_LEN];
-        read_at(&file, &path, &mut buf, footer_at)?;
+        read_at(&*file, &path, &mut buf, footer_at)?;
         let footer = Footer::decode(&buf, &path, footer_at)?;
 
-        let contents = read_block(&file, &path, footer.index)?;
+        let contents = read_block(&*file, &path, footer.index)?;
         let index = Arc::new(Block::new(
             contents,
             Arc::clone(&path),
             footer.index.offset,
         )?);
-        let contents = read_block(&file, &path, footer.properties)?;
+        let contents = read_block(&*file, &path, footer.properties)?;
         let properties = TableProperties::decode(&contents, &path, footer.properties.offset)?;
         let filter = if footer.filter.size == 0 {
             None
         } else {
-            let contents = read_block(&file, &path, footer.filter)?;
+            let contents = read_block(&*file, &path, footer.filter)?;
             Some(Filter::decode(&contents, &path, footer.filter.offset)?)
         };
         tracing::debug!(
@@ -209,7 +209,7 @@ impl Table {
     /// As [`Table::open`]; the first problem found is returned.
     pub fn verify_checksums(&self) -> Result<()> {
         let mut buf = [0u8; FOOTER_LEN];
-        read_at(&self.file, &self.path, &mut buf, self.footer_at)?;
+        read_at(&*self.file, &self.path, &mut buf, self.footer_at)?;
         Footer::decode(&buf, &self.path, self.footer_at)?;
         for handle in [
             self.footer.index,
@@ -217,7 +217,7 @@ impl Table {
             self.footer.filter,
         ] {
             if handle.size > 0 {
-                read_block(&self.file, &self.path, handle)?;
+                read_block(&*self.file, &self.path, handle)?;
             }
         }
         let mut index = self.index.iter();
@@ -225,7 +225,7 @@ impl Table {
         let (mut blocks, mut entries) = (0u64, 0u64);
         while index.valid() {
             let handle = self.decode_handle(index.value())?;
-            let contents = read_block(&self.file, &self.path, handle)?;
+            let contents = read_block(&*self.file, &self.path, handle)?;
             let block = Arc::new(Block::new(contents, Arc::clone(&self.path), handle.offset)?);
             let mut it = block.iter();
             it.seek_to_first()?;
@@ -264,7 +264,7 @@ impl Table {
         if let Some(b) = self.cache.get(self.number, handle.offset) {
             return Ok(b);
         }
-        let contents = read_block(&self.file, &self.path, handle)?;
+        let contents = read_block(&*self.file, &self.path, handle)?;
         let block = Arc::new(Block::new(contents, Arc::clone(&self.path), handle.offset)?);
         self.cache
             .insert(self.number, handle.offset, Arc::clone(&block));
@@ -291,7 +291,7 @@ fn present(mut key: InternalKeyRef<'_>, global_seqno: Option<SeqNo>) -> Internal
 }
 
 /// Reads `buf.len()` bytes at `offset`; a short file is corruption, not an I/O error.
-fn read_at(file: &File, path: &Path, buf: &mut [u8], offset: u64) -> Result<()> {
+fn read_at(file: &dyn RandomAccessFile, path: &Path, buf: &mut [u8], offset: u64) -> Result<()> {
     match file.read_exact_at(buf, offset) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Err(Error::corruption(
@@ -305,7 +305,7 @@ fn read_at(file: &File, path: &Path, buf: &mut [u8], offset: u64) -> Result<()> 
 
 /// Reads the block at `handle` with its trailer, checks it and returns the uncompressed
 /// contents.
-fn read_block(file: &File, path: &Path, handle: BlockHandle) -> Result<Bytes> {
+fn read_block(file: &dyn RandomAccessFile, path: &Path, handle: BlockHandle) -> Result<Bytes> {
     let len = handle
         .end_with_trailer()
         .and_then(|_| usize::try_from(handle.size).ok())

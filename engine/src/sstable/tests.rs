@@ -32,7 +32,7 @@ fn tempdir() -> Result<tempfile::TempDir> {
 }
 
 fn write(path: &Path, model: &Model, o: TableBuilderOptions) -> Result<(TableProperties, u64)> {
-    let mut b = TableBuilder::create(path, o)?;
+    let mut b = TableBuilder::create(&crate::fs::os(), path, o)?;
     for (k, v) in model {
         b.add(k.as_ref(), v)?;
     }
@@ -41,7 +41,13 @@ fn write(path: &Path, model: &Model, o: TableBuilderOptions) -> Result<(TablePro
 }
 
 fn open(path: &Path) -> Result<Arc<Table>> {
-    Table::open(path, FileNumber(1), None, BlockCache::new(1 << 20))
+    Table::open(
+        &crate::fs::OsFs,
+        path,
+        FileNumber(1),
+        None,
+        BlockCache::new(1 << 20),
+    )
 }
 
 fn entry(it: &TableIter) -> (InternalKey, Vec<u8>) {
@@ -278,7 +284,13 @@ fn filter_rejected_get_reads_no_data_block() -> Result<()> {
         .collect();
     write(&path, &model, opts(256, 10, true))?;
     let cache = BlockCache::new(1 << 20);
-    let t = Table::open(&path, FileNumber(1), None, Arc::clone(&cache))?;
+    let t = Table::open(
+        &crate::fs::OsFs,
+        &path,
+        FileNumber(1),
+        None,
+        Arc::clone(&cache),
+    )?;
     let (mut rejected, mut checked) = (0u64, 0u64);
     for i in 0..1000u32 {
         let absent = format!("nope{i:06}");
@@ -549,11 +561,11 @@ fn empty_table_round_trips() -> Result<()> {
 fn abandon_deletes_the_file_and_create_refuses_existing_files() -> Result<()> {
     let dir = tempdir()?;
     let path = dir.path().join("t.sst");
-    let mut b = TableBuilder::create(&path, TableBuilderOptions::default())?;
+    let mut b = TableBuilder::create(&crate::fs::os(), &path, TableBuilderOptions::default())?;
     b.add(InternalKeyRef::new(b"a", SeqNo(1), ValueKind::Put), b"1")?;
     assert!(b.estimated_size() > 0);
     assert!(matches!(
-        TableBuilder::create(&path, TableBuilderOptions::default()),
+        TableBuilder::create(&crate::fs::os(), &path, TableBuilderOptions::default()),
         Err(Error::Io { .. })
     ));
     b.abandon();
@@ -565,7 +577,7 @@ fn abandon_deletes_the_file_and_create_refuses_existing_files() -> Result<()> {
 fn estimated_size_tracks_the_file_being_written() -> Result<()> {
     let dir = tempdir()?;
     let path = dir.path().join("t.sst");
-    let mut b = TableBuilder::create(&path, opts(1024, 10, false))?;
+    let mut b = TableBuilder::create(&crate::fs::os(), &path, opts(1024, 10, false))?;
     let mut last = 0;
     for i in 0..2000u32 {
         b.add(
@@ -614,7 +626,12 @@ fn table_cache_opens_once_and_evicts() -> Result<()> {
             opts(128, 10, true),
         )?;
     }
-    let cache = TableCache::new(dir.path().to_path_buf(), 2, BlockCache::new(1 << 20));
+    let cache = TableCache::new(
+        crate::fs::os(),
+        dir.path().to_path_buf(),
+        2,
+        BlockCache::new(1 << 20),
+    );
     let a = cache.get(FileNumber(1), None)?;
     assert!(Arc::ptr_eq(&a, &cache.get(FileNumber(1), None)?));
     assert_eq!(a.file_number(), FileNumber(1));

@@ -12,11 +12,11 @@
 //! else is [`Error::Corruption`].
 
 use std::fmt;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, IoContext, Result};
 use crate::filename::{self, FileKind};
+use crate::fs::FileSystem;
 use crate::types::FileNumber;
 use crate::version::edit::VersionEdit;
 use crate::wal::{self, ReadOutcome};
@@ -51,9 +51,14 @@ impl ManifestWriter {
     ///
     /// # Errors
     /// [`Error::Io`] naming the manifest.
-    pub(crate) fn create(dir: &Path, number: FileNumber, snapshot: &[VersionEdit]) -> Result<Self> {
+    pub(crate) fn create(
+        fs: &dyn FileSystem,
+        dir: &Path,
+        number: FileNumber,
+        snapshot: &[VersionEdit],
+    ) -> Result<Self> {
         let path = filename::manifest_path(dir, number);
-        let mut writer = wal::Writer::create(&path)?;
+        let mut writer = wal::Writer::create(fs, &path)?;
         for edit in snapshot {
             let mut record = Vec::new();
             edit.encode(&mut record);
@@ -107,9 +112,9 @@ impl ManifestWriter {
 /// # Errors
 /// [`Error::Corruption`] naming `CURRENT` if it is missing or not exactly
 /// `MANIFEST-<digits>\n`; [`Error::Io`] if it cannot be read for another reason.
-pub fn read_current(dir: &Path) -> Result<FileNumber> {
+pub fn read_current(fs: &dyn FileSystem, dir: &Path) -> Result<FileNumber> {
     let path = dir.join(filename::CURRENT);
-    let bytes = match std::fs::read(&path) {
+    let bytes = match fs.read(&path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(Error::corruption(&path, 0, "CURRENT is missing"));
@@ -139,22 +144,22 @@ pub fn read_current(dir: &Path) -> Result<FileNumber> {
 /// # Errors
 /// [`Error::Io`] naming the file or directory that failed. After an error `CURRENT` may name
 /// either manifest.
-pub fn set_current(dir: &Path, number: FileNumber) -> Result<()> {
+pub fn set_current(fs: &dyn FileSystem, dir: &Path, number: FileNumber) -> Result<()> {
     let tmp = dir.join(CURRENT_TMP);
     let content = format!("{}\n", filename::manifest_name(number));
     let write = || -> std::io::Result<()> {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(content.as_bytes())?;
-        f.sync_all()
+        let mut f = fs.create(&tmp)?;
+        f.append(content.as_bytes())?;
+        f.sync()
     };
     if let Err(e) = write() {
         // Best effort: a leftover CURRENT.tmp is also deleted on the next open.
-        let _ = std::fs::remove_file(&tmp);
+        let _ = fs.remove_file(&tmp);
         return Err(Error::io(&tmp, e));
     }
     let current = dir.join(filename::CURRENT);
-    std::fs::rename(&tmp, &current).ctx(&current)?;
-    filename::sync_dir(dir)?;
+    fs.rename(&tmp, &current).ctx(&current)?;
+    filename::sync_dir(fs, dir)?;
     tracing::debug!(dir = %dir.display(), manifest = %number, "switched CURRENT");
     Ok(())
 }
@@ -179,10 +184,11 @@ pub(crate) enum ReplayEnd {
 /// [`Error::Corruption`] naming `path` and the record's offset for a damaged record (other than
 /// a torn tail) or an edit that does not decode; [`Error::Io`] from reading.
 pub(crate) fn replay(
+    fs: &dyn FileSystem,
     path: &Path,
     mut apply: impl FnMut(u64, VersionEdit) -> Result<()>,
 ) -> Result<ReplayEnd> {
-    let mut reader = wal::Reader::open(path)?;
+    let mut reader = wal::Reader::open(fs, path)?;
     loop {
         match reader.next_outcome()? {
             ReadOutcome::Record { offset, payload } => {
@@ -201,7 +207,7 @@ pub(crate) fn replay(
                 // rest of a damaged block, which may hold later records).
                 let at_tail = matches!(reader.next_outcome()?, ReadOutcome::Eof);
                 let later = if at_tail {
-                    wal::scan::later_record_start(path, offset)?
+                    wal::scan::later_record_start(fs, path, offset)?
                 } else {
                     None
                 };
@@ -234,17 +240,18 @@ pub(crate) fn replay(
 mod tests {
 
     use super::*;
+    use crate::fs::OsFs;
 
     #[test]
     fn current_round_trips_and_rejects_garbage() -> Result<()> {
         let dir = tempfile::tempdir().map_err(|e| Error::io("tempdir", e))?;
-        let err = read_current(dir.path()).expect_err("missing CURRENT");
+        let err = read_current(&OsFs, dir.path()).expect_err("missing CURRENT");
         assert!(matches!(err, Error::Corruption { ref file, .. } if file.ends_with("CURRENT")));
 
-        set_current(dir.path(), FileNumber(14))?;
+        set_current(&OsFs, dir.path(), FileNumber(14))?;
         let content = std::fs::read(dir.path().join("CURRENT")).map_err(|e| Error::io("r", e))?;
         assert_eq!(content, b"MANIFEST-000014\n");
-        assert_eq!(read_current(dir.path())?, FileNumber(14));
+        assert_eq!(read_current(&OsFs, dir.path())?, FileNumber(14));
         assert!(!dir.path().join(CURRENT_TMP).exists());
 
         for garbage in [
@@ -257,7 +264,7 @@ mod tests {
             b"\xff\xfe\n",
         ] {
             std::fs::write(dir.path().join("CURRENT"), garbage).map_err(|e| Error::io("w", e))?;
-            let err = read_current(dir.path()).expect_err("garbage CURRENT");
+            let err = read_current(&OsFs, dir.path()).expect_err("garbage CURRENT");
             assert!(
                 matches!(err, Error::Corruption { ref file, .. } if file.ends_with("CURRENT")),
                 "{garbage:?}: {err}"

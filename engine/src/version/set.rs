@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, IoContext, Result};
 use crate::filename::{self, FileKind};
+use crate::fs::FileSystem;
 use crate::types::{FileNumber, SeqNo};
 use crate::version::edit::VersionEdit;
 use crate::version::manifest::{self, MAX_MANIFEST_SIZE, ManifestWriter};
@@ -42,6 +43,7 @@ struct KeyspaceVersion {
 /// by [`VersionSet::current`] are immutable and may be used without the lock.
 #[derive(Debug)]
 pub struct VersionSet {
+    fs: Arc<dyn FileSystem>,
     dir: PathBuf,
     /// Live keyspaces by id; [`DEFAULT_KEYSPACE`] is always present.
     keyspaces: BTreeMap<u32, KeyspaceVersion>,
@@ -65,9 +67,9 @@ impl VersionSet {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] if `dir` already has a `CURRENT` file; [`Error::Io`].
-    pub fn create_new(dir: &Path) -> Result<VersionSet> {
+    pub fn create_new(fs: &Arc<dyn FileSystem>, dir: &Path) -> Result<VersionSet> {
         let current = dir.join(filename::CURRENT);
-        if current.try_exists().ctx(&current)? {
+        if fs.exists(&current) {
             return Err(Error::InvalidArgument(format!(
                 "{} already holds a database (CURRENT exists)",
                 dir.display()
@@ -77,7 +79,7 @@ impl VersionSet {
         let next_file_number = FileNumber(2);
         // Without CURRENT a leftover MANIFEST-000001 was never live.
         let leftover = filename::manifest_path(dir, number);
-        match std::fs::remove_file(&leftover) {
+        match fs.remove_file(&leftover) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                 return Err(Error::io(&leftover, e));
             }
@@ -89,10 +91,11 @@ impl VersionSet {
             last_seqno: Some(SeqNo::ZERO),
             ..VersionEdit::default()
         };
-        let manifest = ManifestWriter::create(dir, number, &[snapshot])?;
-        manifest::set_current(dir, number)?;
+        let manifest = ManifestWriter::create(&**fs, dir, number, &[snapshot])?;
+        manifest::set_current(&**fs, dir, number)?;
         tracing::debug!(dir = %dir.display(), "created new database manifest");
         Ok(VersionSet {
+            fs: Arc::clone(fs),
             dir: dir.to_owned(),
             keyspaces: default_keyspaces(Arc::new(Version::empty()), FileNumber(0)),
             max_keyspace_id: DEFAULT_KEYSPACE,
@@ -124,10 +127,10 @@ impl VersionSet {
     ///   (deleting a missing table, adding a duplicate), a final version that breaks the
     ///   invariants, or a manifest that never sets the counters;
     /// - [`Error::Io`].
-    pub fn recover(dir: &Path) -> Result<VersionSet> {
-        let old_number = manifest::read_current(dir)?;
+    pub fn recover(fs: &Arc<dyn FileSystem>, dir: &Path) -> Result<VersionSet> {
+        let old_number = manifest::read_current(&**fs, dir)?;
         let path = filename::manifest_path(dir, old_number);
-        if !path.try_exists().ctx(&path)? {
+        if !fs.exists(&path) {
             return Err(Error::corruption(
                 dir.join(filename::CURRENT),
                 0,
@@ -142,7 +145,7 @@ impl VersionSet {
         let mut max_referenced = old_number;
         let mut last_offset = 0;
         let mut records = 0_u64;
-        let end = manifest::replay(&path, |offset, edit| {
+        let end = manifest::replay(&**fs, &path, |offset, edit| {
             replayed.apply(&edit).map_err(|reason| {
                 Error::corruption(&path, offset, format!("edit does not apply: {reason}"))
             })?;
@@ -182,7 +185,7 @@ impl VersionSet {
             replayed.next_file_number,
             replayed.last_seqno,
         ) else {
-            let len = std::fs::metadata(&path).ctx(&path)?.len();
+            let len = fs.file_size(&path).ctx(&path)?;
             return Err(Error::corruption(
                 &path,
                 len,
@@ -198,7 +201,7 @@ impl VersionSet {
             .fold(last_seqno, SeqNo::max);
         // The new manifest's number must exceed every number in use, including files created
         // after the last edit was written (the newest WAL).
-        let new_number = numbered_files(dir)?
+        let new_number = numbered_files(&**fs, dir)?
             .into_iter()
             .chain([max_referenced])
             .map(|n| FileNumber(n.0.saturating_add(1)))
@@ -220,10 +223,11 @@ impl VersionSet {
         }
         let next_file_number = FileNumber(new_number.0 + 1);
         let snapshot = snapshot_edits(&keyspaces, max_keyspace_id, next_file_number, last_seqno);
-        let manifest = ManifestWriter::create(dir, new_number, &snapshot)?;
-        manifest::set_current(dir, new_number)?;
-        remove_old_manifest(&path);
+        let manifest = ManifestWriter::create(&**fs, dir, new_number, &snapshot)?;
+        manifest::set_current(&**fs, dir, new_number)?;
+        remove_old_manifest(&**fs, &path);
         Ok(VersionSet {
+            fs: Arc::clone(fs),
             dir: dir.to_owned(),
             keyspaces,
             max_keyspace_id,
@@ -233,6 +237,11 @@ impl VersionSet {
             poisoned: None,
             max_manifest_size: MAX_MANIFEST_SIZE,
         })
+    }
+
+    /// The file system the database lives in.
+    pub fn fs(&self) -> &Arc<dyn FileSystem> {
+        &self.fs
     }
 
     /// The database directory.
@@ -441,8 +450,8 @@ impl VersionSet {
         let number = self.next_file_number;
         let next = FileNumber(number.0.saturating_add(1));
         let snapshot = snapshot_edits(keyspaces, max_keyspace_id, next, last);
-        let new = ManifestWriter::create(&self.dir, number, &snapshot)?;
-        manifest::set_current(&self.dir, number)?;
+        let new = ManifestWriter::create(&*self.fs, &self.dir, number, &snapshot)?;
+        manifest::set_current(&*self.fs, &self.dir, number)?;
         tracing::debug!(
             old = %self.manifest.path().display(),
             old_len = self.manifest.len(),
@@ -451,7 +460,7 @@ impl VersionSet {
         );
         self.next_file_number = next;
         let old = std::mem::replace(&mut self.manifest, new);
-        remove_old_manifest(old.path());
+        remove_old_manifest(&*self.fs, old.path());
         Ok(())
     }
 
@@ -608,13 +617,12 @@ impl Replayed {
 }
 
 /// Numbers of every WAL, table and manifest in `dir`.
-fn numbered_files(dir: &Path) -> Result<Vec<FileNumber>> {
+fn numbered_files(fs: &dyn FileSystem, dir: &Path) -> Result<Vec<FileNumber>> {
     let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).ctx(dir)? {
-        let entry = entry.ctx(dir)?;
-        let name = entry.file_name();
+    for entry in fs.list_dir(dir).ctx(dir)? {
+        let name = entry.path.file_name().and_then(|n| n.to_str());
         if let Some(FileKind::Wal(n) | FileKind::Table(n) | FileKind::Manifest(n)) =
-            name.to_str().and_then(filename::parse)
+            name.and_then(filename::parse)
         {
             out.push(n);
         }
@@ -624,8 +632,8 @@ fn numbered_files(dir: &Path) -> Result<Vec<FileNumber>> {
 
 /// Deletes a manifest that `CURRENT` no longer names. Failure only leaves garbage for the next
 /// file collection, so it is logged, not returned.
-fn remove_old_manifest(path: &Path) {
-    if let Err(e) = std::fs::remove_file(path) {
+fn remove_old_manifest(fs: &dyn FileSystem, path: &Path) {
+    if let Err(e) = fs.remove_file(path) {
         tracing::warn!(path = %path.display(), error = %e, "could not delete old manifest");
     }
 }

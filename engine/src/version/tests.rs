@@ -231,17 +231,23 @@ fn state(set: &VersionSet) -> (Arc<Version>, FileNumber, SeqNo) {
 #[test]
 fn create_new_then_recover_gives_an_empty_database() -> Result<()> {
     let dir = tempdir()?;
-    let set = VersionSet::create_new(dir.path())?;
+    let set = VersionSet::create_new(&crate::fs::os(), dir.path())?;
     assert_eq!(set.manifest_number(), FileNumber(1));
     assert_eq!(set.next_file_number(), FileNumber(2));
-    assert_eq!(manifest::read_current(dir.path())?, FileNumber(1));
+    assert_eq!(
+        manifest::read_current(&crate::fs::OsFs, dir.path())?,
+        FileNumber(1)
+    );
     drop(set);
-    let set = VersionSet::recover(dir.path())?;
+    let set = VersionSet::recover(&crate::fs::os(), dir.path())?;
     assert_eq!(set.current().num_files(), 0);
     assert_eq!(set.last_seqno(), SeqNo::ZERO);
     assert_eq!(set.log_number(), FileNumber(0));
     assert_eq!(set.manifest_number(), FileNumber(2));
-    assert_eq!(manifest::read_current(dir.path())?, FileNumber(2));
+    assert_eq!(
+        manifest::read_current(&crate::fs::OsFs, dir.path())?,
+        FileNumber(2)
+    );
     assert!(!filename::manifest_path(dir.path(), FileNumber(1)).exists());
     Ok(())
 }
@@ -250,8 +256,8 @@ fn create_new_then_recover_gives_an_empty_database() -> Result<()> {
 fn create_new_overwrites_a_manifest_left_without_current() -> Result<()> {
     let dir = tempdir()?;
     std::fs::write(filename::manifest_path(dir.path(), FileNumber(1)), b"junk").map_err(io)?;
-    drop(VersionSet::create_new(dir.path())?);
-    let set = VersionSet::recover(dir.path())?;
+    drop(VersionSet::create_new(&crate::fs::os(), dir.path())?);
+    let set = VersionSet::recover(&crate::fs::os(), dir.path())?;
     assert_eq!(set.current().num_files(), 0);
     Ok(())
 }
@@ -259,8 +265,8 @@ fn create_new_overwrites_a_manifest_left_without_current() -> Result<()> {
 #[test]
 fn create_new_refuses_a_directory_with_current() -> Result<()> {
     let dir = tempdir()?;
-    drop(VersionSet::create_new(dir.path())?);
-    let err = VersionSet::create_new(dir.path()).expect_err("CURRENT exists");
+    drop(VersionSet::create_new(&crate::fs::os(), dir.path())?);
+    let err = VersionSet::create_new(&crate::fs::os(), dir.path()).expect_err("CURRENT exists");
     assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
     Ok(())
 }
@@ -268,7 +274,7 @@ fn create_new_refuses_a_directory_with_current() -> Result<()> {
 #[test]
 fn log_and_apply_then_recover_restores_the_state() -> Result<()> {
     let dir = tempdir()?;
-    let mut set = VersionSet::create_new(dir.path())?;
+    let mut set = VersionSet::create_new(&crate::fs::os(), dir.path())?;
     apply_history(&mut set)?;
     let before = state(&set);
     let next = set.next_file_number();
@@ -276,13 +282,13 @@ fn log_and_apply_then_recover_restores_the_state() -> Result<()> {
     assert_eq!(before.2, SeqNo(95));
     drop(set);
 
-    let set = VersionSet::recover(dir.path())?;
+    let set = VersionSet::recover(&crate::fs::os(), dir.path())?;
     assert_eq!(state(&set), before);
     assert!(set.next_file_number() > next);
     assert!(set.manifest_number() >= next);
     // A second recovery (from the snapshot manifest) gives the same again.
     drop(set);
-    let set = VersionSet::recover(dir.path())?;
+    let set = VersionSet::recover(&crate::fs::os(), dir.path())?;
     assert_eq!(state(&set), before);
     Ok(())
 }
@@ -290,7 +296,7 @@ fn log_and_apply_then_recover_restores_the_state() -> Result<()> {
 #[test]
 fn recover_tolerates_a_torn_last_record_at_every_byte() -> Result<()> {
     let dir = tempdir()?;
-    let mut set = VersionSet::create_new(dir.path())?;
+    let mut set = VersionSet::create_new(&crate::fs::os(), dir.path())?;
     let lens = apply_history(&mut set)?;
     let manifest = filename::manifest_path(dir.path(), set.manifest_number());
     drop(set);
@@ -303,8 +309,8 @@ fn recover_tolerates_a_torn_last_record_at_every_byte() -> Result<()> {
         let cut = usize::try_from(cut).map_err(|e| Error::InvalidArgument(e.to_string()))?;
         let name = filename::manifest_path(d.path(), FileNumber(1));
         std::fs::write(&name, &full[..cut]).map_err(io)?;
-        manifest::set_current(d.path(), FileNumber(1))?;
-        let s = VersionSet::recover(d.path())
+        manifest::set_current(&crate::fs::OsFs, d.path(), FileNumber(1))?;
+        let s = VersionSet::recover(&crate::fs::os(), d.path())
             .map_err(|e| Error::InvalidArgument(format!("cut at {cut}: {e}")))?;
         // Recovery wrote a fresh manifest; the torn one is gone.
         assert_ne!(s.manifest_number(), FileNumber(1));
@@ -323,7 +329,7 @@ fn recover_tolerates_a_torn_last_record_at_every_byte() -> Result<()> {
 #[test]
 fn recover_reports_a_flipped_bit_in_a_middle_record_as_corruption() -> Result<()> {
     let dir = tempdir()?;
-    let mut set = VersionSet::create_new(dir.path())?;
+    let mut set = VersionSet::create_new(&crate::fs::os(), dir.path())?;
     let lens = apply_history(&mut set)?;
     let manifest = filename::manifest_path(dir.path(), set.manifest_number());
     drop(set);
@@ -332,7 +338,7 @@ fn recover_reports_a_flipped_bit_in_a_middle_record_as_corruption() -> Result<()
     let pos = usize::try_from(lens[1] - 1).map_err(|e| Error::InvalidArgument(e.to_string()))?;
     bytes[pos] ^= 0x10;
     std::fs::write(&manifest, &bytes).map_err(io)?;
-    let err = VersionSet::recover(dir.path()).expect_err("flipped bit");
+    let err = VersionSet::recover(&crate::fs::os(), dir.path()).expect_err("flipped bit");
     match err {
         Error::Corruption { file, offset, .. } => {
             assert_eq!(file, manifest);
@@ -352,18 +358,18 @@ fn recover_reports_missing_or_garbage_current_as_corruption() -> Result<()> {
     let is_current_corruption =
         |e: Error| matches!(e, Error::Corruption { ref file, .. } if *file == current);
 
-    let err = VersionSet::recover(dir.path()).expect_err("no CURRENT");
+    let err = VersionSet::recover(&crate::fs::os(), dir.path()).expect_err("no CURRENT");
     assert!(is_current_corruption(err));
 
-    drop(VersionSet::create_new(dir.path())?);
+    drop(VersionSet::create_new(&crate::fs::os(), dir.path())?);
     std::fs::write(&current, b"garbage\n").map_err(io)?;
     assert!(is_current_corruption(
-        VersionSet::recover(dir.path()).expect_err("garbage")
+        VersionSet::recover(&crate::fs::os(), dir.path()).expect_err("garbage")
     ));
 
     std::fs::write(&current, b"MANIFEST-000099\n").map_err(io)?;
     assert!(is_current_corruption(
-        VersionSet::recover(dir.path()).expect_err("no manifest")
+        VersionSet::recover(&crate::fs::os(), dir.path()).expect_err("no manifest")
     ));
     Ok(())
 }
@@ -371,12 +377,12 @@ fn recover_reports_missing_or_garbage_current_as_corruption() -> Result<()> {
 /// Writes a manifest holding `edits` as records and points CURRENT at it.
 fn write_manifest(dir: &Path, edits: &[Vec<u8>]) -> Result<std::path::PathBuf> {
     let path = filename::manifest_path(dir, FileNumber(1));
-    let mut w = crate::wal::Writer::create(&path)?;
+    let mut w = crate::wal::Writer::create(&crate::fs::OsFs, &path)?;
     for e in edits {
         w.add_record(e)?;
     }
     w.sync()?;
-    manifest::set_current(dir, FileNumber(1))?;
+    manifest::set_current(&crate::fs::OsFs, dir, FileNumber(1))?;
     Ok(path)
 }
 
@@ -406,7 +412,7 @@ fn recover_rejects_edits_that_do_not_decode_or_apply() -> Result<()> {
         let dir = tempdir()?;
         let first = encoded(&snapshot);
         let path = write_manifest(dir.path(), &[first, bad])?;
-        let err = VersionSet::recover(dir.path()).expect_err(what);
+        let err = VersionSet::recover(&crate::fs::os(), dir.path()).expect_err(what);
         assert!(
             matches!(err, Error::Corruption { ref file, offset, .. } if *file == path && offset > 0),
             "{what}: {err}"
@@ -416,7 +422,7 @@ fn recover_rejects_edits_that_do_not_decode_or_apply() -> Result<()> {
     // A manifest that never sets the counters.
     let dir = tempdir()?;
     let path = write_manifest(dir.path(), &[encoded(&VersionEdit::default())])?;
-    let err = VersionSet::recover(dir.path()).expect_err("no counters");
+    let err = VersionSet::recover(&crate::fs::os(), dir.path()).expect_err("no counters");
     assert!(
         matches!(err, Error::Corruption { ref file, .. } if *file == path),
         "{err}"
@@ -427,13 +433,13 @@ fn recover_rejects_edits_that_do_not_decode_or_apply() -> Result<()> {
 #[test]
 fn recover_raises_the_counters_above_files_on_disk() -> Result<()> {
     let dir = tempdir()?;
-    let mut set = VersionSet::create_new(dir.path())?;
+    let mut set = VersionSet::create_new(&crate::fs::os(), dir.path())?;
     apply_history(&mut set)?;
     drop(set);
     // A WAL created after the last edit, and a stray table.
     std::fs::write(filename::wal_path(dir.path(), FileNumber(50)), b"").map_err(io)?;
     std::fs::write(filename::table_path(dir.path(), FileNumber(40)), b"").map_err(io)?;
-    let mut set = VersionSet::recover(dir.path())?;
+    let mut set = VersionSet::recover(&crate::fs::os(), dir.path())?;
     assert!(set.manifest_number() > FileNumber(50));
     assert!(set.new_file_number() > set.manifest_number());
     Ok(())
@@ -442,7 +448,7 @@ fn recover_raises_the_counters_above_files_on_disk() -> Result<()> {
 #[test]
 fn log_and_apply_rejects_bad_edits_and_keeps_the_state() -> Result<()> {
     let dir = tempdir()?;
-    let mut set = VersionSet::create_new(dir.path())?;
+    let mut set = VersionSet::create_new(&crate::fs::os(), dir.path())?;
     apply_history(&mut set)?;
     let before = state(&set);
 
@@ -476,14 +482,17 @@ fn log_and_apply_rejects_bad_edits_and_keeps_the_state() -> Result<()> {
     );
     let after = state(&set);
     drop(set);
-    assert_eq!(state(&VersionSet::recover(dir.path())?), after);
+    assert_eq!(
+        state(&VersionSet::recover(&crate::fs::os(), dir.path())?),
+        after
+    );
     Ok(())
 }
 
 #[test]
 fn rollover_starts_a_new_manifest_and_keeps_the_state() -> Result<()> {
     let dir = tempdir()?;
-    let mut set = VersionSet::create_new(dir.path())?;
+    let mut set = VersionSet::create_new(&crate::fs::os(), dir.path())?;
     set.set_max_manifest_size(150);
     let mut manifests = vec![set.manifest_number()];
     for i in 0..20_u64 {
@@ -497,7 +506,10 @@ fn rollover_starts_a_new_manifest_and_keeps_the_state() -> Result<()> {
         }
     }
     assert!(manifests.len() >= 3, "{manifests:?}");
-    assert_eq!(manifest::read_current(dir.path())?, set.manifest_number());
+    assert_eq!(
+        manifest::read_current(&crate::fs::OsFs, dir.path())?,
+        set.manifest_number()
+    );
     for old in &manifests[..manifests.len() - 1] {
         assert!(!filename::manifest_path(dir.path(), *old).exists());
     }
@@ -505,14 +517,17 @@ fn rollover_starts_a_new_manifest_and_keeps_the_state() -> Result<()> {
     let before = state(&set);
     assert_eq!(before.0.num_files(), 20);
     drop(set);
-    assert_eq!(state(&VersionSet::recover(dir.path())?), before);
+    assert_eq!(
+        state(&VersionSet::recover(&crate::fs::os(), dir.path())?),
+        before
+    );
     Ok(())
 }
 
 #[test]
 fn live_files_are_the_version_tables_and_the_manifest() -> Result<()> {
     let dir = tempdir()?;
-    let mut set = VersionSet::create_new(dir.path())?;
+    let mut set = VersionSet::create_new(&crate::fs::os(), dir.path())?;
     apply_history(&mut set)?;
     let mut expected: Vec<FileNumber> = set.current().all_file_numbers().collect();
     expected.push(set.manifest_number());
@@ -532,7 +547,7 @@ fn a_failed_manifest_write_poisons_the_set() -> Result<()> {
     let dir = tempdir()?;
     let db = dir.path().join("db");
     std::fs::create_dir(&db).map_err(io)?;
-    let mut set = VersionSet::create_new(&db)?;
+    let mut set = VersionSet::create_new(&crate::fs::os(), &db)?;
     apply_history(&mut set)?;
     let before = state(&set);
     // Force a rollover into a directory that no longer exists.
@@ -552,7 +567,7 @@ fn a_failed_manifest_write_poisons_the_set() -> Result<()> {
 /// A small edit, an edit spanning several WAL blocks, then a small edit. Returns the manifest
 /// path and its length after each of the three.
 fn multi_block_history(dir: &Path) -> Result<(std::path::PathBuf, Vec<u64>)> {
-    let mut set = VersionSet::create_new(dir)?;
+    let mut set = VersionSet::create_new(&crate::fs::os(), dir)?;
     let path = filename::manifest_path(dir, set.manifest_number());
     let len = || -> Result<u64> { Ok(std::fs::metadata(&path).map_err(io)?.len()) };
     let mut lens = Vec::new();
@@ -606,8 +621,8 @@ fn recover_tolerates_a_torn_multi_block_last_record() -> Result<()> {
             &full[..usize_of(cut)],
         )
         .map_err(io)?;
-        manifest::set_current(d.path(), FileNumber(1))?;
-        let s = VersionSet::recover(d.path())
+        manifest::set_current(&crate::fs::OsFs, d.path(), FileNumber(1))?;
+        let s = VersionSet::recover(&crate::fs::os(), d.path())
             .map_err(|e| Error::InvalidArgument(format!("cut at {cut}: {e}")))?;
         assert_eq!(s.current().num_files(), 1, "cut at {cut}");
     }
@@ -619,7 +634,7 @@ fn recover_tolerates_a_zero_filled_or_damaged_last_record() -> Result<()> {
     // A power loss can leave the file grown but the last append's bytes zero or garbage.
     for fill in [None, Some(0x00_u8), Some(0x5a)] {
         let dir = tempdir()?;
-        let mut set = VersionSet::create_new(dir.path())?;
+        let mut set = VersionSet::create_new(&crate::fs::os(), dir.path())?;
         let lens = apply_history(&mut set)?;
         let path = filename::manifest_path(dir.path(), set.manifest_number());
         drop(set);
@@ -630,7 +645,7 @@ fn recover_tolerates_a_zero_filled_or_damaged_last_record() -> Result<()> {
             None => last[last.len() / 2] ^= 0x01,
         }
         std::fs::write(&path, &bytes).map_err(io)?;
-        let s = VersionSet::recover(dir.path())?;
+        let s = VersionSet::recover(&crate::fs::os(), dir.path())?;
         assert_eq!(s.current().num_files(), 2, "fill {fill:?}");
     }
     Ok(())
@@ -648,7 +663,8 @@ fn recover_finds_intact_records_hidden_after_damage_in_a_multi_block_edit() -> R
         let pos = usize_of(pos(&lens));
         bytes[pos] ^= 0x40;
         std::fs::write(&path, &bytes).map_err(io)?;
-        let err = VersionSet::recover(dir.path()).expect_err("damage before an intact record");
+        let err = VersionSet::recover(&crate::fs::os(), dir.path())
+            .expect_err("damage before an intact record");
         assert!(
             matches!(err, Error::Corruption { ref file, offset, .. } if *file == path && offset == lens[0]),
             "flip at {pos}: {err}"

@@ -11,13 +11,14 @@
 //! orphans. Consecutive damage is reported as one [`ReadOutcome::Bad`].
 #![deny(clippy::indexing_slicing)]
 
-use std::fs::File;
-use std::io::{ErrorKind, Read};
+use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::{BLOCK_SIZE, HEADER_SIZE, RecordType, fragment_crc};
 use crate::coding::get_fixed32;
 use crate::error::{Error, IoContext, Result};
+use crate::fs::{FileSystem, RandomAccessFile};
 
 /// What [`Reader::next_outcome`] found next.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,7 +58,7 @@ pub enum ReadOutcome {
 /// Holds one block (32 KiB) and the record being assembled in memory, whatever the file size.
 /// Each returned payload is copied once out of the block buffer.
 pub struct Reader {
-    file: File,
+    file: Arc<dyn RandomAccessFile>,
     path: PathBuf,
     /// The current block; `block_len` bytes of it are valid.
     block: Vec<u8>,
@@ -104,12 +105,12 @@ enum Step {
 }
 
 impl Reader {
-    /// Opens the log at `path` for reading from its start.
+    /// Opens the log at `path` in `fs` for reading from its start.
     ///
     /// # Errors
     /// [`Error::Io`] naming `path`.
-    pub fn open(path: &Path) -> Result<Reader> {
-        let file = File::open(path).ctx(path)?;
+    pub fn open(fs: &dyn FileSystem, path: &Path) -> Result<Reader> {
+        let file = fs.open(path).ctx(path)?;
         Ok(Reader {
             file,
             path: path.to_path_buf(),
@@ -355,7 +356,7 @@ impl Reader {
     fn load_next_block(&mut self) -> Result<()> {
         let mut filled = 0;
         while let Some(room) = self.block.get_mut(filled..).filter(|r| !r.is_empty()) {
-            match self.file.read(room) {
+            match self.file.read_at(room, self.next_block + filled as u64) {
                 Ok(0) => break,
                 Ok(n) => filled += n,
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}

@@ -6,7 +6,8 @@
 
 use std::path::Path;
 
-use crate::error::{IoContext, Result};
+use crate::error::{Error, IoContext, Result};
+use crate::fs::FileSystem;
 use crate::wal;
 
 /// Offset of the first intact `FULL` or `FIRST` fragment (the start of a record) that begins
@@ -21,12 +22,13 @@ use crate::wal;
 /// recognised with the WAL framing of `docs/format/wal.md`: a 7-byte header
 /// `crc: u32 LE | length: u16 LE | type: u8` that fits in its 32 KiB block and whose masked
 /// CRC32C of `[type][payload]` matches. Random bytes pass with probability 2^-32 per position.
-pub fn later_record_start(path: &Path, damaged: u64) -> Result<Option<u64>> {
-    use std::io::{Read, Seek, SeekFrom};
-    let mut tail = Vec::new();
-    let mut file = std::fs::File::open(path).ctx(path)?;
-    file.seek(SeekFrom::Start(damaged)).ctx(path)?;
-    file.read_to_end(&mut tail).ctx(path)?;
+pub fn later_record_start(fs: &dyn FileSystem, path: &Path, damaged: u64) -> Result<Option<u64>> {
+    let file = fs.open(path).ctx(path)?;
+    let len = file.size().ctx(path)?;
+    let tail_len = usize::try_from(len.saturating_sub(damaged))
+        .map_err(|_| Error::corruption(path, damaged, "log tail too large to scan"))?;
+    let mut tail = vec![0u8; tail_len];
+    file.read_exact_at(&mut tail, damaged).ctx(path)?;
     let block = wal::BLOCK_SIZE as u64;
     for start in 1..tail.len() {
         let pos = damaged.saturating_add(start as u64);

@@ -31,7 +31,7 @@ fn record_start(len: u64) -> u64 {
 /// Writes `records` to a new log at `dir/name`; returns its path and each record's offset.
 fn write_log(dir: &Path, name: &str, records: &[Vec<u8>]) -> anyhow::Result<(PathBuf, Vec<u64>)> {
     let path = dir.join(name);
-    let mut writer = Writer::create(&path)?;
+    let mut writer = Writer::create(&crate::fs::OsFs, &path)?;
     let mut offsets = Vec::new();
     for record in records {
         offsets.push(record_start(writer.len()));
@@ -44,7 +44,7 @@ fn write_log(dir: &Path, name: &str, records: &[Vec<u8>]) -> anyhow::Result<(Pat
 
 /// Every outcome up to and including the first `Eof`.
 fn read_all(path: &Path) -> anyhow::Result<Vec<ReadOutcome>> {
-    let mut reader = Reader::open(path)?;
+    let mut reader = Reader::open(&crate::fs::OsFs, path)?;
     let mut out = Vec::new();
     loop {
         let outcome = reader.next_outcome()?;
@@ -546,7 +546,10 @@ fn create_refuses_an_existing_file() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("0.wal");
     std::fs::write(&path, b"")?;
-    assert!(matches!(Writer::create(&path), Err(Error::Io { .. })));
+    assert!(matches!(
+        Writer::create(&crate::fs::OsFs, &path),
+        Err(Error::Io { .. })
+    ));
     Ok(())
 }
 
@@ -560,9 +563,9 @@ fn open_append_continues_mid_block_and_in_a_trailer() -> anyhow::Result<()> {
         let mut len = 0;
         for rec in &recs {
             let mut writer = if len == 0 {
-                Writer::create(&path)?
+                Writer::create(&crate::fs::OsFs, &path)?
             } else {
-                Writer::open_append(&path, len)?
+                Writer::open_append(&crate::fs::OsFs, &path, len)?
             };
             assert_eq!(writer.len(), len);
             offsets.push(record_start(len));
@@ -589,7 +592,7 @@ fn open_append_after_truncating_a_torn_tail() -> anyhow::Result<()> {
     let got = read_all(&path)?;
     expect_bad(got.get(2), offsets[2], true)?;
 
-    let mut writer = Writer::open_append(&path, offsets[2])?;
+    let mut writer = Writer::open_append(&crate::fs::OsFs, &path, offsets[2])?;
     assert_eq!(std::fs::metadata(&path)?.len(), offsets[2]);
     let replacement = payload(4, 20);
     writer.add_record(&replacement)?;
@@ -600,7 +603,7 @@ fn open_append_after_truncating_a_torn_tail() -> anyhow::Result<()> {
     assert_eq!(read_all(&path)?, want);
 
     assert!(matches!(
-        Writer::open_append(&path, 1 << 20),
+        Writer::open_append(&crate::fs::OsFs, &path, 1 << 20),
         Err(Error::InvalidArgument(_))
     ));
     Ok(())
@@ -613,7 +616,7 @@ fn writer_is_poisoned_after_a_failed_write() -> anyhow::Result<()> {
     if !path.exists() {
         return Ok(());
     }
-    let mut writer = Writer::open_append(path, 0)?;
+    let mut writer = Writer::open_append(&crate::fs::OsFs, path, 0)?;
     assert!(matches!(writer.add_record(b"x"), Err(Error::Io { .. })));
     assert!(matches!(
         writer.add_record(b"x"),

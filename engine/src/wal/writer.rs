@@ -6,12 +6,11 @@
 //! fragment       := crc: u32 LE | length: u16 LE | type: u8 | payload
 //! ```
 
-use std::fs::{File, OpenOptions};
-use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use super::{BLOCK_SIZE, HEADER_SIZE, MAX_FRAGMENT_PAYLOAD, RecordType, fragment_crc};
 use crate::error::{Error, IoContext, Result};
+use crate::fs::{FileSystem, WritableFile};
 
 /// Capacity above which the framing buffer is released after an append, so one huge record does
 /// not pin its size in memory for the life of the log.
@@ -23,7 +22,7 @@ const MAX_RETAINED_BUFFER: usize = 4 << 20;
 /// batch per group to the single writer). After a failed write or sync the tail of the file is
 /// unknown and every later call fails with [`Error::Poisoned`].
 pub struct Writer {
-    file: File,
+    file: Box<dyn WritableFile>,
     path: PathBuf,
     /// Bytes written so far = the file length.
     len: u64,
@@ -36,18 +35,14 @@ pub struct Writer {
 }
 
 impl Writer {
-    /// Creates a new, empty log file at `path` (fails if it exists).
+    /// Creates a new, empty log file at `path` in `fs` (fails if it exists).
     ///
     /// The directory entry is not synced; the caller syncs the directory (`docs/format/files.md`).
     ///
     /// # Errors
     /// [`Error::Io`] naming `path`, including when the file already exists.
-    pub fn create(path: &Path) -> Result<Writer> {
-        let file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(path)
-            .ctx(path)?;
+    pub fn create(fs: &dyn FileSystem, path: &Path) -> Result<Writer> {
+        let file = fs.create_new(path).ctx(path)?;
         tracing::debug!(path = %path.display(), "created log");
         Ok(Writer::with_file(file, path, 0))
     }
@@ -62,9 +57,9 @@ impl Writer {
     ///
     /// # Errors
     /// [`Error::Io`] naming `path`; [`Error::InvalidArgument`] when the file is shorter than `len`.
-    pub fn open_append(path: &Path, len: u64) -> Result<Writer> {
-        let mut file = OpenOptions::new().write(true).open(path).ctx(path)?;
-        let file_len = file.metadata().ctx(path)?.len();
+    pub fn open_append(fs: &dyn FileSystem, path: &Path, len: u64) -> Result<Writer> {
+        let mut file = fs.open_writable(path).ctx(path)?;
+        let file_len = file.size().ctx(path)?;
         if file_len < len {
             return Err(Error::InvalidArgument(format!(
                 "cannot append to {} at byte {len}: the file is only {file_len} bytes long",
@@ -72,10 +67,9 @@ impl Writer {
             )));
         }
         if file_len > len {
-            file.set_len(len).ctx(path)?;
-            file.sync_data().ctx(path)?;
+            file.truncate(len).ctx(path)?;
+            file.sync().ctx(path)?;
         }
-        file.seek(SeekFrom::Start(len)).ctx(path)?;
         tracing::debug!(
             path = %path.display(),
             len,
@@ -85,7 +79,7 @@ impl Writer {
         Ok(Writer::with_file(file, path, len))
     }
 
-    fn with_file(file: File, path: &Path, len: u64) -> Writer {
+    fn with_file(file: Box<dyn WritableFile>, path: &Path, len: u64) -> Writer {
         Writer {
             file,
             path: path.to_path_buf(),
@@ -109,7 +103,7 @@ impl Writer {
         self.check_usable()?;
         self.buf.clear();
         self.block_offset = frame_record(&mut self.buf, self.block_offset, payload);
-        let written = self.file.write_all(&self.buf);
+        let written = self.file.append(&self.buf);
         let framed = self.buf.len();
         if self.buf.capacity() > MAX_RETAINED_BUFFER {
             self.buf = Vec::new();
@@ -130,7 +124,7 @@ impl Writer {
     /// fsync the kernel may have dropped the dirty pages, so retrying cannot be trusted).
     pub fn sync(&mut self) -> Result<()> {
         self.check_usable()?;
-        if let Err(e) = self.file.sync_data() {
+        if let Err(e) = self.file.sync() {
             self.failed = Some(format!("fdatasync of {} failed: {e}", self.path.display()));
             return Err(Error::io(&self.path, e));
         }

@@ -480,11 +480,7 @@ fn select_body(s: &SqlSelect) -> Result<(Select, Scope)> {
                 projection.push(SelectItem::Wildcard);
             }
             SqlSelectItem::UnnamedExpr(e) => {
-                let name = match e {
-                    SqlExpr::Identifier(i) => ident(i),
-                    SqlExpr::CompoundIdentifier(p) => p.last().map(ident).unwrap_or_default(),
-                    other => other.to_string(),
-                };
+                let name = output_name(e);
                 projection.push(SelectItem::Expr {
                     expr: expr::expr(e, &scope)?,
                     name,
@@ -551,6 +547,22 @@ fn select_body(s: &SqlSelect) -> Result<(Select, Scope)> {
         },
         scope,
     ))
+}
+
+/// The output column name of an unnamed select item, as PostgreSQL names it: a column by its
+/// name, a function call by the function's name in lower case (`count(*)` is `count`), a
+/// parenthesised expression by what is inside, anything else `?column?`. Clients such as pandas rely on these names.
+fn output_name(e: &SqlExpr) -> String {
+    match e {
+        SqlExpr::Identifier(i) => ident(i),
+        SqlExpr::CompoundIdentifier(p) => p.last().map(ident).unwrap_or_default(),
+        SqlExpr::Function(f) => f.name.0.last().map_or_else(
+            || "?column?".to_owned(),
+            |part| part.to_string().to_lowercase(),
+        ),
+        SqlExpr::Nested(inner) => output_name(inner),
+        _ => "?column?".to_owned(),
+    }
 }
 
 #[cfg(test)]

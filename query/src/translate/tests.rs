@@ -164,3 +164,21 @@ fn select_parts_are_translated() {
         "LIMIT must be a non-negative integer"
     );
 }
+
+#[test]
+fn unnamed_select_items_are_named_as_postgresql_names_them() {
+    let Statement::Select(s) =
+        tr("SELECT r.seq, count(*), AVG(count), (count), count + 1 FROM reads r").unwrap()
+    else {
+        panic!()
+    };
+    let names: Vec<&str> = s
+        .projection
+        .iter()
+        .map(|p| match p {
+            SelectItem::Expr { name, .. } => name.as_str(),
+            SelectItem::Wildcard => "*",
+        })
+        .collect();
+    assert_eq!(names, ["seq", "count", "avg", "count", "?column?"]);
+}

@@ -3,7 +3,9 @@
 //!
 //! Each connection gets its own handler. The connection's database name (`psql -d run42`;
 //! the user name when none is given, as PostgreSQL does) selects the database, which is
-//! opened or created on the first statement. Statements run on the blocking pool, one at a
+//! opened or created on the first statement; an invalid name fails the startup itself
+//! (FATAL 3D000). With `--timeout`, a connection idle that long gets FATAL 57P05 and is
+//! closed, as from PostgreSQL's `idle_session_timeout`. Statements run on the blocking pool, one at a
 //! time per connection. Result columns are typed before execution from the plan
 //! ([`crate::sql::describe`]), so Describe answers match the rows sent later. Parameters are
 //! decoded by their type OID and format and written into the statement as literals
@@ -12,7 +14,10 @@
 mod values;
 
 use std::fmt::Debug;
+use std::io::Write as _;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use futures::Sink;
@@ -42,18 +47,13 @@ use crate::databases::Database;
 use crate::server::Shared;
 use crate::sql::{self, Column, Outcome, SqlError};
 
-/// An ErrorResponse (SQLSTATE 53300, "too many connections") for connections over
-/// `max_clients`, sent before the startup message is read.
-pub(crate) fn too_many_connections() -> Vec<u8> {
+/// A FATAL ErrorResponse message with SQLSTATE `code`, written straight to a socket that
+/// pgwire does not own (or no longer owns).
+fn fatal_message(code: &str, text: &str) -> Vec<u8> {
     let mut fields = Vec::new();
-    for (tag, text) in [
-        (b'S', "FATAL"),
-        (b'V', "FATAL"),
-        (b'C', "53300"),
-        (b'M', "sorry, too many clients already"),
-    ] {
+    for (tag, value) in [(b'S', "FATAL"), (b'V', "FATAL"), (b'C', code), (b'M', text)] {
         fields.push(tag);
-        fields.extend_from_slice(text.as_bytes());
+        fields.extend_from_slice(value.as_bytes());
         fields.push(0);
     }
     fields.push(0);
@@ -68,22 +68,128 @@ pub(crate) fn too_many_connections() -> Vec<u8> {
     msg
 }
 
-/// Serves one PostgreSQL connection until it ends or the server stops.
+/// An ErrorResponse (SQLSTATE 53300, "too many connections") for connections over
+/// `max_clients`, sent before the startup message is read.
+pub(crate) fn too_many_connections() -> Vec<u8> {
+    fatal_message("53300", "sorry, too many clients already")
+}
+
+/// When a connection last did something, and whether a request is running, for the idle
+/// timeout (`--timeout`).
+#[derive(Debug)]
+struct Activity {
+    started: Instant,
+    /// Milliseconds after `started` of the last request's start or end.
+    last_ms: AtomicU64,
+    /// Requests running now (a running statement is never idle).
+    busy: AtomicUsize,
+}
+
+impl Activity {
+    fn new() -> Self {
+        Activity {
+            started: Instant::now(),
+            last_ms: AtomicU64::new(0),
+            busy: AtomicUsize::new(0),
+        }
+    }
+
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Marks a request running until the guard drops.
+    fn enter(&self) -> Busy<'_> {
+        self.busy.fetch_add(1, Ordering::AcqRel);
+        self.last_ms.store(self.now_ms(), Ordering::Release);
+        Busy(self)
+    }
+
+    /// How long the connection has been idle; `None` while a request runs.
+    fn idle_for(&self) -> Option<Duration> {
+        if self.busy.load(Ordering::Acquire) > 0 {
+            return None;
+        }
+        let last = self.last_ms.load(Ordering::Acquire);
+        Some(Duration::from_millis(self.now_ms().saturating_sub(last)))
+    }
+}
+
+/// A running request (see [`Activity::enter`]).
+struct Busy<'a>(&'a Activity);
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        self.0.last_ms.store(self.0.now_ms(), Ordering::Release);
+        self.0.busy.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Completes once the connection has been idle for `limit` (never without a limit).
+async fn idle_timeout(activity: &Activity, limit: Option<Duration>) {
+    let Some(limit) = limit else {
+        return std::future::pending().await;
+    };
+    loop {
+        let wait = match activity.idle_for() {
+            Some(idle) if idle >= limit => return,
+            Some(idle) => limit - idle,
+            None => limit,
+        };
+        tokio::time::sleep(wait).await;
+    }
+}
+
+/// Serves one PostgreSQL connection until it ends, the server stops, or it stays idle for
+/// `--timeout` (then the client gets FATAL 57P05, as from PostgreSQL's
+/// `idle_session_timeout`, and the connection is closed).
 pub(crate) async fn serve_connection(
     stream: TcpStream,
     shared: Arc<Shared>,
     mut stop: watch::Receiver<bool>,
 ) {
     let _ = stream.set_nodelay(true);
-    let handlers = Arc::new(PgHandlers::new(shared));
+    let limit = shared.config.idle_timeout;
+    // pgwire owns the stream; a second handle to the socket writes the timeout's error.
+    let (stream, closer) = if limit.is_some() {
+        match split_closer(stream) {
+            Ok((stream, closer)) => (stream, Some(closer)),
+            Err(e) => {
+                tracing::debug!(error = %e, "cannot set up the idle timeout; closing");
+                return;
+            }
+        }
+    } else {
+        (stream, None)
+    };
+    let activity = Arc::new(Activity::new());
+    let handlers = Arc::new(PgHandlers::new(shared, Arc::clone(&activity)));
     tokio::select! {
         result = pgwire::tokio::process_socket(stream, None, handlers) => {
             if let Err(e) = result {
                 tracing::debug!(error = %e, "PostgreSQL connection ended with an error");
             }
         }
+        () = idle_timeout(&activity, limit) => {
+            tracing::debug!("closing idle PostgreSQL connection");
+            if let Some(mut closer) = closer {
+                let message = fatal_message(
+                    "57P05",
+                    "terminating connection due to idle-session timeout",
+                );
+                let _ = closer.write_all(&message);
+                let _ = closer.shutdown(std::net::Shutdown::Both);
+            }
+        }
         _ = stop.changed() => {}
     }
+}
+
+/// The stream back, and a second handle to the same socket.
+fn split_closer(stream: TcpStream) -> std::io::Result<(TcpStream, std::net::TcpStream)> {
+    let std_stream = stream.into_std()?;
+    let closer = std_stream.try_clone()?;
+    Ok((TcpStream::from_std(std_stream)?, closer))
 }
 
 /// A parsed statement: one SQL statement with `$n` placeholders.
@@ -100,7 +206,7 @@ struct PgHandlers {
 }
 
 impl PgHandlers {
-    fn new(shared: Arc<Shared>) -> Self {
+    fn new(shared: Arc<Shared>, activity: Arc<Activity>) -> Self {
         let startup = Arc::new(PgStartup {
             password: shared.config.requirepass.clone().map(|p| {
                 let mut params = DefaultServerParameterProvider::default();
@@ -113,6 +219,7 @@ impl PgHandlers {
                 shared,
                 database: Mutex::new(None),
                 parser: Arc::new(PgParser),
+                activity,
             }),
             startup,
         }
@@ -167,11 +274,35 @@ impl StartupHandler for PgStartup {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
+        if let PgWireFrontendMessage::Startup(startup) = &message {
+            let p = &startup.parameters;
+            let name = database_name(p.get(METADATA_DATABASE), p.get(METADATA_USER));
+            if crate::databases::validate_name(name).is_err() {
+                return Err(PgWireError::UserError(Box::new(ErrorInfo::new(
+                    "FATAL".to_owned(),
+                    "3D000".to_owned(),
+                    format!(
+                        "database \"{name}\" does not exist: a database name is 1 to {} \
+                         ASCII letters, digits, '_' and '-'",
+                        crate::databases::MAX_NAME_LEN
+                    ),
+                ))));
+            }
+        }
         match &self.password {
             Some(handler) => handler.on_startup(client, message).await,
             None => NoAuth.on_startup(client, message).await,
         }
     }
+}
+
+/// The database a connection asks for: the `database` startup parameter, else the user
+/// name (PostgreSQL's rule), else `postgres`.
+fn database_name<'a>(database: Option<&'a String>, user: Option<&'a String>) -> &'a str {
+    database
+        .filter(|d| !d.is_empty())
+        .or(user)
+        .map_or("postgres", String::as_str)
 }
 
 /// Statement "parsing": split, count parameters. Real parsing happens at describe/execute.
@@ -236,6 +367,7 @@ struct PgQuery {
     /// The connection's database, opened on the first statement.
     database: Mutex<Option<Arc<Database>>>,
     parser: Arc<PgParser>,
+    activity: Arc<Activity>,
 }
 
 impl PgQuery {
@@ -245,11 +377,7 @@ impl PgQuery {
             return Ok(Arc::clone(db));
         }
         let meta = client.metadata();
-        let name = meta
-            .get(METADATA_DATABASE)
-            .or_else(|| meta.get(METADATA_USER))
-            .cloned()
-            .unwrap_or_else(|| "postgres".to_owned());
+        let name = database_name(meta.get(METADATA_DATABASE), meta.get(METADATA_USER)).to_owned();
         let shared = Arc::clone(&self.shared);
         let db = self
             .shared
@@ -268,6 +396,7 @@ impl PgQuery {
         F: FnOnce(&Database) -> T + Send + 'static,
         T: Send + 'static,
     {
+        let _busy = self.activity.enter();
         let db = self.database(client).await?;
         self.shared
             .blocking(move || f(&db))
@@ -343,10 +472,23 @@ impl SimpleQueryHandler for PgQuery {
     }
 }
 
-/// The statement with every parameter replaced by NULL (for describing before binding).
-fn with_null_params(stmt: &PgStatement) -> Result<String, SqlError> {
-    sql::text::substitute_params(&stmt.sql, &vec!["NULL".to_owned(); stmt.params])
-        .map_err(SqlError::Params)
+/// The statement with every parameter replaced by a stand-in of its declared type
+/// ([`values::placeholder_literal`]), for describing before Bind.
+fn with_placeholder_params(stmt: &PgStatement, types: &[Type]) -> Result<String, SqlError> {
+    let literals: Vec<String> = (0..stmt.params)
+        .map(|i| values::placeholder_literal(types.get(i)).to_owned())
+        .collect();
+    sql::text::substitute_params(&stmt.sql, &literals).map_err(SqlError::Params)
+}
+
+/// The statement with the bound parameters of `portal` (a parameter that does not decode
+/// stands in as NULL here; Execute reports it).
+fn with_bound_params(portal: &Portal<PgStatement>) -> Result<String, SqlError> {
+    let stmt = &portal.statement.statement;
+    let literals: Vec<String> = (0..stmt.params.max(portal.parameter_len()))
+        .map(|i| values::param_literal(portal, i).unwrap_or_else(|_| "NULL".to_owned()))
+        .collect();
+    sql::text::substitute_params(&stmt.sql, &literals).map_err(SqlError::Params)
 }
 
 #[async_trait]
@@ -381,9 +523,10 @@ impl ExtendedQueryHandler for PgQuery {
             })
             .collect();
         let stmt = target.statement.clone();
+        let types = params.clone();
         let columns = self
             .blocking(client, move |db| {
-                let sql = with_null_params(&stmt)?;
+                let sql = with_placeholder_params(&stmt, &types)?;
                 sql::describe(db, &sql)
             })
             .await?
@@ -405,12 +548,9 @@ impl ExtendedQueryHandler for PgQuery {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        let stmt = portal.statement.statement.clone();
+        let sql = with_bound_params(portal).map_err(|e| sql_error(&e))?;
         let columns = self
-            .blocking(client, move |db| {
-                let sql = with_null_params(&stmt)?;
-                sql::describe(db, &sql)
-            })
+            .blocking(client, move |db| sql::describe(db, &sql))
             .await?
             .map_err(|e| sql_error(&e))?;
         Ok(DescribePortalResponse::new(

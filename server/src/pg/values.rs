@@ -124,6 +124,20 @@ fn bytea_from_text(text: &str) -> Option<Vec<u8>> {
     Some(text.as_bytes().to_vec())
 }
 
+/// A literal of parameter type `ty`, standing in for a parameter whose value is not known
+/// yet, so that describing a statement before Bind types `$1 + 1` like its later run
+/// (`NULL` for untyped parameters: their columns are described as `text`).
+pub fn placeholder_literal(ty: Option<&Type>) -> &'static str {
+    match ty {
+        Some(&Type::INT2 | &Type::INT4 | &Type::INT8 | &Type::OID) => "0",
+        Some(&Type::FLOAT4 | &Type::FLOAT8 | &Type::NUMERIC) => "0.0",
+        Some(&Type::BOOL) => "FALSE",
+        Some(&Type::BYTEA) => "X''",
+        Some(&Type::TEXT | &Type::VARCHAR | &Type::BPCHAR | &Type::NAME | &Type::JSON) => "''",
+        _ => "NULL",
+    }
+}
+
 /// The SQL literal for parameter `i` of `portal` (its type from the Parse message, `text`
 /// when the client gave none).
 ///
@@ -237,5 +251,14 @@ mod tests {
         assert_eq!(number_literal("-5".into()), "(-5)");
         assert_eq!(bytea_from_text("\\x00ff"), Some(vec![0, 255]));
         assert_eq!(bytea_from_text("\\x0"), None);
+    }
+
+    #[test]
+    fn placeholders_have_the_parameter_type() {
+        assert_eq!(placeholder_literal(Some(&Type::INT4)), "0");
+        assert_eq!(placeholder_literal(Some(&Type::FLOAT8)), "0.0");
+        assert_eq!(placeholder_literal(Some(&Type::TEXT)), "''");
+        assert_eq!(placeholder_literal(Some(&Type::UNKNOWN)), "NULL");
+        assert_eq!(placeholder_literal(None), "NULL");
     }
 }

@@ -1,12 +1,13 @@
 //! Connection and server commands: `AUTH`, `HELLO`, `SELECT`, `PING`, `ECHO`, `QUIT`,
-//! `CLIENT`, `COMMAND`, `CONFIG`, `FUNCTION`, `INFO`, and the `SQL` extension.
+//! `CLIENT`, `FUNCTION`, `INFO`, and the `SQL` extension (`COMMAND` and `CONFIG` are in
+//! [`super::introspect`]).
 
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 
-use super::commands::{COMMANDS, CommandSpec, NOT_INTEGER, SYNTAX, arg, lookup};
+use super::commands::{NOT_INTEGER, SYNTAX, arg};
 use super::keyspace::count_keys;
 use super::session::Session;
 use crate::error::resp_server_error;
@@ -148,28 +149,48 @@ pub(crate) fn hello(s: &mut Session, args: &[Bytes]) {
     s.out.bulk(env!("CARGO_PKG_VERSION").as_bytes());
 }
 
-/// The database name `SELECT arg` means: `0`..`15` are `db0`..`db15`; any other valid
-/// database name that is not a number is itself.
-pub(crate) fn database_for_select(arg: &[u8]) -> Result<String, String> {
-    if let Some(n) = parse_decimal(arg) {
-        if (0..NUMBERED_DATABASES).contains(&n) {
-            return Ok(format!("db{n}"));
-        }
-        return Err("ERR DB index is out of range".into());
-    }
-    let name = std::str::from_utf8(arg).map_err(|_| NOT_INTEGER.to_owned())?;
-    if name.bytes().all(|b| b.is_ascii_digit() || b == b'-') {
-        return Err(NOT_INTEGER.into());
-    }
-    crate::databases::validate_name(name).map_err(|m| format!("ERR {m}"))?;
-    Ok(name.to_owned())
+/// Redis's reply to an index that does not fit a C `int`.
+const INT_RANGE: &str = "ERR value is out of range, value must between -2147483648 and 2147483647";
+
+/// What `SELECT arg` names.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum SelectTarget {
+    /// `0`..`15`: `db0`..`db15`, created on first use (Redis's numbered databases).
+    Numbered(String),
+    /// Any other valid database name that is not a number (a Strata extension); it must
+    /// exist already (`DATABASES CREATE name` or a PostgreSQL connection creates it).
+    Named(String),
 }
 
-/// SELECT index | name
+/// Parses `SELECT arg` with Redis's replies for what is not a database index: `ERR value is
+/// not an integer or out of range` for text that is not a number, `ERR value is out of range,
+/// ...` beyond a 32-bit integer, `ERR DB index is out of range` outside 0..15.
+pub(crate) fn database_for_select(arg: &[u8]) -> Result<SelectTarget, &'static str> {
+    if let Some(n) = parse_decimal(arg) {
+        if i32::try_from(n).is_err() {
+            return Err(INT_RANGE);
+        }
+        if (0..NUMBERED_DATABASES).contains(&n) {
+            return Ok(SelectTarget::Numbered(format!("db{n}")));
+        }
+        return Err("ERR DB index is out of range");
+    }
+    let name = std::str::from_utf8(arg).map_err(|_| NOT_INTEGER)?;
+    let numeric = name.bytes().all(|b| b.is_ascii_digit() || b == b'-');
+    if numeric || crate::databases::validate_name(name).is_err() {
+        return Err(NOT_INTEGER);
+    }
+    Ok(SelectTarget::Named(name.to_owned()))
+}
+
+/// SELECT index | name. A name that is not an existing database gets Redis's reply to a
+/// non-integer index, and nothing is created (so a typo never makes a database).
 pub(crate) fn select(s: &mut Session, args: &[Bytes]) {
     let name = match database_for_select(arg(args, 1)) {
-        Ok(n) => n,
-        Err(e) => return s.out.error(&e),
+        Ok(SelectTarget::Numbered(n)) => n,
+        Ok(SelectTarget::Named(n)) if s.shared.databases.exists(&n) => n,
+        Ok(SelectTarget::Named(_)) => return s.out.error(NOT_INTEGER),
+        Err(e) => return s.out.error(e),
     };
     match s.shared.databases.get_or_open(&name) {
         Ok(db) => {
@@ -209,14 +230,14 @@ fn valid_client_name(name: &[u8]) -> bool {
     name.iter().all(|&b| (b'!'..=b'~').contains(&b))
 }
 
-fn subcommand_error(s: &mut Session, command: &str, sub: &[u8]) {
+pub(crate) fn subcommand_error(s: &mut Session, command: &str, sub: &[u8]) {
     let sub = String::from_utf8_lossy(sub).into_owned();
     s.out.error(&format!(
         "ERR unknown subcommand '{sub}'. Try {command} HELP."
     ));
 }
 
-fn sub_arity_error(s: &mut Session, command: &str, sub: &[u8]) {
+pub(crate) fn sub_arity_error(s: &mut Session, command: &str, sub: &[u8]) {
     let sub = String::from_utf8_lossy(sub).to_ascii_lowercase();
     s.out.error(&format!(
         "ERR wrong number of arguments for '{command}|{sub}' command"
@@ -279,141 +300,6 @@ pub(crate) fn client(s: &mut Session, args: &[Bytes]) {
             sub_arity_error(s, "client", arg(args, 1));
         }
         _ => subcommand_error(s, "CLIENT", arg(args, 1)),
-    }
-}
-
-fn command_flags(c: &CommandSpec) -> Vec<&'static str> {
-    let mut flags = vec![if c.write { "write" } else { "readonly" }];
-    if c.fast {
-        flags.push("fast");
-    }
-    if c.no_auth {
-        flags.push("noauth");
-    }
-    flags
-}
-
-fn command_info(s: &mut Session, c: &CommandSpec) {
-    s.out.array(10);
-    s.out.bulk(c.name.to_ascii_lowercase().as_bytes());
-    s.out.integer(i64::from(c.arity));
-    let flags = command_flags(c);
-    s.out.set(flags.len());
-    for f in flags {
-        s.out.simple(f);
-    }
-    s.out.integer(i64::from(c.keys.0));
-    s.out.integer(i64::from(c.keys.1));
-    s.out.integer(i64::from(c.keys.2));
-    s.out.set(0); // ACL categories
-    s.out.set(0); // tips
-    s.out.array(0); // key specs
-    s.out.array(0); // subcommands
-}
-
-fn command_docs(s: &mut Session, c: &CommandSpec) {
-    s.out.bulk(c.name.to_ascii_lowercase().as_bytes());
-    s.out.map(3);
-    s.out.bulk(b"summary");
-    s.out.bulk(c.summary.as_bytes());
-    s.out.bulk(b"since");
-    s.out.bulk(b"1.0.0");
-    s.out.bulk(b"group");
-    s.out.bulk(c.group.as_bytes());
-}
-
-/// COMMAND [COUNT | LIST | INFO name... | DOCS [name...]]
-pub(crate) fn command(s: &mut Session, args: &[Bytes]) {
-    if args.len() == 1 {
-        s.out.array(COMMANDS.len());
-        for c in COMMANDS {
-            command_info(s, c);
-        }
-        return;
-    }
-    let sub = arg(args, 1).to_ascii_uppercase();
-    let names = args.get(2..).unwrap_or_default();
-    match sub.as_slice() {
-        b"COUNT" if args.len() == 2 => {
-            s.out
-                .integer(i64::try_from(COMMANDS.len()).unwrap_or(i64::MAX));
-        }
-        b"LIST" => {
-            s.out.array(COMMANDS.len());
-            for c in COMMANDS {
-                s.out.bulk(c.name.to_ascii_lowercase().as_bytes());
-            }
-        }
-        b"INFO" => {
-            if names.is_empty() {
-                s.out.array(COMMANDS.len());
-                for c in COMMANDS {
-                    command_info(s, c);
-                }
-            } else {
-                s.out.array(names.len());
-                for n in names {
-                    match lookup(n) {
-                        Some(c) => command_info(s, c),
-                        None => s.out.null(),
-                    }
-                }
-            }
-        }
-        b"DOCS" => {
-            let found: Vec<&CommandSpec> = if names.is_empty() {
-                COMMANDS.iter().collect()
-            } else {
-                names.iter().filter_map(|n| lookup(n)).collect()
-            };
-            s.out.map(found.len());
-            for c in found {
-                command_docs(s, c);
-            }
-        }
-        b"COUNT" => sub_arity_error(s, "command", arg(args, 1)),
-        _ => subcommand_error(s, "COMMAND", arg(args, 1)),
-    }
-}
-
-/// CONFIG GET pattern... (a few read-only parameters); CONFIG SET is refused.
-pub(crate) fn config(s: &mut Session, args: &[Bytes]) {
-    let sub = arg(args, 1).to_ascii_uppercase();
-    match sub.as_slice() {
-        b"GET" if args.len() >= 3 => {
-            let cfg = &s.shared.config;
-            let params: Vec<(&str, String)> = vec![
-                ("appendfsync", cfg.sync.to_string()),
-                ("appendonly", "yes".into()),
-                ("databases", NUMBERED_DATABASES.to_string()),
-                ("dir", cfg.dir.display().to_string()),
-                ("maxclients", cfg.max_clients.to_string()),
-                ("proto-max-bulk-len", cfg.limits.max_bulk_bytes.to_string()),
-                ("save", String::new()),
-                (
-                    "timeout",
-                    cfg.idle_timeout.map_or(0, |d| d.as_secs()).to_string(),
-                ),
-            ];
-            let matched: Vec<&(&str, String)> = params
-                .iter()
-                .filter(|(name, _)| {
-                    args.iter()
-                        .skip(2)
-                        .any(|p| crate::glob::matches(&p.to_ascii_lowercase(), name.as_bytes()))
-                })
-                .collect();
-            s.out.map(matched.len());
-            for (name, value) in matched {
-                s.out.bulk(name.as_bytes());
-                s.out.bulk(value.as_bytes());
-            }
-        }
-        b"SET" | b"RESETSTAT" | b"REWRITE" => s
-            .out
-            .error("ERR CONFIG SET is not supported: restart strata serve with new options"),
-        b"GET" => sub_arity_error(s, "config", arg(args, 1)),
-        _ => subcommand_error(s, "CONFIG", arg(args, 1)),
     }
 }
 
@@ -620,13 +506,39 @@ mod tests {
 
     #[test]
     fn select_maps_numbers_and_names() {
-        assert_eq!(database_for_select(b"0"), Ok("db0".into()));
-        assert_eq!(database_for_select(b"15"), Ok("db15".into()));
-        assert_eq!(database_for_select(b"run42"), Ok("run42".into()));
-        assert!(database_for_select(b"16").is_err());
-        assert!(database_for_select(b"-1").is_err());
-        assert!(database_for_select(b"../x").is_err());
-        assert!(database_for_select(b"007").is_err());
+        use SelectTarget::{Named, Numbered};
+        assert_eq!(database_for_select(b"0"), Ok(Numbered("db0".into())));
+        assert_eq!(database_for_select(b"15"), Ok(Numbered("db15".into())));
+        assert_eq!(database_for_select(b"run42"), Ok(Named("run42".into())));
+        assert_eq!(database_for_select(b"abc"), Ok(Named("abc".into())));
+    }
+
+    #[test]
+    fn select_refuses_what_redis_refuses_with_its_replies() {
+        // Checked against redis-server 7.0.15.
+        for (arg, reply) in [
+            (&b"16"[..], "ERR DB index is out of range"),
+            (b"-1", "ERR DB index is out of range"),
+            (b"2147483647", "ERR DB index is out of range"),
+            (b"2147483648", INT_RANGE),
+            (b"99999999999", INT_RANGE),
+            (b"-2147483649", INT_RANGE),
+            (b"007", NOT_INTEGER),
+            (b"+1", NOT_INTEGER),
+            (b" 1", NOT_INTEGER),
+            (b"1.0", NOT_INTEGER),
+            (b"", NOT_INTEGER),
+            (b"../x", NOT_INTEGER),
+            (b"a b", NOT_INTEGER),
+            (b"\xff", NOT_INTEGER),
+        ] {
+            assert_eq!(
+                database_for_select(arg),
+                Err(reply),
+                "SELECT {}",
+                String::from_utf8_lossy(arg)
+            );
+        }
     }
 
     #[test]

@@ -223,11 +223,41 @@ pub(crate) fn flushall(s: &mut Session, args: &[Bytes]) {
     s.out.ok();
 }
 
-/// DATABASES: names of every database under the data directory.
-pub(crate) fn databases(s: &mut Session, _args: &[Bytes]) {
-    let names = s.shared.databases.list();
-    s.out.array(names.len());
-    for n in &names {
-        s.out.bulk(n.as_bytes());
+/// DATABASES [LIST]: names of every database under the data directory.
+/// DATABASES CREATE name: creates (or just opens) database `name`, so `SELECT name` can
+/// switch to it.
+pub(crate) fn databases(s: &mut Session, args: &[Bytes]) {
+    let sub = args.get(1).map(|a| a.to_ascii_uppercase());
+    match (sub.as_deref(), args.len()) {
+        (None, _) | (Some(b"LIST"), 2) => {
+            let names = s.shared.databases.list();
+            s.out.array(names.len());
+            for n in &names {
+                s.out.bulk(n.as_bytes());
+            }
+        }
+        (Some(b"CREATE"), 3) => {
+            let Ok(name) = std::str::from_utf8(arg(args, 2)) else {
+                return s
+                    .out
+                    .error("ERR database names are ASCII letters, digits, '_' and '-'");
+            };
+            match s.shared.databases.get_or_open(name) {
+                Ok(_) => s.out.ok(),
+                Err(e) => s.out.error(&resp_server_error(&e)),
+            }
+        }
+        (Some(b"LIST" | b"CREATE"), _) => {
+            let sub = String::from_utf8_lossy(arg(args, 1)).to_ascii_lowercase();
+            s.out.error(&format!(
+                "ERR wrong number of arguments for 'databases|{sub}' command"
+            ));
+        }
+        _ => {
+            let sub = String::from_utf8_lossy(arg(args, 1)).into_owned();
+            s.out.error(&format!(
+                "ERR unknown subcommand '{sub}'. Try DATABASES LIST or DATABASES CREATE name."
+            ));
+        }
     }
 }

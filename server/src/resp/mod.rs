@@ -12,8 +12,10 @@
 
 mod admin;
 mod commands;
+mod introspect;
 pub(crate) mod keyspace;
 mod session;
+mod table;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
-use super::commands::{self, CommandSpec};
+use super::table::{self, CommandSpec};
 use crate::config::SyncMode;
 use crate::databases::{Database, KvBatch};
 use crate::error::resp_engine_error;
@@ -97,7 +97,7 @@ impl Session {
         let synced = self.shared.config.sync == SyncMode::Always;
         batch.iter().any(|args| {
             args.first()
-                .and_then(|name| commands::lookup(name))
+                .and_then(|name| table::lookup(name))
                 .is_some_and(|spec| spec.heavy || (synced && spec.write))
         })
     }
@@ -132,7 +132,7 @@ impl Session {
         if self.transaction_refused(name) {
             return;
         }
-        let Some(spec) = commands::lookup(name) else {
+        let Some(spec) = table::lookup(name) else {
             self.unknown_command(args);
             return;
         };

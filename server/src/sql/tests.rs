@@ -37,7 +37,7 @@ fn select_columns_are_typed_before_running() -> Result<(), SqlError> {
         vec![
             col("seq", Some(DataType::Text)),
             col("n1", Some(DataType::BigInt)),
-            col("q * n", Some(DataType::Double)),
+            col("?column?", Some(DataType::Double)),
             col("ok", Some(DataType::Boolean)),
             col("raw", Some(DataType::Blob)),
             col("nothing", None),

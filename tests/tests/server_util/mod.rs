@@ -1,10 +1,13 @@
-//! Helpers shared by the `server_*` tests: an in-process server on free loopback ports, and
-//! raw-socket helpers for framing tests.
+//! Helpers shared by the `server_*` tests and `soak.rs`: an in-process server on free
+//! loopback ports, a server in a child process (for SIGKILL tests), and raw-socket helpers
+//! for framing tests.
 
 #![allow(dead_code, reason = "each test file uses a different subset")]
 
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use strata_server::{Config, RunningServer};
@@ -158,4 +161,84 @@ pub fn rss_bytes() -> u64 {
         .ok()
         .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
         .map_or(0, |pages| pages * 4096)
+}
+
+/// A `strata serve` in a child process: the test binary re-executed to run only the test
+/// `child_test`, which calls [`run_child_server`]. SIGKILL it with [`ChildServer::kill`]
+/// (or by dropping it, so a failed test leaves no server behind).
+pub struct ChildServer {
+    pub child: Child,
+    pub resp: SocketAddr,
+    /// The PostgreSQL address, when the child serves it.
+    pub pg: Option<SocketAddr>,
+}
+
+impl ChildServer {
+    /// Starts the child with `env` set to `dir` and waits until it listens.
+    pub fn start(child_test: &str, env: &str, dir: &Path) -> ChildServer {
+        let exe = std::env::current_exe().expect("test binary path");
+        let mut child = Command::new(exe)
+            .args([child_test, "--exact", "--nocapture", "--test-threads=1"])
+            .env(env, dir)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn server process");
+        let stdout = child.stdout.take().expect("child stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let (resp, pg) = loop {
+            let line = lines
+                .next()
+                .expect("server process exited before listening")
+                .expect("read child stdout");
+            // The test harness prints "test <name> ... " before it on the line.
+            if let Some((_, addrs)) = line.split_once("LISTENING ") {
+                let mut parts = addrs.split_whitespace();
+                let resp = parts
+                    .next()
+                    .expect("RESP address")
+                    .parse()
+                    .expect("address");
+                let pg = parts.next().and_then(|a| a.parse().ok());
+                break (resp, pg);
+            }
+        };
+        // Keep draining stdout so the child never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        ChildServer { child, resp, pg }
+    }
+
+    /// SIGKILLs the server and reaps it.
+    pub fn kill(self) {
+        drop(self);
+    }
+}
+
+/// A failing test must not leave its server running: dropping kills it.
+impl Drop for ChildServer {
+    fn drop(&mut self) {
+        // Errors only if it already exited; there is nothing more to do then.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The child side of [`ChildServer`]: when `env` names a directory, serves it with the test
+/// defaults adjusted by `adjust`, prints `LISTENING <resp> <pg or ->` and never returns;
+/// otherwise (the normal test run) returns at once.
+pub fn run_child_server(env: &str, adjust: impl FnOnce(&mut Config)) {
+    let Ok(dir) = std::env::var(env) else {
+        return;
+    };
+    let mut config = Config::ephemeral(dir);
+    adjust(&mut config);
+    let server = strata_server::spawn(config).expect("child server starts");
+    let resp = server.resp_addr().expect("RESP address");
+    let pg = server
+        .pg_addr()
+        .map_or_else(|| "-".to_owned(), |a| a.to_string());
+    println!("LISTENING {resp} {pg}");
+    loop {
+        std::thread::sleep(Duration::from_secs(3600));
+    }
 }

@@ -49,7 +49,12 @@ impl Fixture {
 
     fn with_options(options: Options) -> Result<Fixture> {
         let dir = tempfile::tempdir().map_err(io)?;
-        let cache = TableCache::new(dir.path().to_path_buf(), 100, BlockCache::new(1 << 20));
+        let cache = TableCache::new(
+            crate::fs::os(),
+            dir.path().to_path_buf(),
+            100,
+            BlockCache::new(1 << 20),
+        );
         Ok(Fixture {
             dir,
             options,
@@ -70,7 +75,11 @@ impl Fixture {
             ka.cmp(&kb)
         });
         let path = filename::table_path(self.path(), FileNumber(number));
-        let mut b = TableBuilder::create(&path, TableBuilderOptions::from_options(&self.options))?;
+        let mut b = TableBuilder::create(
+            &crate::fs::os(),
+            &path,
+            TableBuilderOptions::from_options(&self.options),
+        )?;
         for (k, s, kind, v) in &entries {
             b.add(InternalKeyRef::new(k, SeqNo(*s), *kind), v)?;
         }

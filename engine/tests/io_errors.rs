@@ -1,0 +1,281 @@
+//! Errors, not lies (issue #8): `ENOSPC` and `EIO` injected with [`MemFs`] into WAL appends
+//! and syncs, flushes, compactions and manifest writes. Each must reach the caller as an error
+//! (or poison the database when durability is in doubt), leave every acknowledged write
+//! readable, and after the fault is gone a reopen (with or without a power loss in between)
+//! must recover every acknowledged write.
+
+#![allow(
+    clippy::expect_used,
+    clippy::unwrap_used,
+    reason = "a panic is how a test fails"
+)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use strata_engine::fs::{CrashOptions, EIO, ENOSPC, Fault, FaultOp, MemFs};
+use strata_engine::{Db, Error, Options, ReadOptions, WriteBatch, WriteOptions};
+
+const DB: &str = "/db";
+
+fn options(fs: &MemFs) -> Options {
+    Options::default()
+        .write_buffer_size(4096)
+        .block_size(128)
+        .target_file_size(2048)
+        .level0_file_num_compaction_trigger(20)
+        .level0_slowdown_writes_trigger(40)
+        .level0_stop_writes_trigger(50)
+        .file_system(Arc::new(fs.clone()))
+}
+
+fn key(i: usize) -> Vec<u8> {
+    format!("key{i:05}").into_bytes()
+}
+
+fn value(i: usize, round: usize) -> Vec<u8> {
+    format!("value-{i}-{round}-{}", "x".repeat(i % 50)).into_bytes()
+}
+
+/// Acknowledged writes and whether each was synced, and the failed writes, which may or may
+/// not have reached the WAL.
+#[derive(Default)]
+struct Acked {
+    values: BTreeMap<Vec<u8>, Vec<u8>>,
+    synced: BTreeMap<Vec<u8>, Vec<u8>>,
+    in_doubt: BTreeMap<Vec<u8>, Vec<u8>>,
+}
+
+impl Acked {
+    fn write(&mut self, db: &Db, i: usize, round: usize, sync: bool) -> strata_engine::Result<()> {
+        let mut batch = WriteBatch::new();
+        batch.put(&key(i), &value(i, round));
+        let options = if sync {
+            WriteOptions::synced()
+        } else {
+            WriteOptions::default()
+        };
+        if let Err(e) = db.write(batch, &options) {
+            self.in_doubt.insert(key(i), value(i, round));
+            return Err(e);
+        }
+        self.values.insert(key(i), value(i, round));
+        if sync {
+            // A synced write makes every earlier write durable too.
+            self.synced.clone_from(&self.values);
+        }
+        Ok(())
+    }
+
+    fn fill(&mut self, db: &Db, round: usize, count: usize) {
+        for i in 0..count {
+            self.write(db, i, round, i % 10 == 9)
+                .expect("write before any fault");
+        }
+    }
+}
+
+fn contents(db: &Db) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    db.iter(&ReadOptions::default())
+        .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())))
+        .collect::<strata_engine::Result<_>>()
+        .expect("scan")
+}
+
+fn assert_readable(db: &Db, expected: &BTreeMap<Vec<u8>, Vec<u8>>, what: &str) {
+    for (k, v) in expected {
+        let got = db
+            .get(k)
+            .unwrap_or_else(|e| panic!("{what}: get failed: {e}"));
+        assert_eq!(
+            got.as_deref(),
+            Some(&v[..]),
+            "{what}: {}",
+            String::from_utf8_lossy(k)
+        );
+    }
+}
+
+/// Reopens after clearing the faults, without and then with a power loss, and checks.
+fn reopen_and_check(fs: &MemFs, acked: &Acked, what: &str) {
+    fs.clear_faults();
+    let db = Db::open(DB, options(fs)).unwrap_or_else(|e| panic!("{what}: reopen: {e}"));
+    let got = contents(&db);
+    for k in got.keys().chain(acked.values.keys()) {
+        let ok = got.get(k) == acked.values.get(k)
+            || (got.contains_key(k) && got.get(k) == acked.in_doubt.get(k));
+        assert!(
+            ok,
+            "{what}: after reopen, {} differs",
+            String::from_utf8_lossy(k)
+        );
+    }
+    drop(db);
+    fs.crash(CrashOptions::default());
+    let db = Db::open(DB, options(fs))
+        .unwrap_or_else(|e| panic!("{what}: reopen after power loss: {e}"));
+    let got = contents(&db);
+    for (k, v) in &acked.synced {
+        let ok =
+            got.get(k) == Some(v) || (got.contains_key(k) && got.get(k) == acked.in_doubt.get(k));
+        assert!(
+            ok,
+            "{what}: synced write of {} lost after power loss",
+            String::from_utf8_lossy(k)
+        );
+    }
+}
+
+fn is_io(e: &Error, errno: i32) -> bool {
+    match e {
+        Error::Io { source, .. } => source.raw_os_error() == Some(errno),
+        _ => false,
+    }
+}
+
+#[test]
+fn wal_append_enospc_fails_the_write_and_loses_nothing_acknowledged() {
+    let fs = MemFs::new();
+    let db = Db::open(DB, options(&fs)).expect("open");
+    let mut acked = Acked::default();
+    acked.fill(&db, 0, 300);
+    fs.inject(Fault::new(FaultOp::Append, ENOSPC).on_path(".wal").sticky());
+    let err = acked.write(&db, 1, 1, false).expect_err("disk full");
+    assert!(is_io(&err, ENOSPC), "the writer sees ENOSPC: {err}");
+    // The WAL's tail is unknown now: later writes are refused, reads go on.
+    let err = acked.write(&db, 2, 1, false).expect_err("poisoned");
+    assert!(matches!(err, Error::Poisoned { .. }), "{err}");
+    assert_readable(&db, &acked.values, "after ENOSPC");
+    drop(db);
+    reopen_and_check(&fs, &acked, "WAL ENOSPC");
+}
+
+#[test]
+fn wal_sync_eio_fails_the_synced_write_and_poisons() {
+    let fs = MemFs::new();
+    let db = Db::open(DB, options(&fs)).expect("open");
+    let mut acked = Acked::default();
+    acked.fill(&db, 0, 200);
+    fs.inject(Fault::new(FaultOp::Sync, EIO).on_path(".wal"));
+    let err = acked.write(&db, 5, 1, true).expect_err("fsync fails");
+    assert!(is_io(&err, EIO), "{err}");
+    let err = acked
+        .write(&db, 6, 1, true)
+        .expect_err("poisoned after a failed fsync");
+    assert!(matches!(err, Error::Poisoned { .. }), "{err}");
+    assert_readable(&db, &acked.values, "after EIO");
+    drop(db);
+    reopen_and_check(&fs, &acked, "WAL fsync EIO");
+}
+
+#[test]
+fn flush_enospc_is_returned_and_recovered_after_space_is_back() {
+    let fs = MemFs::new();
+    let db = Db::open(DB, options(&fs)).expect("open");
+    let mut acked = Acked::default();
+    acked.fill(&db, 0, 40);
+    fs.inject(Fault::new(FaultOp::Append, ENOSPC).on_path(".sst").sticky());
+    let err = db.flush().expect_err("the flush cannot write its table");
+    assert!(
+        is_io(&err, ENOSPC) || matches!(err, Error::Poisoned { .. }),
+        "flush reports the failure: {err}"
+    );
+    assert_readable(&db, &acked.values, "after a failed flush");
+    drop(db);
+    reopen_and_check(&fs, &acked, "flush ENOSPC");
+}
+
+#[test]
+fn compaction_enospc_is_returned_and_keeps_the_inputs() {
+    let fs = MemFs::new();
+    let db = Db::open(DB, options(&fs)).expect("open");
+    let mut acked = Acked::default();
+    for round in 0..4 {
+        acked.fill(&db, round, 60);
+        db.flush().expect("flush");
+    }
+    fs.inject(Fault::new(FaultOp::Append, ENOSPC).on_path(".sst").sticky());
+    let err = db
+        .compact_range(None, None)
+        .expect_err("no space for the outputs");
+    assert!(
+        is_io(&err, ENOSPC) || matches!(err, Error::Poisoned { .. }),
+        "compaction reports the failure: {err}"
+    );
+    assert_readable(&db, &acked.values, "after a failed compaction");
+    assert_eq!(contents(&db), acked.values);
+    fs.clear_faults();
+    drop(db);
+    reopen_and_check(&fs, &acked, "compaction ENOSPC");
+}
+
+#[test]
+fn failed_manifest_append_poisons_and_no_later_edit_follows_it() {
+    let fs = MemFs::new();
+    let db = Db::open(DB, options(&fs)).expect("open");
+    let mut acked = Acked::default();
+    acked.fill(&db, 0, 100);
+    // One failed append (not sticky): a database that carried on would append later edits
+    // after the failed one.
+    fs.inject(Fault::new(FaultOp::Append, ENOSPC).on_path("MANIFEST"));
+    let err = db.flush().expect_err("the flush cannot record its table");
+    assert!(
+        is_io(&err, ENOSPC) || matches!(err, Error::Poisoned { .. }),
+        "{err}"
+    );
+    assert!(
+        matches!(db.flush(), Err(Error::Poisoned { .. })),
+        "a later flush must not append to the manifest"
+    );
+    let err = acked
+        .write(&db, 1, 1, true)
+        .expect_err("writes are refused");
+    assert!(matches!(err, Error::Poisoned { .. }), "{err}");
+    assert_readable(&db, &acked.values, "after a failed manifest write");
+    drop(db);
+    reopen_and_check(&fs, &acked, "manifest ENOSPC");
+}
+
+#[test]
+fn enospc_while_creating_a_keyspace_is_an_error_and_changes_nothing() {
+    let fs = MemFs::new();
+    let db = Db::open(DB, options(&fs)).expect("open");
+    let mut acked = Acked::default();
+    acked.fill(&db, 0, 50);
+    fs.inject(
+        Fault::new(FaultOp::Any, ENOSPC)
+            .on_path("MANIFEST")
+            .sticky(),
+    );
+    assert!(db.keyspace("runs").is_err());
+    drop(db);
+    fs.clear_faults();
+    let db = Db::open(DB, options(&fs)).expect("reopen");
+    // The failed create left at most a torn record: the keyspace either exists (empty) or not.
+    assert!(
+        db.list_keyspaces()
+            .iter()
+            .all(|n| n == "default" || n == "runs")
+    );
+    assert_eq!(contents(&db), acked.values);
+}
+
+#[test]
+fn enospc_during_recovery_fails_the_open_and_a_later_open_succeeds() {
+    let fs = MemFs::new();
+    let db = Db::open(DB, options(&fs)).expect("open");
+    let mut acked = Acked::default();
+    acked.fill(&db, 0, 120);
+    drop(db);
+    // Recovery writes a level-0 table, a new WAL and a new manifest: fail each in turn.
+    for part in [".sst", ".wal", "MANIFEST", "CURRENT"] {
+        fs.inject(Fault::new(FaultOp::Any, ENOSPC).on_path(part).sticky());
+        let err = Db::open(DB, options(&fs)).expect_err("recovery cannot write");
+        assert!(
+            is_io(&err, ENOSPC) || matches!(err, Error::Poisoned { .. }),
+            "{part}: {err}"
+        );
+        fs.clear_faults();
+    }
+    reopen_and_check(&fs, &acked, "recovery ENOSPC");
+}

@@ -1,0 +1,729 @@
+//! The command table: every RESP command's [`CommandSpec`], the one place that says how a
+//! command runs (arity, write, heavy, batchable, allowed before AUTH) and what `COMMAND`,
+//! `COMMAND INFO`, `COMMAND COUNT`, `COMMAND LIST` and `COMMAND DOCS` report about it
+//! (summary, since, group, complexity, arguments, subcommands), so the two never disagree.
+//!
+//! Arity follows Redis: `n` = exactly `n` arguments including the name, `-n` = at least `n`.
+//! Arguments ([`Arg`]) follow the tree `COMMAND DOCS` replies in Redis 7 (types `key`,
+//! `string`, `integer`, `pattern`, `pure-token`, `oneof`, `block`; flags `optional`,
+//! `multiple`), which redis-cli 7.2+ turns into argument hints. `since` is the Redis version
+//! that introduced the command (for the Strata extensions `DATABASES` and `SQL`, the Strata
+//! version); `complexity` describes Strata's implementation, not Redis's.
+
+use bytes::Bytes;
+
+use super::session::Session;
+use super::{admin, commands, introspect, keyspace};
+
+/// Handler of one command; arity is checked before it runs.
+pub(crate) type Handler = fn(&mut Session, &[Bytes]);
+
+/// The type of an argument, as `COMMAND DOCS` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ArgType {
+    /// A key name.
+    Key,
+    /// Any string.
+    String,
+    /// A signed integer.
+    Integer,
+    /// A glob-style pattern.
+    Pattern,
+    /// A fixed word (`NX`); its `token` is the word.
+    PureToken,
+    /// Exactly one of the nested arguments.
+    OneOf,
+    /// The nested arguments, in order.
+    Block,
+}
+
+impl ArgType {
+    /// The name `COMMAND DOCS` uses.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            ArgType::Key => "key",
+            ArgType::String => "string",
+            ArgType::Integer => "integer",
+            ArgType::Pattern => "pattern",
+            ArgType::PureToken => "pure-token",
+            ArgType::OneOf => "oneof",
+            ArgType::Block => "block",
+        }
+    }
+}
+
+/// One argument of a command (`COMMAND DOCS` `arguments`).
+#[derive(Debug)]
+pub(crate) struct Arg {
+    pub name: &'static str,
+    pub kind: ArgType,
+    /// The word that introduces it (`MATCH pattern`), or a pure token's word.
+    pub token: Option<&'static str>,
+    /// Redis version that added it, when later than the command.
+    pub since: Option<&'static str>,
+    pub optional: bool,
+    pub multiple: bool,
+    /// Nested arguments of a `oneof` or `block`.
+    pub args: &'static [Arg],
+}
+
+const fn arg(name: &'static str, kind: ArgType) -> Arg {
+    Arg {
+        name,
+        kind,
+        token: None,
+        since: None,
+        optional: false,
+        multiple: false,
+        args: &[],
+    }
+}
+
+const fn key(name: &'static str) -> Arg {
+    arg(name, ArgType::Key)
+}
+
+const fn string(name: &'static str) -> Arg {
+    arg(name, ArgType::String)
+}
+
+const fn integer(name: &'static str) -> Arg {
+    arg(name, ArgType::Integer)
+}
+
+const fn pattern(name: &'static str) -> Arg {
+    arg(name, ArgType::Pattern)
+}
+
+/// A pure token: the word itself, named in lower case.
+const fn word(name: &'static str, token: &'static str) -> Arg {
+    arg(name, ArgType::PureToken).token(token)
+}
+
+const fn oneof(name: &'static str, args: &'static [Arg]) -> Arg {
+    Arg {
+        args,
+        ..arg(name, ArgType::OneOf)
+    }
+}
+
+const fn block(name: &'static str, args: &'static [Arg]) -> Arg {
+    Arg {
+        args,
+        ..arg(name, ArgType::Block)
+    }
+}
+
+impl Arg {
+    const fn token(mut self, token: &'static str) -> Self {
+        self.token = Some(token);
+        self
+    }
+    const fn since(mut self, version: &'static str) -> Self {
+        self.since = Some(version);
+        self
+    }
+    const fn optional(mut self) -> Self {
+        self.optional = true;
+        self
+    }
+    const fn multiple(mut self) -> Self {
+        self.multiple = true;
+        self
+    }
+}
+
+/// A subcommand of a container command (`CONFIG GET`): documentation only; the container's
+/// handler runs it.
+#[derive(Debug)]
+pub(crate) struct SubSpec {
+    /// Lower-case `container|sub`, as Redis names subcommands.
+    pub name: &'static str,
+    pub arity: i32,
+    pub since: &'static str,
+    pub complexity: &'static str,
+    pub summary: &'static str,
+    pub args: &'static [Arg],
+}
+
+const fn sub(
+    name: &'static str,
+    arity: i32,
+    since: &'static str,
+    complexity: &'static str,
+    summary: &'static str,
+    args: &'static [Arg],
+) -> SubSpec {
+    SubSpec {
+        name,
+        arity,
+        since,
+        complexity,
+        summary,
+        args,
+    }
+}
+
+/// Static description of a command.
+#[derive(Debug)]
+pub(crate) struct CommandSpec {
+    /// Upper-case name.
+    pub name: &'static str,
+    /// Redis arity: `n` = exactly n arguments (name included), `-n` = at least n.
+    pub arity: i32,
+    pub handler: Handler,
+    /// Modifies data.
+    pub write: bool,
+    /// May take long (whole key space, opening a database, SQL): runs on the blocking pool.
+    pub heavy: bool,
+    /// Allowed before AUTH.
+    pub no_auth: bool,
+    /// May join the pending blind-write batch (the handler flushes it otherwise).
+    pub batchable: bool,
+    /// O(1)-ish (reported as `fast` by COMMAND).
+    pub fast: bool,
+    /// First key, last key, step (COMMAND's key positions; 0 = no keys).
+    pub keys: (i32, i32, i32),
+    pub group: &'static str,
+    pub summary: &'static str,
+    pub since: &'static str,
+    pub complexity: &'static str,
+    pub args: &'static [Arg],
+    pub subcommands: &'static [SubSpec],
+}
+
+const fn spec(
+    name: &'static str,
+    arity: i32,
+    handler: Handler,
+    group: &'static str,
+) -> CommandSpec {
+    CommandSpec {
+        name,
+        arity,
+        handler,
+        write: false,
+        heavy: false,
+        no_auth: false,
+        batchable: false,
+        fast: false,
+        keys: (0, 0, 0),
+        group,
+        summary: "",
+        since: "1.0.0",
+        complexity: "O(1)",
+        args: &[],
+        subcommands: &[],
+    }
+}
+
+impl CommandSpec {
+    const fn write(mut self) -> Self {
+        self.write = true;
+        self
+    }
+    const fn heavy(mut self) -> Self {
+        self.heavy = true;
+        self
+    }
+    const fn no_auth(mut self) -> Self {
+        self.no_auth = true;
+        self
+    }
+    const fn batchable(mut self) -> Self {
+        self.batchable = true;
+        self
+    }
+    const fn fast(mut self) -> Self {
+        self.fast = true;
+        self
+    }
+    const fn keys(mut self, first: i32, last: i32, step: i32) -> Self {
+        self.keys = (first, last, step);
+        self
+    }
+    const fn doc(mut self, summary: &'static str) -> Self {
+        self.summary = summary;
+        self
+    }
+    const fn since(mut self, version: &'static str) -> Self {
+        self.since = version;
+        self
+    }
+    const fn complexity(mut self, text: &'static str) -> Self {
+        self.complexity = text;
+        self
+    }
+    const fn args(mut self, args: &'static [Arg]) -> Self {
+        self.args = args;
+        self
+    }
+    const fn subcommands(mut self, subs: &'static [SubSpec]) -> Self {
+        self.subcommands = subs;
+        self
+    }
+}
+
+/// A point lookup in the LSM tree: memtables, then at most one table per level (bloom
+/// filters skip most).
+const POINT: &str = "O(log N) where N is the number of keys (one LSM-tree lookup)";
+const PER_KEY: &str = "O(K log N) where K is the number of keys given";
+const WHOLE: &str = "O(N) where N is the number of keys in the database (a full scan)";
+const STRATA_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+const KEY: &[Arg] = &[key("key")];
+const KEYS: &[Arg] = &[key("key").multiple()];
+const FLUSH_MODE: &[Arg] = &[oneof(
+    "async",
+    &[
+        word("async", "ASYNC").since("4.0.0"),
+        word("sync", "SYNC").since("6.2.0"),
+    ],
+)
+.optional()];
+
+/// Every command, sorted by name (binary search).
+pub(crate) static COMMANDS: &[CommandSpec] = &[
+    spec("APPEND", 3, commands::append, "string")
+        .write()
+        .fast()
+        .keys(1, 1, 1)
+        .doc("Appends a string to the value of a key. Creates the key if it doesn't exist.")
+        .since("2.0.0")
+        .complexity("O(log N + M) where M is the length of the new value (it is rewritten)")
+        .args(&[key("key"), string("value")]),
+    spec("AUTH", -2, admin::auth, "connection")
+        .no_auth()
+        .fast()
+        .doc("Authenticates the connection.")
+        .args(&[
+            string("username").since("6.0.0").optional(),
+            string("password"),
+        ]),
+    spec("CLIENT", -2, admin::client, "connection")
+        .doc("A container for client connection commands.")
+        .since("2.4.0")
+        .complexity("Depends on subcommand.")
+        .subcommands(&[
+            sub(
+                "client|getname",
+                2,
+                "2.6.9",
+                "O(1)",
+                "Returns the name of the connection.",
+                &[],
+            ),
+            sub(
+                "client|id",
+                2,
+                "5.0.0",
+                "O(1)",
+                "Returns the unique client ID of the connection.",
+                &[],
+            ),
+            sub(
+                "client|info",
+                2,
+                "6.2.0",
+                "O(1)",
+                "Returns information about the connection.",
+                &[],
+            ),
+            sub(
+                "client|list",
+                -2,
+                "2.4.0",
+                "O(1)",
+                "Lists this connection (other connections are not shown).",
+                &[],
+            ),
+            sub(
+                "client|setinfo",
+                4,
+                "7.2.0",
+                "O(1)",
+                "Accepts client library name and version (ignored).",
+                &[oneof(
+                    "attr",
+                    &[
+                        string("libname").token("LIB-NAME"),
+                        string("libver").token("LIB-VER"),
+                    ],
+                )],
+            ),
+            sub(
+                "client|setname",
+                3,
+                "2.6.9",
+                "O(1)",
+                "Sets the connection name.",
+                &[string("connection-name")],
+            ),
+        ]),
+    spec("COMMAND", -1, introspect::command, "server")
+        .doc("Returns detailed information about all commands.")
+        .since("2.8.13")
+        .complexity("O(N) where N is the number of commands")
+        .subcommands(&[
+            sub(
+                "command|count",
+                2,
+                "2.8.13",
+                "O(1)",
+                "Returns the number of commands.",
+                &[],
+            ),
+            sub(
+                "command|docs",
+                -2,
+                "7.0.0",
+                "O(N) where N is the number of commands to look up",
+                "Returns documentary information about one, multiple or all commands.",
+                &[string("command-name").optional().multiple()],
+            ),
+            sub(
+                "command|info",
+                -2,
+                "2.8.13",
+                "O(N) where N is the number of commands to look up",
+                "Returns information about one, multiple or all commands.",
+                &[string("command-name").optional().multiple()],
+            ),
+            sub(
+                "command|list",
+                -2,
+                "7.0.0",
+                "O(N) where N is the number of commands",
+                "Returns a list of command names.",
+                &[],
+            ),
+        ]),
+    spec("CONFIG", -2, introspect::config, "server")
+        .doc("A container for server configuration commands.")
+        .since("2.0.0")
+        .complexity("Depends on subcommand.")
+        .subcommands(&[sub(
+            "config|get",
+            -3,
+            "2.0.0",
+            "O(N) where N is the number of parameters",
+            "Returns the effective values of configuration parameters (glob patterns).",
+            &[block("parameter", &[pattern("parameter")]).multiple()],
+        )]),
+    spec("DATABASES", -1, keyspace::databases, "server")
+        .heavy()
+        .doc(
+            "Strata extension: lists every database under the data directory, or creates \
+             one (DATABASES CREATE name).",
+        )
+        .since(STRATA_VERSION)
+        .complexity("O(D) where D is the number of databases")
+        .args(&[oneof(
+            "action",
+            &[word("list", "LIST"), string("name").token("CREATE")],
+        )
+        .optional()]),
+    spec("DBSIZE", 1, keyspace::dbsize, "server")
+        .heavy()
+        .doc("Returns the number of keys in the database (exact, counted by a scan).")
+        .complexity(WHOLE),
+    spec("DECR", 2, commands::decr, "string")
+        .write()
+        .fast()
+        .keys(1, 1, 1)
+        .doc("Decrements the integer value of a key by one.")
+        .complexity(POINT)
+        .args(KEY),
+    spec("DECRBY", 3, commands::decrby, "string")
+        .write()
+        .fast()
+        .keys(1, 1, 1)
+        .doc("Decrements a number from the integer value of a key.")
+        .complexity(POINT)
+        .args(&[key("key"), integer("decrement")]),
+    spec("DEL", -2, commands::del, "generic")
+        .write()
+        .keys(1, -1, 1)
+        .doc("Deletes one or more keys.")
+        .complexity(PER_KEY)
+        .args(KEYS),
+    spec("ECHO", 2, admin::echo, "connection")
+        .fast()
+        .doc("Returns the given string.")
+        .args(&[string("message")]),
+    spec("EXISTS", -2, commands::exists, "generic")
+        .fast()
+        .keys(1, -1, 1)
+        .doc("Determines whether one or more keys exist.")
+        .complexity(PER_KEY)
+        .args(KEYS),
+    spec("FLUSHALL", -1, keyspace::flushall, "server")
+        .write()
+        .heavy()
+        .doc("Removes all keys from all databases (SQL tables are kept).")
+        .complexity("O(N) where N is the number of keys in all open databases")
+        .args(FLUSH_MODE),
+    spec("FLUSHDB", -1, keyspace::flushdb, "server")
+        .write()
+        .heavy()
+        .doc("Remove all keys from the current database (SQL tables are kept).")
+        .complexity(WHOLE)
+        .args(FLUSH_MODE),
+    spec("FUNCTION", -2, admin::function, "scripting")
+        .doc("FUNCTION FLUSH only (there are no functions).")
+        .since("7.0.0")
+        .complexity("Depends on subcommand.")
+        .subcommands(&[sub(
+            "function|flush",
+            -2,
+            "7.0.0",
+            "O(1)",
+            "Deletes all functions (there are none).",
+            FLUSH_MODE,
+        )]),
+    spec("GET", 2, commands::get, "string")
+        .fast()
+        .keys(1, 1, 1)
+        .doc("Returns the string value of a key.")
+        .complexity(POINT)
+        .args(KEY),
+    spec("GETDEL", 2, commands::getdel, "string")
+        .write()
+        .fast()
+        .keys(1, 1, 1)
+        .doc("Returns the string value of a key after deleting the key.")
+        .since("6.2.0")
+        .complexity(POINT)
+        .args(KEY),
+    spec("HELLO", -1, admin::hello, "connection")
+        .no_auth()
+        .fast()
+        .doc("Handshakes with the server.")
+        .since("6.0.0")
+        .args(&[block(
+            "arguments",
+            &[
+                integer("protover"),
+                block(
+                    "username_password",
+                    &[string("username"), string("password")],
+                )
+                .token("AUTH")
+                .optional(),
+                string("clientname").token("SETNAME").optional(),
+            ],
+        )
+        .optional()]),
+    spec("INCR", 2, commands::incr, "string")
+        .write()
+        .fast()
+        .keys(1, 1, 1)
+        .doc("Increments the integer value of a key by one.")
+        .complexity(POINT)
+        .args(KEY),
+    spec("INCRBY", 3, commands::incrby, "string")
+        .write()
+        .fast()
+        .keys(1, 1, 1)
+        .doc("Increments the integer value of a key by a number.")
+        .complexity(POINT)
+        .args(&[key("key"), integer("increment")]),
+    spec("INFO", -1, admin::info, "server")
+        .heavy()
+        .doc("Returns information and statistics about the server and the engine.")
+        .complexity("O(1); the keyspace section counts keys: O(N) in all open databases")
+        .args(&[string("section").optional().multiple()]),
+    spec("KEYS", 2, keyspace::keys, "generic")
+        .heavy()
+        .doc("Returns all key names that match a pattern.")
+        .complexity(WHOLE)
+        .args(&[pattern("pattern")]),
+    spec("MGET", -2, commands::mget, "string")
+        .fast()
+        .keys(1, -1, 1)
+        .doc("Atomically returns the string values of one or more keys.")
+        .complexity(PER_KEY)
+        .args(KEYS),
+    spec("MSET", -3, commands::mset, "string")
+        .write()
+        .batchable()
+        .keys(1, -1, 2)
+        .doc("Atomically creates or modifies the string values of one or more keys.")
+        .since("1.0.1")
+        .complexity("O(K) where K is the number of keys to set (one batch)")
+        .args(&[block("key_value", &[key("key"), string("value")]).multiple()]),
+    spec("PING", -1, admin::ping, "connection")
+        .fast()
+        .doc("Returns the server's liveliness response.")
+        .args(&[string("message").optional()]),
+    spec("PTTL", 2, commands::pttl, "generic")
+        .fast()
+        .keys(1, 1, 1)
+        .doc("Returns -1 for an existing key (no expiry), -2 for a missing one.")
+        .since("2.6.0")
+        .complexity(POINT)
+        .args(KEY),
+    spec("QUIT", -1, admin::quit, "connection")
+        .no_auth()
+        .fast()
+        .doc("Closes the connection."),
+    spec("SCAN", -2, keyspace::scan, "generic")
+        .heavy()
+        .doc("Iterates over the key names in the database.")
+        .since("2.8.0")
+        .complexity("O(COUNT) per call; O(N) for a complete iteration")
+        .args(&[
+            integer("cursor"),
+            pattern("pattern").token("MATCH").optional(),
+            integer("count").token("COUNT").optional(),
+            string("type").token("TYPE").since("6.0.0").optional(),
+        ]),
+    spec("SELECT", 2, admin::select, "connection")
+        .heavy()
+        .doc(
+            "Changes the selected database (0-15 = db0-db15, or the name of an existing \
+             database).",
+        )
+        .args(&[integer("index")]),
+    spec("SET", -3, commands::set, "string")
+        .write()
+        .batchable()
+        .keys(1, 1, 1)
+        .doc("Sets the string value of a key (NX, XX, GET; no expiry).")
+        .complexity(POINT)
+        .args(&[
+            key("key"),
+            string("value"),
+            oneof("condition", &[word("nx", "NX"), word("xx", "XX")])
+                .since("2.6.12")
+                .optional(),
+            word("get", "GET").since("6.2.0").optional(),
+            word("keepttl", "KEEPTTL").since("6.0.0").optional(),
+        ]),
+    spec("SQL", 2, admin::sql, "strata")
+        .write()
+        .heavy()
+        .doc("Strata extension: runs SQL on the current database.")
+        .since(STRATA_VERSION)
+        .complexity("Depends on the statement.")
+        .args(&[string("statements")]),
+    spec("STRLEN", 2, commands::strlen, "string")
+        .fast()
+        .keys(1, 1, 1)
+        .doc("Returns the length of a string value.")
+        .since("2.2.0")
+        .complexity(POINT)
+        .args(KEY),
+    spec("TTL", 2, commands::ttl, "generic")
+        .fast()
+        .keys(1, 1, 1)
+        .doc("Returns -1 for an existing key (no expiry), -2 for a missing one.")
+        .complexity(POINT)
+        .args(KEY),
+    spec("TYPE", 2, commands::key_type, "generic")
+        .fast()
+        .keys(1, 1, 1)
+        .doc("Determines the type of value stored at a key.")
+        .complexity(POINT)
+        .args(KEY),
+];
+
+/// The spec of command `name` (case-insensitive).
+pub(crate) fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
+    let mut upper = [0u8; 16];
+    let dst = upper.get_mut(..name.len())?;
+    dst.copy_from_slice(name);
+    dst.make_ascii_uppercase();
+    let dst = &*dst;
+    COMMANDS
+        .binary_search_by(|c| c.name.as_bytes().cmp(dst))
+        .ok()
+        .and_then(|i| COMMANDS.get(i))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_table_is_sorted_and_upper_case() {
+        for pair in COMMANDS.windows(2) {
+            if let [a, b] = pair {
+                assert!(a.name < b.name, "{} before {}", a.name, b.name);
+            }
+        }
+        for c in COMMANDS {
+            assert_eq!(c.name, c.name.to_ascii_uppercase());
+            assert!(c.name.len() <= 16);
+            assert!(!c.summary.is_empty(), "{} has no summary", c.name);
+        }
+    }
+
+    #[test]
+    fn lookup_is_case_insensitive() {
+        assert_eq!(lookup(b"get").map(|c| c.name), Some("GET"));
+        assert_eq!(lookup(b"gEtDeL").map(|c| c.name), Some("GETDEL"));
+        assert!(lookup(b"nosuchcommand").is_none());
+        assert!(lookup(b"averyveryverylongname").is_none());
+        assert!(lookup(b"").is_none());
+    }
+
+    fn args_are_well_formed(command: &str, args: &[Arg]) {
+        for a in args {
+            assert!(!a.name.is_empty(), "{command}: unnamed argument");
+            let nested = matches!(a.kind, ArgType::OneOf | ArgType::Block);
+            assert_eq!(
+                nested,
+                !a.args.is_empty(),
+                "{command} {}: only oneof and block arguments nest",
+                a.name
+            );
+            if a.kind == ArgType::PureToken {
+                assert!(
+                    a.token.is_some(),
+                    "{command} {}: pure token without a word",
+                    a.name
+                );
+            }
+            args_are_well_formed(command, a.args);
+        }
+    }
+
+    #[test]
+    fn every_command_is_documented_consistently() {
+        for c in COMMANDS {
+            assert!(
+                !c.since.is_empty() && !c.complexity.is_empty(),
+                "{}",
+                c.name
+            );
+            args_are_well_formed(c.name, c.args);
+            // A command taking keys documents a key argument, and the other way round.
+            let documents_key = c
+                .args
+                .iter()
+                .any(|a| a.kind == ArgType::Key || a.args.iter().any(|n| n.kind == ArgType::Key));
+            assert_eq!(
+                documents_key,
+                c.keys.0 > 0,
+                "{}: key positions vs arguments",
+                c.name
+            );
+            // Exact arity means every argument is there once: count them.
+            if c.arity > 0 && c.subcommands.is_empty() {
+                let required = c.args.iter().filter(|a| !a.optional && !a.multiple).count();
+                assert_eq!(
+                    i32::try_from(required + 1).ok(),
+                    Some(c.arity),
+                    "{}: arity vs documented arguments",
+                    c.name
+                );
+            }
+            for s in c.subcommands {
+                let (container, _) = s.name.split_once('|').expect("container|sub");
+                assert_eq!(container, c.name.to_ascii_lowercase());
+                args_are_well_formed(s.name, s.args);
+            }
+        }
+    }
+}
