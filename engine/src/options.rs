@@ -83,7 +83,10 @@ pub struct Options {
     /// Write rate, in bytes per second, allowed when a soft limit is first passed; it falls
     /// linearly towards a tenth of it as the hard limit nears. Default 16 MiB/s.
     pub delayed_write_rate: u64,
-    /// Background threads for flush and compaction. Default 2.
+    /// Background threads for flush and compaction. Default 2. As in RocksDB, a quarter of
+    /// them (at least one) are kept for flushes: at most `max(1, jobs - max(1, jobs / 4))`
+    /// compactions run at once (1 of the default 2), so a flush never waits behind compactions
+    /// that occupy every thread.
     pub max_background_jobs: usize,
     /// Folds merge operands written by `Db::merge`. Default `None`: reading a key that has
     /// merge operands is then [`crate::Error::InvalidArgument`]. [`crate::CounterAdd`] gives
