@@ -6,7 +6,8 @@
 //! ```
 //!
 //! Workloads: fill-mem, group-commit, read-random, read-missing, scan (a comma-separated list, or
-//! `all`). Method and results: docs/benchmarks.md.
+//! `all` for these five), and fill-batches (a large load timed batch by batch, then a full
+//! compaction; docs/scale.md). Method and results: docs/benchmarks.md.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -27,7 +28,8 @@ struct Args {
     /// Workloads, comma-separated, or `all`.
     #[arg(long, value_delimiter = ',', default_value = "all")]
     workload: Vec<String>,
-    /// Records written (fill-mem; default 1,000,000) or loaded (read workloads; default 10,000,000).
+    /// Records written (fill-mem: default 1,000,000; fill-batches: per engine, default
+    /// 10,000,000) or loaded (read workloads; default 10,000,000).
     #[arg(long)]
     n: Option<u64>,
     /// Threads: writers in group-commit (default 64), readers in read workloads (default 1).
@@ -36,6 +38,9 @@ struct Args {
     /// Base directory for the databases (each run gets a fresh subdirectory, removed after).
     #[arg(long, default_value_os_t = std::env::temp_dir())]
     dir: PathBuf,
+    /// Where fill-batches writes fill-batches-ENGINE.csv and fill-batches.svg (default: --dir).
+    #[arg(long)]
+    out_dir: Option<PathBuf>,
     /// Runs per engine; the median is reported.
     #[arg(long, default_value_t = 3)]
     runs: usize,
@@ -45,7 +50,7 @@ struct Args {
     /// Seconds per group-commit run.
     #[arg(long, default_value_t = 5.0)]
     seconds: f64,
-    /// Records per batch in fill-mem and loads.
+    /// Records per batch in fill-mem, fill-batches and loads.
     #[arg(long, default_value_t = 65_536)]
     batch: usize,
     /// Memtable size in MiB (default: 256 for fill-mem, 64 otherwise).
@@ -85,6 +90,7 @@ fn main() -> Result<()> {
         batch: args.batch,
         seed: args.seed,
         dir: args.dir,
+        out_dir: args.out_dir,
         write_buffer_bytes: args.write_buffer_mib.map(|m| m << 20),
         block_cache_bytes: args.cache_mib.map(|m| m << 20),
     };

@@ -67,6 +67,31 @@ impl KeyStream {
         out.clear();
         out.extend((start..start + count).map(|i| self.record(i)));
     }
+
+    /// Record `i` laid out as `strata bench fill --order random` writes it (`src/bench.rs`),
+    /// the data engineer's `u64 -> (u32, u32)` table: key `mix64(i ^ seed)` big-endian (so keys
+    /// sort like the integers), value `mix64(key)` little-endian (two `u32` derived from the
+    /// key). With seed `0x5eed` (24301, `bench fill`'s default) the records are the same.
+    #[inline]
+    pub fn bench_fill_record(&self, i: u64) -> Record {
+        let k = mix64(i ^ self.seed);
+        #[expect(
+            clippy::big_endian_bytes,
+            reason = "bench fill's keys are big-endian integers"
+        )]
+        let key = k.to_be_bytes();
+        Record {
+            key,
+            value: mix64(k).to_le_bytes(),
+        }
+    }
+
+    /// Fills `out` with [`KeyStream::bench_fill_record`]s `start..start + count`, replacing its
+    /// contents.
+    pub fn fill_bench_fill(&self, out: &mut Vec<Record>, start: u64, count: u64) {
+        out.clear();
+        out.extend((start..start + count).map(|i| self.bench_fill_record(i)));
+    }
 }
 
 /// A cheap per-thread pseudo-random sequence (SplitMix64) for picking which records to read.
@@ -115,6 +140,18 @@ mod tests {
         let mut v = vec![s.record(99)];
         s.fill(&mut v, 10, 3);
         assert_eq!(v, vec![s.record(10), s.record(11), s.record(12)]);
+    }
+
+    #[test]
+    fn bench_fill_records_match_strata_bench_fill() {
+        let s = KeyStream::new(0x5eed);
+        let r = s.bench_fill_record(7);
+        let k = mix64(7 ^ 0x5eed);
+        assert_eq!(u64::from_le_bytes(r.key), k.swap_bytes());
+        assert_eq!(r.value, mix64(k).to_le_bytes());
+        let mut v = Vec::new();
+        s.fill_bench_fill(&mut v, 6, 2);
+        assert_eq!(v, vec![s.bench_fill_record(6), r]);
     }
 
     #[test]

@@ -7,6 +7,7 @@
 
 pub mod engine;
 pub mod keys;
+pub mod plot;
 pub mod stats;
 pub mod sys;
 pub mod workload;

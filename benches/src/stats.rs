@@ -31,12 +31,7 @@ impl Samples {
 
     /// Median throughput (mean of the middle two for an even count); 0 without samples.
     pub fn median(&self) -> f64 {
-        let v = self.sorted();
-        match v.len() {
-            0 => 0.0,
-            n if n % 2 == 1 => v[n / 2],
-            n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-        }
+        median_of_sorted(&self.sorted())
     }
 
     /// Slowest run; 0 without samples.
@@ -50,9 +45,83 @@ impl Samples {
     }
 
     fn sorted(&self) -> Vec<f64> {
-        let mut v = self.ops_per_sec.clone();
-        v.sort_by(f64::total_cmp);
-        v
+        sorted(&self.ops_per_sec)
+    }
+}
+
+/// A sorted copy of `v` (total order, so NaNs cannot panic the sort).
+pub fn sorted(v: &[f64]) -> Vec<f64> {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    v
+}
+
+/// Median of an ascending slice (mean of the middle two for an even length); 0 when empty.
+pub fn median_of_sorted(v: &[f64]) -> f64 {
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => f64::midpoint(v[n / 2 - 1], v[n / 2]),
+    }
+}
+
+/// The `pct`-th percentile (nearest rank: the smallest value with at least `pct`% of the values
+/// at or below it) of an ascending slice; 0 when empty.
+pub fn percentile_of_sorted(v: &[f64], pct: f64) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    #[expect(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        clippy::cast_precision_loss,
+        reason = "a rank between 1 and v.len()"
+    )]
+    let rank = ((pct / 100.0) * v.len() as f64).ceil().max(1.0) as usize;
+    v[rank.min(v.len()) - 1]
+}
+
+/// What the per-batch times of one insert run look like: the figures that say whether insert
+/// time stays flat as the database grows. Times are in seconds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BatchSummary {
+    /// Number of batches.
+    pub batches: usize,
+    /// Median batch time.
+    pub median: f64,
+    /// 99th percentile batch time (nearest rank).
+    pub p99: f64,
+    /// Slowest batch.
+    pub max: f64,
+    /// Median over the first tenth of the batches (at least one batch).
+    pub first_tenth_median: f64,
+    /// Median over the last tenth of the batches (at least one batch).
+    pub last_tenth_median: f64,
+}
+
+impl BatchSummary {
+    /// Summarizes batch times given in insertion order.
+    pub fn of(times: &[f64]) -> Self {
+        let tenth = (times.len() / 10).max(1).min(times.len());
+        let all = sorted(times);
+        BatchSummary {
+            batches: times.len(),
+            median: median_of_sorted(&all),
+            p99: percentile_of_sorted(&all, 99.0),
+            max: all.last().copied().unwrap_or(0.0),
+            first_tenth_median: median_of_sorted(&sorted(&times[..tenth])),
+            last_tenth_median: median_of_sorted(&sorted(&times[times.len() - tenth..])),
+        }
+    }
+
+    /// Flatness: the last tenth's median batch time over the first tenth's (1.0 = flat, 2.0 =
+    /// batches take twice as long at the end); 0 without batches.
+    pub fn flatness(&self) -> f64 {
+        if self.first_tenth_median > 0.0 {
+            self.last_tenth_median / self.first_tenth_median
+        } else {
+            0.0
+        }
     }
 }
 
@@ -137,6 +206,32 @@ mod tests {
         assert!((s.median() - 25.0).abs() < 1e-9);
         assert!((s.min() - 10.0).abs() < 1e-9);
         assert!((s.max() - 40.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn percentiles_use_the_nearest_rank() {
+        let v: Vec<f64> = (1..=200).map(f64::from).collect();
+        assert!((percentile_of_sorted(&v, 99.0) - 198.0).abs() < 1e-9);
+        assert!((percentile_of_sorted(&v, 100.0) - 200.0).abs() < 1e-9);
+        assert!((percentile_of_sorted(&v[..1], 99.0) - 1.0).abs() < 1e-9);
+        assert!(percentile_of_sorted(&[], 50.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn batch_summary_compares_the_last_tenth_with_the_first() {
+        // 20 batches: the first two take 1 s, the last two 3 s, the rest 2 s.
+        let mut times = vec![2.0; 20];
+        times[0] = 1.0;
+        times[1] = 1.0;
+        times[18] = 3.0;
+        times[19] = 3.0;
+        let s = BatchSummary::of(&times);
+        assert_eq!(s.batches, 20);
+        assert!((s.median - 2.0).abs() < 1e-9);
+        assert!((s.max - 3.0).abs() < 1e-9);
+        assert!((s.flatness() - 3.0).abs() < 1e-9);
+        assert!(BatchSummary::of(&[]).flatness().abs() < 1e-9);
+        assert!((BatchSummary::of(&[0.5]).flatness() - 1.0).abs() < 1e-9);
     }
 
     #[test]

@@ -117,6 +117,18 @@ impl Engine for FjallEngine {
         )
     }
 
+    fn compact_all(&self) -> Result<()> {
+        self.keyspace.rotate_memtable_and_wait()?;
+        // Hidden from fjall's docs but public: the only way to ask for a full compaction.
+        self.keyspace.major_compact()?;
+        Ok(())
+    }
+
+    fn write_amplification(&self) -> Option<f64> {
+        // fjall does not count bytes written by flushes and compactions.
+        None
+    }
+
     fn scan(&self, direction: Direction) -> Result<ScanStats> {
         let mut counter = ScanCounter::new(direction);
         let iter = self.keyspace.iter();

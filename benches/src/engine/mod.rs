@@ -105,6 +105,17 @@ pub trait Engine: Send + Sync {
     /// One line on the tree's shape: table files per level (level 0 first).
     fn shape(&self) -> String;
 
+    /// Compacts the whole key range into the last level (flushing the memtable first), the last
+    /// level included, and returns when that is done.
+    ///
+    /// # Errors
+    /// The engine's compaction error.
+    fn compact_all(&self) -> Result<()>;
+
+    /// Write amplification as the engine counts it: bytes of tables written by flushes and
+    /// compactions per byte flushed (WAL not counted). `None` when the engine does not report it.
+    fn write_amplification(&self) -> Option<f64>;
+
     /// Iterates over every entry in `direction`, counting them and checking key order.
     ///
     /// # Errors

@@ -100,12 +100,24 @@ impl Engine for StrataEngine {
         };
         format!(
             "files per level [{}], write amp {:.2} (tables per flushed byte), {} commit groups \
-             ({per_group:.1} entries per group), {} WAL syncs",
+             ({per_group:.1} entries per group), {} WAL syncs, writers stalled {:.1} s, \
+             delayed {:.1} s",
             files.join(" "),
             s.write_amplification(),
             s.write_groups,
-            s.wal_syncs
+            s.wal_syncs,
+            Duration::from_micros(s.stall_micros).as_secs_f64(),
+            Duration::from_micros(s.delay_micros).as_secs_f64()
         )
+    }
+
+    fn compact_all(&self) -> Result<()> {
+        self.db.compact_range(None, None)?;
+        Ok(())
+    }
+
+    fn write_amplification(&self) -> Option<f64> {
+        Some(self.db.stats().write_amplification())
     }
 
     fn scan(&self, direction: Direction) -> Result<ScanStats> {

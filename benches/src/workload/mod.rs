@@ -3,6 +3,7 @@
 //! prints median, min and max throughput per engine with the ratio Strata/engine.
 
 mod fill;
+mod fill_batches;
 mod group_commit;
 mod read;
 
@@ -28,16 +29,29 @@ pub enum Workload {
     ReadMissing,
     /// Full forward and reverse scans after a load and flush.
     Scan,
+    /// A large load timed batch by batch, engines one after the other, then a full compaction
+    /// (issue #4). Not part of `all`: it is long.
+    FillBatches,
 }
 
 impl Workload {
-    /// Every workload, in the order `all` runs them.
+    /// The workloads `all` runs, in order.
     pub const ALL: [Workload; 5] = [
         Workload::FillMem,
         Workload::GroupCommit,
         Workload::ReadRandom,
         Workload::ReadMissing,
         Workload::Scan,
+    ];
+
+    /// Every workload that can be named.
+    pub const NAMED: [Workload; 6] = [
+        Workload::FillMem,
+        Workload::GroupCommit,
+        Workload::ReadRandom,
+        Workload::ReadMissing,
+        Workload::Scan,
+        Workload::FillBatches,
     ];
 
     /// The command-line name.
@@ -48,6 +62,7 @@ impl Workload {
             Workload::ReadRandom => "read-random",
             Workload::ReadMissing => "read-missing",
             Workload::Scan => "scan",
+            Workload::FillBatches => "fill-batches",
         }
     }
 
@@ -63,11 +78,11 @@ impl FromStr for Workload {
     type Err = anyhow::Error;
 
     fn from_str(s: &str) -> Result<Self> {
-        Workload::ALL
+        Workload::NAMED
             .into_iter()
             .find(|w| w.name() == s)
             .with_context(|| {
-                let names: Vec<_> = Workload::ALL.iter().map(|w| w.name()).collect();
+                let names: Vec<_> = Workload::NAMED.iter().map(|w| w.name()).collect();
                 format!("unknown workload {s}; known: {}, all", names.join(", "))
             })
     }
@@ -78,7 +93,7 @@ impl FromStr for Workload {
 pub struct Config {
     /// Engines to run, in order.
     pub engines: Vec<String>,
-    /// Records to write (fill-mem) or load (read workloads).
+    /// Records to write (fill-mem, fill-batches) or load (read workloads).
     pub n: Option<u64>,
     /// Threads for group-commit (default 64) and the read workloads (default 1).
     pub threads: Option<usize>,
@@ -94,6 +109,8 @@ pub struct Config {
     pub seed: u64,
     /// Directory under which each engine gets fresh subdirectories.
     pub dir: PathBuf,
+    /// Where fill-batches writes its CSVs and chart (default: `dir`).
+    pub out_dir: Option<PathBuf>,
     /// Memtable size override, in bytes.
     pub write_buffer_bytes: Option<usize>,
     /// Block cache size override, in bytes.
@@ -125,6 +142,7 @@ pub fn run(workloads: &[Workload], cfg: &Config) -> Result<()> {
         match w {
             Workload::FillMem => fill::fill_mem(cfg)?,
             Workload::GroupCommit => group_commit::group_commit(cfg)?,
+            Workload::FillBatches => fill_batches::fill_batches(cfg)?,
             Workload::ReadRandom | Workload::ReadMissing | Workload::Scan => {}
         }
     }

@@ -196,7 +196,7 @@ pub(super) fn load_then_read(reads: &[Workload], cfg: &Config) -> Result<()> {
                                 ));
                             }
                         }
-                        Workload::FillMem | Workload::GroupCommit => {}
+                        Workload::FillMem | Workload::GroupCommit | Workload::FillBatches => {}
                     }
                 }
             }
