@@ -661,3 +661,24 @@ proptest! {
         prop_assert!(result.is_ok(), "{result:?}");
     }
 }
+
+#[test]
+fn sync_with_nothing_appended_since_the_last_sync_does_no_io() -> crate::Result<()> {
+    use crate::fs::{EIO, Fault, FaultOp, FileSystem, MemFs};
+    let fs = MemFs::new();
+    fs.create_dir_all(Path::new("/d"))
+        .map_err(|e| Error::io("/d", e))?;
+    let mut w = Writer::create(&fs, Path::new("/d/1.wal"))?;
+    w.add_record(b"one")?;
+    w.sync()?;
+    fs.inject(Fault::new(FaultOp::Sync, EIO).sticky());
+    let calls = fs.calls();
+    w.sync()?;
+    assert_eq!(fs.calls(), calls, "no fsync for nothing new");
+    w.add_record(b"two")?;
+    assert!(
+        w.sync().is_err(),
+        "new bytes are synced (and the fault reaches the caller)"
+    );
+    Ok(())
+}

@@ -26,6 +26,8 @@ pub struct Writer {
     path: PathBuf,
     /// Bytes written so far = the file length.
     len: u64,
+    /// `len` at the last successful sync: a sync with nothing appended since is skipped.
+    synced_len: u64,
     /// `len % BLOCK_SIZE`: where the next byte lands in its block.
     block_offset: usize,
     /// Reused framing buffer: trailer, headers and payloads of one append.
@@ -44,7 +46,7 @@ impl Writer {
     pub fn create(fs: &dyn FileSystem, path: &Path) -> Result<Writer> {
         let file = fs.create_new(path).ctx(path)?;
         tracing::debug!(path = %path.display(), "created log");
-        Ok(Writer::with_file(file, path, 0))
+        Ok(Writer::with_file(file, path, 0, 0))
     }
 
     /// Opens an existing log for appending after its first `len` bytes (truncating anything
@@ -66,9 +68,13 @@ impl Writer {
                 path.display()
             )));
         }
+        // The kept bytes may not be durable yet (a process killed before syncing leaves them
+        // in the page cache), unless the truncation below syncs them.
+        let mut synced_len = 0;
         if file_len > len {
             file.truncate(len).ctx(path)?;
             file.sync().ctx(path)?;
+            synced_len = len;
         }
         tracing::debug!(
             path = %path.display(),
@@ -76,14 +82,16 @@ impl Writer {
             cut_bytes = file_len - len,
             "opened log for appending"
         );
-        Ok(Writer::with_file(file, path, len))
+        Ok(Writer::with_file(file, path, len, synced_len))
     }
 
-    fn with_file(file: Box<dyn WritableFile>, path: &Path, len: u64) -> Writer {
+    /// `synced_len`: how much of the file is known to be durable.
+    fn with_file(file: Box<dyn WritableFile>, path: &Path, len: u64, synced_len: u64) -> Writer {
         Writer {
             file,
             path: path.to_path_buf(),
             len,
+            synced_len,
             block_offset: block_offset_of(len),
             buf: Vec::new(),
             failed: None,
@@ -117,17 +125,22 @@ impl Writer {
     }
 
     /// fdatasync (`File::sync_data`): every record appended so far survives a power loss once
-    /// this returns.
+    /// this returns. Nothing is done when nothing was appended since the last sync (a flush
+    /// after a synced write, say, syncs once).
     ///
     /// # Errors
     /// [`Error::Io`] naming the path; from then on this writer is poisoned (after a failed
     /// fsync the kernel may have dropped the dirty pages, so retrying cannot be trusted).
     pub fn sync(&mut self) -> Result<()> {
         self.check_usable()?;
+        if self.synced_len == self.len {
+            return Ok(());
+        }
         if let Err(e) = self.file.sync() {
             self.failed = Some(format!("fdatasync of {} failed: {e}", self.path.display()));
             return Err(Error::io(&self.path, e));
         }
+        self.synced_len = self.len;
         Ok(())
     }
 
