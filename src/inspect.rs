@@ -155,6 +155,7 @@ pub(crate) fn sst_dump(file: &Path, entries: bool) -> anyhow::Result<ExitCode> {
     let p = table.properties();
     println!("file:              {}", file.display());
     println!("file size:         {} bytes", table.file_size());
+    println!("format version:    {}", table.format().version());
     println!(
         "entries:           {} ({} deletions, {} merge operands)",
         p.num_entries, p.num_deletions, p.num_merges

@@ -56,5 +56,6 @@ pub use ingest::{IngestFile, TableWriter};
 pub use merge::{CounterAdd, MergeOperator};
 pub use options::{MAX_KEY_SIZE, Options, ReadOptions, WalRecoveryMode, WriteOptions};
 pub use snapshot::Snapshot;
+pub use sstable::TableFormat;
 pub use stats::{DbStats, LevelStats};
 pub use types::{FileNumber, SeqNo, ValueKind};

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use crate::fs::FileSystem;
 use crate::merge::MergeOperator;
 use crate::snapshot::Snapshot;
+use crate::sstable::TableFormat;
 
 /// Largest user key accepted, in bytes (64 KiB). Keys longer than this get
 /// [`crate::Error::InvalidArgument`].
@@ -60,6 +61,11 @@ pub struct Options {
     pub bloom_bits_per_key: u32,
     /// Compress blocks with LZ4 when that saves at least 12.5%. Default `true`.
     pub compression: bool,
+    /// SSTable format version new tables are written in. Default [`TableFormat::V2`] (varint
+    /// sequence numbers, omitted when 0: `docs/format/sstable.md` section 3); choose
+    /// [`TableFormat::V1`] only while a build that reads only version 1 must still open the
+    /// directory. Both are always read.
+    pub table_format: TableFormat,
     /// Capacity of the shared block cache, in bytes of uncompressed blocks. Default 64 MiB.
     pub block_cache_size: usize,
     /// Table files kept open at most (the table cache). Default 1000.
@@ -124,6 +130,7 @@ impl Default for Options {
             block_restart_interval: 16,
             bloom_bits_per_key: 10,
             compression: true,
+            table_format: TableFormat::V2,
             block_cache_size: 64 << 20,
             max_open_files: 1000,
             level_size_multiplier: 10,
@@ -181,6 +188,8 @@ setters! {
     bloom_bits_per_key: u32;
     /// Sets [`Options::compression`].
     compression: bool;
+    /// Sets [`Options::table_format`].
+    table_format: TableFormat;
     /// Sets [`Options::block_cache_size`] (bytes).
     block_cache_size: usize;
     /// Sets [`Options::max_open_files`].

@@ -15,6 +15,7 @@ use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
 use strata_engine::iterator::InternalIterator;
 use strata_engine::sstable::block::{Block, BlockBuilder, BlockIter};
+use strata_engine::sstable::format::TableFormat;
 use strata_engine::types::{InternalKey, InternalKeyRef, SeqNo, ValueKind};
 
 strata_fuzz::capped_allocator!();
@@ -59,8 +60,14 @@ fn scan_backward(it: &mut BlockIter, limit: usize) -> Vec<InternalKey> {
 }
 
 fn raw(data: &[u8]) {
+    for format in [TableFormat::V1, TableFormat::V2] {
+        raw_as(data, format);
+    }
+}
+
+fn raw_as(data: &[u8], format: TableFormat) {
     let file: Arc<Path> = Arc::from(Path::new("fuzz.block"));
-    let Ok(block) = Block::new(Bytes::copy_from_slice(data), file, 0) else {
+    let Ok(block) = Block::new(Bytes::copy_from_slice(data), format, file, 0) else {
         return;
     };
     let block = Arc::new(block);
@@ -116,15 +123,20 @@ fn round_trip(data: &[u8]) {
         return;
     };
     let want = entries(rest);
-    let mut builder = BlockBuilder::new(usize::from(first % 20));
+    let format = if first & 0x80 == 0 {
+        TableFormat::V2
+    } else {
+        TableFormat::V1
+    };
+    let mut builder = BlockBuilder::new(format, usize::from(first % 20));
     for (k, v) in &want {
         builder
-            .add(&k.as_ref().encode(), v)
+            .add(k.as_ref(), v)
             .expect("a small block accepts every entry");
     }
     let contents = Bytes::copy_from_slice(builder.finish());
     let file: Arc<Path> = Arc::from(Path::new("built.block"));
-    let block = Arc::new(Block::new(contents, file, 0).expect("a built block decodes"));
+    let block = Arc::new(Block::new(contents, format, file, 0).expect("a built block decodes"));
     let mut it = block.iter();
     let limit = want.len() + 1;
 

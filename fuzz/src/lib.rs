@@ -17,10 +17,11 @@ use std::sync::Arc;
 use std::sync::OnceLock;
 
 use bytes::Bytes;
-use strata_engine::coding::{crc32c_parts, get_fixed64};
+use strata_engine::coding::{crc32c_parts, get_fixed32, get_fixed64};
 use strata_engine::iterator::InternalIterator;
 use strata_engine::sstable::block::Block;
 use strata_engine::sstable::format::{
+    TableFormat,
     BLOCK_TRAILER_LEN, BlockHandle, FOOTER_LEN, TABLE_MAGIC, decode_block,
 };
 use strata_engine::wal::{BLOCK_SIZE, HEADER_SIZE, fragment_crc};
@@ -184,7 +185,9 @@ pub fn repair_table_checksums(data: &mut [u8]) -> bool {
         return changed;
     };
     let path: Arc<Path> = Arc::from(Path::new("index"));
-    let Ok(block) = Block::new(contents, path, index.offset).map(Arc::new) else {
+    let version = get_fixed32(data, footer_at + 48).unwrap_or(0);
+    let format = TableFormat::from_version(version).unwrap_or_default();
+    let Ok(block) = Block::new(contents, format, path, index.offset).map(Arc::new) else {
         return changed;
     };
     let mut it = block.iter();

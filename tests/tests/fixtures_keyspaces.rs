@@ -21,7 +21,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use strata_engine::{CounterAdd, Db, Keyspace, Options, ReadOptions, WriteBatch, WriteOptions};
+use strata_engine::{
+    CounterAdd, Db, Keyspace, Options, ReadOptions, TableFormat, WriteBatch, WriteOptions,
+};
 
 /// Keyspace name -> key -> value.
 type Contents = BTreeMap<String, BTreeMap<Vec<u8>, Vec<u8>>>;
@@ -34,7 +36,8 @@ fn options() -> Options {
     let small = Options::default()
         .block_size(512)
         .block_restart_interval(4)
-        .max_background_jobs(1);
+        .max_background_jobs(1)
+        .table_format(TableFormat::V1);
     small
         .clone()
         .with_keyspace_options("counts", small.merge_operator(Some(Arc::new(CounterAdd))))

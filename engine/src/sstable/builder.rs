@@ -9,9 +9,11 @@ use std::sync::Arc;
 
 use super::block::BlockBuilder;
 use super::filter::FilterBuilder;
-use super::format::{BLOCK_TRAILER_LEN, BlockHandle, Footer, block_trailer, maybe_compress};
+use super::format::{
+    BLOCK_TRAILER_LEN, BlockHandle, Footer, TableFormat, block_trailer, maybe_compress,
+};
 use super::properties::TableProperties;
-use crate::error::{IoContext, Result};
+use crate::error::{Error, IoContext, Result};
 use crate::fs::{FileSystem, WritableFile};
 use crate::types::{InternalKeyRef, SeqNo, TRAILER_LEN, ValueKind};
 
@@ -34,6 +36,9 @@ pub struct TableBuilderOptions {
     pub bloom_bits_per_key: u32,
     /// Compress data, index and properties blocks with LZ4 when that saves at least 12.5%.
     pub compression: bool,
+    /// The format version to write ([`TableFormat::V2`] unless a table must stay readable by
+    /// builds that know only version 1).
+    pub format: TableFormat,
 }
 
 impl TableBuilderOptions {
@@ -44,6 +49,7 @@ impl TableBuilderOptions {
             block_restart_interval: o.block_restart_interval,
             bloom_bits_per_key: o.bloom_bits_per_key,
             compression: o.compression,
+            format: o.table_format,
         }
     }
 }
@@ -98,8 +104,8 @@ impl TableBuilder {
             file: BufWriter::with_capacity(WRITE_BUFFER_BYTES, Appender(file)),
             opts,
             offset: 0,
-            data_block: BlockBuilder::new(opts.block_restart_interval),
-            index_block: BlockBuilder::new(INDEX_RESTART_INTERVAL),
+            data_block: BlockBuilder::new(opts.format, opts.block_restart_interval),
+            index_block: BlockBuilder::new(opts.format, INDEX_RESTART_INTERVAL),
             filter: (opts.bloom_bits_per_key > 0)
                 .then(|| FilterBuilder::new(opts.bloom_bits_per_key)),
             props,
@@ -131,7 +137,7 @@ impl TableBuilder {
         }
         self.last_key.clear();
         key.encode_into(&mut self.last_key);
-        self.data_block.add(&self.last_key, value)?;
+        self.data_block.add(key, value)?;
         if new_user_key && let Some(f) = &mut self.filter {
             f.add_key(key.user_key);
         }
@@ -167,7 +173,10 @@ impl TableBuilder {
             short_successor(&self.last_key, &mut self.separator_scratch);
             self.add_index_entry(handle)?;
         }
-        let mut footer = Footer::default();
+        let mut footer = Footer {
+            format: self.opts.format,
+            ..Footer::default()
+        };
         if let Some(blob) = self
             .filter
             .as_ref()
@@ -184,7 +193,8 @@ impl TableBuilder {
         let mut encoded = Vec::new();
         self.props.encode_into(&mut encoded);
         footer.properties = self.write_block(&encoded, self.opts.compression)?;
-        let mut index = std::mem::replace(&mut self.index_block, BlockBuilder::new(1));
+        let placeholder = BlockBuilder::new(self.opts.format, 1);
+        let mut index = std::mem::replace(&mut self.index_block, placeholder);
         footer.index = self.write_block_from(&mut index)?;
         self.write_raw(&footer.encode())?;
         self.file.flush().ctx(&self.path)?;
@@ -211,14 +221,18 @@ impl TableBuilder {
     fn add_index_entry(&mut self, handle: BlockHandle) -> Result<()> {
         let mut value = Vec::with_capacity(BlockHandle::MAX_ENCODED_LEN);
         handle.encode_into(&mut value);
-        self.index_block.add(&self.separator_scratch, &value)
+        let separator = InternalKeyRef::decode(&self.separator_scratch).ok_or_else(|| {
+            Error::InvalidArgument("index separator is not an internal key".into())
+        })?;
+        self.index_block.add(separator, &value)
     }
 
     fn flush_data_block(&mut self) -> Result<()> {
         if self.data_block.is_empty() {
             return Ok(());
         }
-        let mut block = std::mem::replace(&mut self.data_block, BlockBuilder::new(1));
+        let placeholder = BlockBuilder::new(self.opts.format, 1);
+        let mut block = std::mem::replace(&mut self.data_block, placeholder);
         let handle = self.write_block_from(&mut block);
         block.reset();
         self.data_block = block;

@@ -21,8 +21,37 @@ use crate::error::{Error, Result};
 /// Magic number closing every SSTable: the leading 64 bits of SHA-256("strata-sstable").
 pub const TABLE_MAGIC: u64 = 0xdd52_6fc3_d45d_3aee;
 
-/// The format version this build writes and the only one it reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// A table's format version (footer `format_version`). The versions differ only in how block
+/// entries are encoded (`docs/format/sstable.md` section 3); this build reads both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TableFormat {
+    /// Entries hold the encoded internal key (`user_key | trailer u64`), prefix-compressed
+    /// as a whole (section 3.1).
+    V1,
+    /// Entries prefix-compress the user key only and store the sequence number as a varint,
+    /// omitted when 0, with the kind in the value-length varint (section 3.2). The default.
+    #[default]
+    V2,
+}
+
+impl TableFormat {
+    /// The `format_version` field's value. DO NOT CHANGE: on disk.
+    pub fn version(self) -> u32 {
+        match self {
+            TableFormat::V1 => 1,
+            TableFormat::V2 => 2,
+        }
+    }
+
+    /// The format a `format_version` field names, if this build knows it.
+    pub fn from_version(version: u32) -> Option<TableFormat> {
+        match version {
+            1 => Some(TableFormat::V1),
+            2 => Some(TableFormat::V2),
+            _ => None,
+        }
+    }
+}
 
 /// Bytes after every block's contents: compression type (1) + CRC32C (4).
 pub const BLOCK_TRAILER_LEN: usize = 5;
@@ -135,6 +164,8 @@ pub struct Footer {
     pub properties: BlockHandle,
     /// The index block.
     pub index: BlockHandle,
+    /// How the table's block entries are encoded.
+    pub format: TableFormat,
 }
 
 impl Footer {
@@ -152,7 +183,7 @@ impl Footer {
         for (chunk, v) in out.chunks_exact_mut(8).zip(fields) {
             chunk.copy_from_slice(&v.to_le_bytes());
         }
-        out[FOOTER_VERSION_AT..FOOTER_CRC_AT].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+        out[FOOTER_VERSION_AT..FOOTER_CRC_AT].copy_from_slice(&self.format.version().to_le_bytes());
         let crc = crc32c_parts(&[&out[..FOOTER_VERSION_AT + 4]]);
         out[FOOTER_CRC_AT..FOOTER_MAGIC_AT].copy_from_slice(&crc.to_le_bytes());
         out[FOOTER_MAGIC_AT..].copy_from_slice(&TABLE_MAGIC.to_le_bytes());
@@ -195,12 +226,13 @@ impl Footer {
         }
         let version =
             get_fixed32(src, FOOTER_VERSION_AT).ok_or_else(|| corrupt("short footer".into()))?;
-        if version != FORMAT_VERSION {
+        let Some(format) = TableFormat::from_version(version) else {
             return Err(corrupt(format!(
-                "unsupported format version {version} (this build reads {FORMAT_VERSION})"
+                "unsupported format version {version} (this build reads 1 and 2)"
             )));
-        }
+        };
         let footer = Footer {
+            format,
             filter: BlockHandle::new(field(0)?, field(1)?),
             properties: BlockHandle::new(field(2)?, field(3)?),
             index: BlockHandle::new(field(4)?, field(5)?),
@@ -343,12 +375,20 @@ mod tests {
 
     #[test]
     fn footer_round_trips_and_every_bit_flip_is_detected() -> Result<()> {
-        let f = Footer {
+        let v1 = Footer {
             filter: BlockHandle::new(100, 20),
             properties: BlockHandle::new(125, 30),
             index: BlockHandle::new(160, 10),
+            format: TableFormat::V1,
+        };
+        assert_eq!(v1.encode()[48..52], [1, 0, 0, 0]);
+        assert_eq!(Footer::decode(&v1.encode(), path(), 1000)?, v1);
+        let f = Footer {
+            format: TableFormat::V2,
+            ..v1
         };
         let enc = f.encode();
+        assert_eq!(enc[48..52], [2, 0, 0, 0]);
         assert_eq!(Footer::decode(&enc, path(), 1000)?, f);
         for bit in 0..FOOTER_LEN * 8 {
             let mut bad = enc;
@@ -362,6 +402,21 @@ mod tests {
         // Handles past the footer offset are rejected.
         assert!(Footer::decode(&enc, path(), 170).is_err());
         Ok(())
+    }
+
+    #[test]
+    fn unknown_format_versions_are_refused_even_with_a_valid_crc() {
+        for version in [0u32, 3, u32::MAX] {
+            let mut enc = Footer::default().encode();
+            enc[48..52].copy_from_slice(&version.to_le_bytes());
+            let crc = crc32c_parts(&[&enc[..52]]);
+            enc[52..56].copy_from_slice(&crc.to_le_bytes());
+            let err = Footer::decode(&enc, path(), 1000).map(|_| ()).unwrap_err();
+            assert!(
+                err.to_string().contains("unsupported format version"),
+                "{err}"
+            );
+        }
     }
 
     #[test]

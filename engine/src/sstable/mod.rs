@@ -27,6 +27,7 @@ mod properties;
 mod reader;
 
 pub use builder::{TableBuilder, TableBuilderOptions};
+pub use format::TableFormat;
 pub use properties::TableProperties;
 pub use reader::{Table, TableIter};
 

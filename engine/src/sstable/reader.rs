@@ -17,7 +17,7 @@ use bytes::Bytes;
 
 use super::block::{Block, BlockIter};
 use super::filter::Filter;
-use super::format::{BlockHandle, FOOTER_LEN, Footer, decode_block};
+use super::format::{BlockHandle, FOOTER_LEN, Footer, TableFormat, decode_block};
 use super::properties::TableProperties;
 use crate::cache::BlockCache;
 use crate::error::{Error, IoContext, Result};
@@ -79,6 +79,7 @@ impl Table {
         let contents = read_block(&*file, &path, footer.index)?;
         let index = Arc::new(Block::new(
             contents,
+            footer.format,
             Arc::clone(&path),
             footer.index.offset,
         )?);
@@ -176,6 +177,11 @@ impl Table {
         self.global_seqno
     }
 
+    /// The table's format version (how its block entries are encoded).
+    pub fn format(&self) -> TableFormat {
+        self.footer.format
+    }
+
     /// The properties recorded when the table was written.
     pub fn properties(&self) -> &TableProperties {
         &self.properties
@@ -226,7 +232,12 @@ impl Table {
         while index.valid() {
             let handle = self.decode_handle(index.value())?;
             let contents = read_block(&*self.file, &self.path, handle)?;
-            let block = Arc::new(Block::new(contents, Arc::clone(&self.path), handle.offset)?);
+            let block = Arc::new(Block::new(
+                contents,
+                self.footer.format,
+                Arc::clone(&self.path),
+                handle.offset,
+            )?);
             let mut it = block.iter();
             it.seek_to_first()?;
             while it.valid() {
@@ -265,7 +276,12 @@ impl Table {
             return Ok(b);
         }
         let contents = read_block(&*self.file, &self.path, handle)?;
-        let block = Arc::new(Block::new(contents, Arc::clone(&self.path), handle.offset)?);
+        let block = Arc::new(Block::new(
+            contents,
+            self.footer.format,
+            Arc::clone(&self.path),
+            handle.offset,
+        )?);
         self.cache
             .insert(self.number, handle.offset, Arc::clone(&block));
         Ok(block)

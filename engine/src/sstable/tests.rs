@@ -8,7 +8,9 @@ use bytes::Bytes;
 use proptest::prelude::*;
 
 use super::block::Block;
-use super::format::{BLOCK_TRAILER_LEN, BlockHandle, FOOTER_LEN, Footer, decode_block};
+use super::format::{
+    BLOCK_TRAILER_LEN, BlockHandle, FOOTER_LEN, Footer, TableFormat, decode_block,
+};
 use super::{Table, TableBuilder, TableBuilderOptions, TableIter, TableProperties};
 use crate::cache::{BlockCache, TableCache};
 use crate::error::{Error, IoContext, Result};
@@ -24,6 +26,7 @@ fn opts(block_size: usize, bloom: u32, compression: bool) -> TableBuilderOptions
         block_restart_interval: 16,
         bloom_bits_per_key: bloom,
         compression,
+        format: TableFormat::V2,
     }
 }
 
@@ -409,6 +412,7 @@ fn data_handles(path: &Path) -> Result<Vec<BlockHandle>> {
     let footer = footer_of(&bytes)?;
     let index = Arc::new(Block::new(
         read_handle(&bytes, footer.index)?,
+        footer.format,
         Arc::from(Path::new("t")),
         footer.index.offset,
     )?);
@@ -663,6 +667,24 @@ fn table_cache_opens_once_and_evicts() -> Result<()> {
 /// The exact file from section 8 of `docs/format/sstable.md`.
 #[test]
 fn worked_example_matches_spec() -> Result<()> {
+    let v1 = TableBuilderOptions {
+        format: TableFormat::V1,
+        ..opts(4096, 0, false)
+    };
+    check_worked_example(v1, include_str!("testdata/worked_example.hex"))
+}
+
+#[test]
+fn worked_example_v2_matches_spec() -> Result<()> {
+    check_worked_example(
+        opts(4096, 0, false),
+        include_str!("testdata/worked_example_v2.hex"),
+    )
+}
+
+/// Writes the three entries of `docs/format/sstable.md` section 8 with `o` and compares the
+/// file with `expected` (hex, 16 bytes per line).
+fn check_worked_example(o: TableBuilderOptions, expected: &str) -> Result<()> {
     let dir = tempdir()?;
     let path = dir.path().join("ex.sst");
     let model = vec![
@@ -673,7 +695,7 @@ fn worked_example_matches_spec() -> Result<()> {
         ),
         put(b"banana", 5, b"yellow"),
     ];
-    let (_, size) = write(&path, &model, opts(4096, 0, false))?;
+    let (_, size) = write(&path, &model, o)?;
     let bytes = std::fs::read(&path).ctx(&path)?;
     assert_eq!(bytes.len() as u64, size);
     let hex: Vec<String> = bytes
@@ -685,7 +707,6 @@ fn worked_example_matches_spec() -> Result<()> {
                 .join(" ")
         })
         .collect();
-    let expected = include_str!("testdata/worked_example.hex");
     assert_eq!(
         hex.join("\n").trim(),
         expected.trim(),
@@ -700,7 +721,11 @@ fn arb_model() -> impl Strategy<Value = Model> {
     let user_key = prop::collection::vec(byte, 0..5);
     let kind = prop::sample::select(vec![ValueKind::Delete, ValueKind::Put, ValueKind::Merge]);
     let value = prop::collection::vec(any::<u8>(), 0..40);
-    prop::collection::vec((user_key, 0u64..50, kind, value), 0..80).prop_map(|raw| {
+    prop::collection::vec(
+        (user_key, prop_oneof![Just(0u64), 0u64..50], kind, value),
+        0..80,
+    )
+    .prop_map(|raw| {
         let mut m = sorted(
             raw.into_iter()
                 .map(|(u, s, k, v)| (InternalKey::new(u, SeqNo(s), k), v))
@@ -721,11 +746,17 @@ proptest! {
         restart in 1usize..=16,
         bloom in prop::sample::select(vec![0u32, 10]),
         compression in any::<bool>(),
+        v1 in any::<bool>(),
     ) {
         let run = || -> Result<()> {
             let dir = tempdir()?;
             let path = dir.path().join("t.sst");
-            let o = TableBuilderOptions { block_restart_interval: restart, ..opts(block_size, bloom, compression) };
+            let format = if v1 { TableFormat::V1 } else { TableFormat::V2 };
+            let o = TableBuilderOptions {
+                block_restart_interval: restart,
+                format,
+                ..opts(block_size, bloom, compression)
+            };
             write(&path, &model, o)?;
             check_table(&open(&path)?, &model)
         };

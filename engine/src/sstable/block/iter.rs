@@ -8,10 +8,11 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::Block;
+use super::{Block, TAG_HAS_SEQNO, TAG_KIND_MASK, TAG_VALUE_LEN_SHIFT};
 use crate::coding::get_varint64;
 use crate::error::Result;
 use crate::iterator::InternalIterator;
+use crate::sstable::format::TableFormat;
 use crate::types::{InternalKeyRef, SeqNo, TRAILER_LEN, ValueKind};
 
 /// Cursor over a [`Block`]'s entries in internal-key order. Owns an `Arc` of the block, so it
@@ -29,7 +30,8 @@ pub struct BlockIter {
     next: usize,
     /// Index of the restart region holding the current entry.
     restart_index: usize,
-    /// The current entry's full encoded internal key.
+    /// The bytes prefix compression runs over for the current entry: its encoded internal key
+    /// (V1) or its user key (V2).
     key: Vec<u8>,
     seqno: SeqNo,
     kind: ValueKind,
@@ -44,6 +46,8 @@ struct EntryHeader {
     delta_start: usize,
     delta_end: usize,
     value_end: usize,
+    /// V2: the sequence number and kind from the header (V1 keeps them in the key).
+    seqno_kind: Option<(SeqNo, ValueKind)>,
 }
 
 impl BlockIter {
@@ -67,9 +71,14 @@ impl BlockIter {
         self.block.data.slice(self.value_start..self.value_end)
     }
 
-    /// The current encoded internal key. Requires `valid()`.
-    pub fn encoded_key(&self) -> &[u8] {
-        &self.key
+    /// The user-key part of `compressed` (the bytes prefix compression runs over).
+    fn user_key_of(format: TableFormat, compressed: &[u8]) -> &[u8] {
+        match format {
+            TableFormat::V1 => compressed
+                .get(..compressed.len().saturating_sub(TRAILER_LEN))
+                .unwrap_or_default(),
+            TableFormat::V2 => compressed,
+        }
     }
 
     fn invalidate(&mut self) {
@@ -88,17 +97,34 @@ impl BlockIter {
             .get(at..block.data_end)
             .ok_or_else(|| bad("entry offset"))?;
         let mut pos = 0;
-        let mut field = || -> Result<usize> {
+        let mut varint = || -> Result<u64> {
             let (v, n) = src
                 .get(pos..)
                 .and_then(get_varint64)
                 .ok_or_else(|| bad("truncated entry header"))?;
             pos += n;
-            usize::try_from(v).map_err(|_| bad("entry length overflows"))
+            Ok(v)
         };
-        let shared = field()?;
-        let non_shared = field()?;
-        let value_len = field()?;
+        let length = |v: u64| usize::try_from(v).map_err(|_| bad("entry length overflows"));
+        let shared = length(varint()?)?;
+        let non_shared = length(varint()?)?;
+        let (value_len, seqno_kind) = match block.format {
+            TableFormat::V1 => (length(varint()?)?, None),
+            TableFormat::V2 => {
+                let tag = varint()?;
+                let kind = ValueKind::try_from((tag & TAG_KIND_MASK) as u8)
+                    .map_err(|_| bad("unknown entry kind"))?;
+                let seqno = if tag & TAG_HAS_SEQNO == 0 {
+                    SeqNo::ZERO
+                } else {
+                    Some(varint()?)
+                        .filter(|&s| s <= SeqNo::MAX.get())
+                        .map(SeqNo)
+                        .ok_or_else(|| bad("sequence number above 2^56 - 1"))?
+                };
+                (length(tag >> TAG_VALUE_LEN_SHIFT)?, Some((seqno, kind)))
+            }
+        };
         let delta_start = at + pos;
         let delta_end = delta_start
             .checked_add(non_shared)
@@ -112,6 +138,7 @@ impl BlockIter {
             delta_start,
             delta_end,
             value_end,
+            seqno_kind,
         })
     }
 
@@ -148,10 +175,15 @@ impl BlockIter {
             .ok_or_else(|| self.block.corruption(at, "key runs past the block"))?;
         self.key.truncate(h.shared);
         self.key.extend_from_slice(delta);
-        let Some(k) = InternalKeyRef::decode(&self.key) else {
-            return Err(self.block.corruption(at, "malformed internal key"));
+        (self.seqno, self.kind) = match h.seqno_kind {
+            Some(sk) => sk,
+            None => {
+                let Some(k) = InternalKeyRef::decode(&self.key) else {
+                    return Err(self.block.corruption(at, "malformed internal key"));
+                };
+                (k.seqno, k.kind)
+            }
         };
-        (self.seqno, self.kind) = (k.seqno, k.kind);
         self.restart_index = region;
         self.current = at;
         self.next = h.value_end;
@@ -180,11 +212,12 @@ impl BlockIter {
         if h.shared != 0 {
             return Err(self.block.corruption(at, "restart entry shares a prefix"));
         }
-        self.block
-            .data
-            .get(h.delta_start..h.delta_end)
-            .and_then(InternalKeyRef::decode)
-            .ok_or_else(|| self.block.corruption(at, "malformed internal key"))
+        let delta = self.block.data.get(h.delta_start..h.delta_end);
+        match h.seqno_kind {
+            Some((seqno, kind)) => delta.map(|user_key| InternalKeyRef::new(user_key, seqno, kind)),
+            None => delta.and_then(InternalKeyRef::decode),
+        }
+        .ok_or_else(|| self.block.corruption(at, "malformed internal key"))
     }
 
     fn step_forward(&mut self) -> Result<()> {
@@ -292,10 +325,7 @@ impl InternalIterator for BlockIter {
 
     fn key(&self) -> InternalKeyRef<'_> {
         debug_assert!(self.valid, "key on an invalid iterator");
-        let user_key = self
-            .key
-            .get(..self.key.len().saturating_sub(TRAILER_LEN))
-            .unwrap_or_default();
+        let user_key = Self::user_key_of(self.block.format, &self.key);
         InternalKeyRef::new(user_key, self.seqno, self.kind)
     }
 

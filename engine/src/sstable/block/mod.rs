@@ -1,16 +1,22 @@
 //! Blocks: sorted, prefix-compressed entries with restart points (data and index blocks).
 //!
-//! Spec: `docs/format/sstable.md`, section 3.
+//! Spec: `docs/format/sstable.md`, section 3. The entry encoding depends on the table's
+//! [`TableFormat`]:
 //!
 //! ```text
 //! block        := entry* restarts num_restarts
-//! entry        := shared: varint | non_shared: varint | value_len: varint
+//! entry_v1     := shared: varint | non_shared: varint | value_len: varint
 //!                 | key_delta: u8[non_shared] | value: u8[value_len]
+//!                 (prefix compression over the encoded internal key user_key | trailer u64)
+//! entry_v2     := shared: varint | non_shared: varint | tag: varint
+//!                 | seqno: varint (iff tag & 4) | key_delta: u8[non_shared] | value
+//!                 (prefix compression over the user key; tag = value_len << 3
+//!                  | has_seqno << 2 | kind; no seqno means 0)
 //! restarts     := restart: u32 LE * num_restarts      (entry offsets; restarts[0] == 0)
 //! num_restarts := u32 LE                              (>= 1)
 //! ```
 //!
-//! Keys are encoded internal keys and are compared with internal-key order, never as raw bytes.
+//! Keys are internal keys and are compared with internal-key order, never as raw bytes.
 
 mod builder;
 mod iter;
@@ -23,8 +29,16 @@ use bytes::Bytes;
 pub use builder::BlockBuilder;
 pub use iter::BlockIter;
 
+use super::format::TableFormat;
 use crate::coding::get_fixed32;
 use crate::error::{Error, Result};
+
+/// Bit of a version-2 entry's tag saying a sequence number varint follows.
+const TAG_HAS_SEQNO: u64 = 1 << 2;
+/// Bits of a version-2 entry's tag holding the kind.
+const TAG_KIND_MASK: u64 = 0b11;
+/// Bits of a version-2 entry's tag below the value length.
+const TAG_VALUE_LEN_SHIFT: u32 = 3;
 
 /// A decoded (uncompressed) block whose restart array has been checked. Shared between the
 /// block cache and iterators through `Arc`; immutable.
@@ -36,6 +50,8 @@ pub struct Block {
     data_end: usize,
     /// Number of restart points (>= 1).
     num_restarts: usize,
+    /// How entries are encoded.
+    format: TableFormat,
     /// The file the block came from, for error messages.
     file: Arc<Path>,
     /// The block's byte offset in `file`, for error messages.
@@ -44,13 +60,13 @@ pub struct Block {
 
 impl Block {
     /// Checks the restart array of `data` (a block's uncompressed contents, read at `offset` of
-    /// `file`) and wraps it.
+    /// `file`, a table of format `format`) and wraps it. Entries are checked as they are read.
     ///
     /// # Errors
     /// [`Error::Corruption`] naming `file` and `offset` if the contents are shorter than 4
     /// bytes, the restart count is 0 or does not fit, or the restarts are not strictly
     /// increasing offsets below the restart array starting at 0.
-    pub fn new(data: Bytes, file: Arc<Path>, offset: u64) -> Result<Block> {
+    pub fn new(data: Bytes, format: TableFormat, file: Arc<Path>, offset: u64) -> Result<Block> {
         let corrupt = |reason: String| Error::corruption(&*file, offset, reason);
         let len = data.len();
         let count = len
@@ -84,6 +100,7 @@ impl Block {
             data,
             data_end,
             num_restarts,
+            format,
             file,
             offset,
         })

@@ -10,6 +10,7 @@ use super::{Block, BlockBuilder, BlockIter};
 use crate::coding::{put_fixed32, put_varint64};
 use crate::error::Result;
 use crate::iterator::InternalIterator;
+use crate::sstable::format::TableFormat;
 use crate::types::{InternalKey, InternalKeyRef, SeqNo, ValueKind};
 
 type Model = Vec<(InternalKey, Vec<u8>)>;
@@ -18,13 +19,16 @@ fn path() -> Arc<Path> {
     Arc::from(Path::new("test.sst"))
 }
 
-fn build(entries: &Model, interval: usize) -> Result<Arc<Block>> {
-    let mut b = BlockBuilder::new(interval);
+/// Every format this build reads.
+const FORMATS: [TableFormat; 2] = [TableFormat::V1, TableFormat::V2];
+
+fn build(format: TableFormat, entries: &Model, interval: usize) -> Result<Arc<Block>> {
+    let mut b = BlockBuilder::new(format, interval);
     for (k, v) in entries {
-        b.add(&k.as_ref().encode(), v)?;
+        b.add(k.as_ref(), v)?;
     }
     let data = Bytes::copy_from_slice(b.finish());
-    Ok(Arc::new(Block::new(data, path(), 0)?))
+    Ok(Arc::new(Block::new(data, format, path(), 0)?))
 }
 
 fn entry(it: &BlockIter) -> (InternalKey, Vec<u8>) {
@@ -116,10 +120,15 @@ fn sample_model(n: usize) -> Model {
                 } else {
                     format!("value-{i}-{v}").into_bytes()
                 };
-                (
-                    InternalKey::new(user.clone(), SeqNo((100 + i * 7 + v) as u64), kind),
-                    value,
-                )
+                // Zero (stored without a varint in V2), small, large and the largest
+                // sequence numbers; distinct within a user key.
+                let seqno = match v {
+                    0 if i % 5 == 0 => 0,
+                    0 => (100 + i * 7) as u64,
+                    1 => SeqNo::MAX.get() - i as u64,
+                    _ => (1 << 40) + i as u64,
+                };
+                (InternalKey::new(user.clone(), SeqNo(seqno), kind), value)
             })
         })
         .collect();
@@ -130,8 +139,8 @@ fn sample_model(n: usize) -> Model {
 #[test]
 fn block_seeks_find_every_key_and_gap_for_common_restart_intervals() -> Result<()> {
     let model = sample_model(60);
-    for interval in [1, 2, 16] {
-        let block = build(&model, interval)?;
+    for (format, interval) in FORMATS.into_iter().flat_map(|f| [(f, 1), (f, 2), (f, 16)]) {
+        let block = build(format, &model, interval)?;
         let mut it = block.iter();
         assert_eq!(forward(&mut it)?, model);
         assert_eq!(backward(&mut it)?, model);
@@ -145,8 +154,11 @@ fn block_seeks_find_every_key_and_gap_for_common_restart_intervals() -> Result<(
 #[test]
 fn block_next_and_prev_are_inverse() -> Result<()> {
     let model = sample_model(40);
-    for interval in [1, 2, 3, 16] {
-        let block = build(&model, interval)?;
+    for (format, interval) in FORMATS
+        .into_iter()
+        .flat_map(|f| [(f, 1), (f, 2), (f, 3), (f, 16)])
+    {
+        let block = build(format, &model, interval)?;
         let mut it = block.iter();
         for (i, (k, _)) in model.iter().enumerate() {
             it.seek(k.as_ref())?;
@@ -174,7 +186,14 @@ fn block_next_and_prev_are_inverse() -> Result<()> {
 
 #[test]
 fn empty_block_is_valid_and_yields_nothing() -> Result<()> {
-    let block = build(&Vec::new(), 16)?;
+    for format in FORMATS {
+        empty_block_yields_nothing(format)?;
+    }
+    Ok(())
+}
+
+fn empty_block_yields_nothing(format: TableFormat) -> Result<()> {
+    let block = build(format, &Vec::new(), 16)?;
     assert!(block.is_empty());
     assert_eq!(block.size_bytes(), 8);
     let mut it = block.iter();
@@ -192,9 +211,39 @@ fn empty_block_is_valid_and_yields_nothing() -> Result<()> {
 #[test]
 fn keys_are_prefix_compressed_between_restarts() -> Result<()> {
     let model = sample_model(32);
-    let dense = build(&model, 16)?.size_bytes();
-    let sparse = build(&model, 1)?.size_bytes();
-    assert!(dense < sparse, "{dense} >= {sparse}");
+    for format in FORMATS {
+        let dense = build(format, &model, 16)?.size_bytes();
+        let sparse = build(format, &model, 1)?.size_bytes();
+        assert!(dense < sparse, "{format:?}: {dense} >= {sparse}");
+    }
+    Ok(())
+}
+
+#[expect(clippy::big_endian_bytes, reason = "u64 keys sort as big-endian bytes")]
+#[test]
+fn v2_entries_store_user_key_deltas_and_omit_zero_sequence_numbers() -> Result<()> {
+    // Two last-level records of the u64 -> (u32, u32) workload: 8-byte keys sharing 3 bytes.
+    let k1 = 0x0011_2233_4455_6677u64.to_be_bytes();
+    let k2 = 0x0011_22ff_0000_0001u64.to_be_bytes();
+    let v = [9u8; 8];
+    let mut b = BlockBuilder::new(TableFormat::V2, 16);
+    b.add(InternalKeyRef::new(&k1, SeqNo::ZERO, ValueKind::Put), &v)?;
+    b.add(InternalKeyRef::new(&k2, SeqNo::ZERO, ValueKind::Put), &v)?;
+    let k3 = [&k2[..], &[7]].concat();
+    b.add(InternalKeyRef::new(&k3, SeqNo(300), ValueKind::Delete), b"")?;
+    let data = b.finish().to_vec();
+    let mut want = vec![0x00, 0x08, 0x41];
+    want.extend_from_slice(&k1);
+    want.extend_from_slice(&v);
+    // shared 3, 5 new bytes, tag 8 << 3 | Put: 16 bytes in all.
+    want.extend_from_slice(&[0x03, 0x05, 0x41]);
+    want.extend_from_slice(&k2[3..]);
+    want.extend_from_slice(&v);
+    // k2 ++ [7], with a sequence number: shared 8, 1 new byte, tag 0 << 3 | 4 | Delete, then
+    // varint 300.
+    want.extend_from_slice(&[0x08, 0x01, 0x04, 0xac, 0x02, 0x07]);
+    want.extend_from_slice(&[0, 0, 0, 0, 1, 0, 0, 0]);
+    assert_eq!(data, want);
     Ok(())
 }
 
@@ -236,8 +285,10 @@ fn bad_restart_arrays_are_corruption() {
         Bytes::from_static(b"\x00\x00\x00\x00\xff\xff\xff\xff"), // count too large
     ];
     for (i, c) in cases.into_iter().enumerate() {
-        let r = Block::new(c, path(), 7);
-        assert!(matches!(&r, Err(e) if e.is_corruption()), "case {i}: {r:?}");
+        for format in FORMATS {
+            let r = Block::new(c.clone(), format, path(), 7);
+            assert!(matches!(&r, Err(e) if e.is_corruption()), "case {i}: {r:?}");
+        }
     }
 }
 
@@ -267,26 +318,93 @@ fn malformed_entries_are_corruption() -> Result<()> {
         restarts_block(&two, &[0, second_at]),
     ];
     for (i, c) in cases.into_iter().enumerate() {
-        let block = Arc::new(Block::new(c, path(), 7)?);
+        let block = Arc::new(Block::new(c, TableFormat::V1, path(), 7)?);
         let r = scan_everything(block);
         assert!(matches!(&r, Err(e) if e.is_corruption()), "case {i}: {r:?}");
     }
     Ok(())
 }
 
+/// A version-2 entry: `tag` is given whole so tests can write bad kinds and flags.
+fn one_entry_v2(
+    shared: u64,
+    user_key: &[u8],
+    tag: u64,
+    seqno: Option<u64>,
+    value: &[u8],
+) -> Vec<u8> {
+    let mut e = Vec::new();
+    put_varint64(&mut e, shared);
+    put_varint64(&mut e, user_key.len() as u64);
+    put_varint64(&mut e, tag);
+    if let Some(s) = seqno {
+        put_varint64(&mut e, s);
+    }
+    e.extend_from_slice(user_key);
+    e.extend_from_slice(value);
+    e
+}
+
+#[test]
+fn malformed_v2_entries_are_corruption() -> Result<()> {
+    let put_v = (1 << 3) | 1; // value_len 1, Put
+    let mut two = one_entry_v2(0, b"abc", put_v, None, b"v");
+    let second_at = u32::try_from(two.len()).unwrap_or(0);
+    two.extend(one_entry_v2(3, b"zz", 1, None, b"")); // shares 3 bytes at a restart point
+    let cases = vec![
+        restarts_block(&one_entry_v2(0, b"a", (1 << 3) | 3, None, b"v"), &[0]), // kind 3
+        // Sequence number 2^56: above SeqNo::MAX.
+        restarts_block(&one_entry_v2(0, b"a", put_v | 4, Some(1 << 56), b"v"), &[0]),
+        restarts_block(&one_entry_v2(0, b"a", put_v | 4, None, b"")[..3], &[0]), // seqno cut
+        restarts_block(&one_entry_v2(2, b"a", put_v, None, b"v"), &[0]), // shared > previous key
+        restarts_block(&one_entry_v2(0, b"a", (9 << 3) | 1, None, b"v"), &[0]), // value past end
+        restarts_block(&one_entry_v2(0, b"a", u64::MAX, None, b"v"), &[0]), // huge value length
+        restarts_block(&two, &[0, second_at]),
+    ];
+    for (i, c) in cases.into_iter().enumerate() {
+        let block = Arc::new(Block::new(c, TableFormat::V2, path(), 7)?);
+        let r = scan_everything(block);
+        assert!(matches!(&r, Err(e) if e.is_corruption()), "case {i}: {r:?}");
+    }
+    // A stored zero sequence number is accepted (writers omit it) and reads as 0.
+    let block = Arc::new(Block::new(
+        restarts_block(&one_entry_v2(0, b"a", put_v | 4, Some(0), b"v"), &[0]),
+        TableFormat::V2,
+        path(),
+        7,
+    )?);
+    let mut it = block.iter();
+    it.seek_to_first()?;
+    assert_eq!(
+        entry(&it),
+        (
+            InternalKey::new(&b"a"[..], SeqNo::ZERO, ValueKind::Put),
+            b"v".to_vec()
+        )
+    );
+    Ok(())
+}
+
 #[test]
 fn bit_flipped_blocks_never_panic() -> Result<()> {
+    for format in FORMATS {
+        bit_flips_never_panic(format)?;
+    }
+    Ok(())
+}
+
+fn bit_flips_never_panic(format: TableFormat) -> Result<()> {
     let model = sample_model(12);
-    let mut b = BlockBuilder::new(4);
+    let mut b = BlockBuilder::new(format, 4);
     for (k, v) in &model {
-        b.add(&k.as_ref().encode(), v)?;
+        b.add(k.as_ref(), v)?;
     }
     let good = b.finish().to_vec();
     // One bit per byte, cycling through the bit positions.
     for byte in 0..good.len() {
         let mut bad = good.clone();
         bad[byte] ^= 1 << (byte % 8);
-        if let Ok(block) = Block::new(Bytes::from(bad), path(), 0) {
+        if let Ok(block) = Block::new(Bytes::from(bad), format, path(), 0) {
             let block = Arc::new(block);
             let _ = scan_everything(Arc::clone(&block));
             let mut it = block.iter();
@@ -309,7 +427,7 @@ fn arb_model() -> impl Strategy<Value = Model> {
     let kind = prop::sample::select(vec![ValueKind::Delete, ValueKind::Put, ValueKind::Merge]);
     let entry = (
         user_key,
-        0u64..1000,
+        prop_oneof![Just(0u64), 0u64..1000, Just(SeqNo::MAX.get())],
         kind,
         prop::collection::vec(any::<u8>(), 0..20),
     );
@@ -328,8 +446,14 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
     #[test]
-    fn block_round_trips_random_sorted_keys(model in arb_model(), interval in 1usize..=16) {
-        let block = build(&model, interval).map_err(|e| TestCaseError::fail(e.to_string()))?;
+    fn block_round_trips_random_sorted_keys(
+        model in arb_model(),
+        interval in 1usize..=16,
+        v2 in any::<bool>(),
+    ) {
+        let format = if v2 { TableFormat::V2 } else { TableFormat::V1 };
+        let block = build(format, &model, interval)
+            .map_err(|e| TestCaseError::fail(e.to_string()))?;
         let mut it = block.iter();
         let run = |it: &mut BlockIter| -> Result<()> {
             assert_eq!(forward(it)?, model);
