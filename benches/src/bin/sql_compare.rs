@@ -10,7 +10,8 @@
 //! batches, then a flush), `--lookups` random primary-key lookups (`SELECT count FROM reads
 //! WHERE seq = ?`: prepared on SQLite; on Strata a translated statement with the literal
 //! replaced, plus a smaller run through the full parse path), `count > T` queries without and
-//! with an index on `count`, and the size on disk.
+//! with an index on `count` (`--repeats` runs each, alternating between the stores; the
+//! median is reported, the first run in parentheses), and the size on disk.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -42,6 +43,10 @@ struct Args {
     /// RNG seed for the lookup keys.
     #[arg(long, default_value_t = 42)]
     seed: u64,
+    /// Runs of each `count > T` query per store (alternating); the median is reported, and
+    /// the first (cold) run in parentheses.
+    #[arg(long, default_value_t = 5)]
+    repeats: usize,
 }
 
 const BATCH: usize = 10_000;
@@ -90,6 +95,33 @@ fn time_row(what: &str, s: Duration, q: Duration) -> Row {
         strata: format!("{:.3} ms", s.as_secs_f64() * 1e3),
         sqlite: format!("{:.3} ms", q.as_secs_f64() * 1e3),
         ratio: format!("{:.2}x", q.as_secs_f64() / s.as_secs_f64()),
+    }
+}
+
+/// The median of `runs` (upper median for an even count).
+fn median(runs: &[Duration]) -> Duration {
+    let mut sorted = runs.to_vec();
+    sorted.sort();
+    sorted.get(sorted.len() / 2).copied().unwrap_or_default()
+}
+
+/// A row of median times, with the first (cold) run in parentheses.
+fn median_row(what: &str, s: &[Duration], q: &[Duration]) -> Row {
+    let first = |runs: &[Duration]| runs.first().copied().unwrap_or_default();
+    let (sm, qm) = (median(s), median(q));
+    Row {
+        what: what.to_owned(),
+        strata: format!(
+            "{:.3} ms (first {:.3} ms)",
+            sm.as_secs_f64() * 1e3,
+            first(s).as_secs_f64() * 1e3
+        ),
+        sqlite: format!(
+            "{:.3} ms (first {:.3} ms)",
+            qm.as_secs_f64() * 1e3,
+            first(q).as_secs_f64() * 1e3
+        ),
+        ratio: format!("{:.2}x", qm.as_secs_f64() / sm.as_secs_f64()),
     }
 }
 
@@ -231,29 +263,33 @@ fn main() -> Result<()> {
         format!("SELECT count(*) FROM reads WHERE count > {th}"),
         format!("SELECT seq, count FROM reads WHERE count > {th} ORDER BY count DESC LIMIT 20"),
     ];
+    let repeats = args.repeats.max(1);
     let run_both = |label: &str, table: &mut Vec<Row>| -> Result<()> {
         for q in &queries {
-            let t = Instant::now();
-            let out = db.execute(q)?;
-            let s = t.elapsed();
-            let t = Instant::now();
-            let mut stmt = conn.prepare(q)?;
-            let cols = stmt.column_count();
-            let mut rows = stmt.query([])?;
-            let mut n = 0;
-            while let Some(r) = rows.next()? {
-                for c in 0..cols {
-                    let _: rusqlite::types::Value = r.get(c)?;
+            let (mut s_runs, mut q_runs) = (Vec::new(), Vec::new());
+            for _ in 0..repeats {
+                let t = Instant::now();
+                let out = db.execute(q)?;
+                s_runs.push(t.elapsed());
+                let t = Instant::now();
+                let mut stmt = conn.prepare(q)?;
+                let cols = stmt.column_count();
+                let mut rows = stmt.query([])?;
+                let mut n = 0;
+                while let Some(r) = rows.next()? {
+                    for c in 0..cols {
+                        let _: rusqlite::types::Value = r.get(c)?;
+                    }
+                    n += 1;
                 }
-                n += 1;
+                q_runs.push(t.elapsed());
+                if let Some(Output::Rows { rows, .. }) = out.first()
+                    && rows.len() != n
+                {
+                    bail!("{q}: {} rows vs {n}", rows.len());
+                }
             }
-            let qd = t.elapsed();
-            if let Some(Output::Rows { rows, .. }) = out.first()
-                && rows.len() != n
-            {
-                bail!("{q}: {} rows vs {n}", rows.len());
-            }
-            table.push(time_row(&format!("{q} [{label}]"), s, qd));
+            table.push(median_row(&format!("{q} [{label}]"), &s_runs, &q_runs));
         }
         Ok(())
     };

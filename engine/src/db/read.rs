@@ -36,6 +36,50 @@ impl std::fmt::Debug for DbRange {
     }
 }
 
+impl DbRange {
+    /// Advances the ascending end and lends its pair, or `Ok(None)` at the end: the same
+    /// pairs as [`Iterator::next`], without copying them. The slices borrow from the range and
+    /// are valid until its next step, so a scan that only inspects each pair allocates nothing
+    /// per pair. Mixing it with `next`, `next_back` and [`DbRange::next_back_entry`] still
+    /// yields each key once.
+    ///
+    /// # Errors
+    /// [`Error::Corruption`] / [`Error::ChecksumMismatch`] when a table block it reads is
+    /// damaged; [`Error::Io`]; [`Error::InvalidArgument`] when a merge fails;
+    /// [`Error::Closed`] when the database was closed before the first step. After an error
+    /// the range yields `Ok(None)` in both directions.
+    ///
+    /// # Examples
+    /// ```
+    /// # fn main() -> strata_engine::Result<()> {
+    /// # let dir = tempfile::tempdir().map_err(|e| strata_engine::Error::InvalidArgument(e.to_string()))?;
+    /// use strata_engine::{Db, Options, ReadOptions};
+    /// let db = Db::open(dir.path(), Options::default())?;
+    /// db.put(b"a", b"1")?;
+    /// db.put(b"b", b"22")?;
+    /// let mut range = db.iter(&ReadOptions::default());
+    /// let mut value_bytes = 0;
+    /// while let Some((_key, value)) = range.next_entry()? {
+    ///     value_bytes += value.len();
+    /// }
+    /// assert_eq!(value_bytes, 3);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn next_entry(&mut self) -> Result<Option<(&[u8], &[u8])>> {
+        self.inner.next_entry()
+    }
+
+    /// Moves the descending end down and lends its pair: [`DbRange::next_entry`] in reverse
+    /// key order, the pairs of [`DoubleEndedIterator::next_back`].
+    ///
+    /// # Errors
+    /// As [`DbRange::next_entry`].
+    pub fn next_back_entry(&mut self) -> Result<Option<(&[u8], &[u8])>> {
+        self.inner.next_back_entry()
+    }
+}
+
 impl Iterator for DbRange {
     type Item = Result<(Bytes, Bytes)>;
 
@@ -387,3 +431,6 @@ impl DbInner {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -4,6 +4,15 @@
 //! [`DoubleEndedIterator`]. It holds two cursors over the same view, one walking up from the
 //! lower bound (`next`) and one walking down from the upper bound (`next_back`), each built on
 //! first use, and stops both when they meet, so every key is yielded exactly once.
+//!
+//! Besides the owning [`Iterator`] items, [`Range::next_entry`] and [`Range::next_back_entry`]
+//! lend the current key and value as slices borrowed from the cursor, so a scan that only
+//! looks at each entry copies and allocates nothing per entry.
+//!
+//! # Invariant
+//! While the range is not done, a built cursor is valid and sits on the last key its end
+//! yielded. The meeting test compares one cursor's key with the other cursor's key, so no
+//! copy of the last yielded key is kept.
 
 use std::fmt;
 use std::iter::FusedIterator;
@@ -20,19 +29,17 @@ pub type MakeCursor<I> = Box<dyn FnMut() -> Result<DbIter<I>> + Send>;
 /// An iterator over `(key, value)` pairs of a snapshot within user-key bounds, ascending from
 /// the front and descending from the back.
 ///
-/// Keys and values are copied out into [`Bytes`], so they outlive the iterator. Each key is
-/// yielded once even when `next` and `next_back` are mixed. After an error (a corrupt block,
-/// an I/O failure, a failed merge) the iterator yields `None` in both directions.
+/// As an [`Iterator`], keys and values are copied out into [`Bytes`], so they outlive the
+/// iterator; [`Range::next_entry`] and [`Range::next_back_entry`] lend them instead. Each key is
+/// yielded once even when the two ends (and the two styles) are mixed. After an error (a
+/// corrupt block, an I/O failure, a failed merge) the range yields nothing more in either
+/// direction.
 pub struct Range<I: InternalIterator> {
     make: MakeCursor<I>,
-    /// Cursor for `next`, built on the first call.
+    /// Cursor for the front end, built on its first step.
     front: Option<DbIter<I>>,
-    /// Cursor for `next_back`, built on the first call.
+    /// Cursor for the back end, built on its first step.
     back: Option<DbIter<I>>,
-    /// Last key yielded by `next`.
-    front_key: Option<Bytes>,
-    /// Last key yielded by `next_back`.
-    back_key: Option<Bytes>,
     /// Set when the ends meet, a cursor runs out, or an error was returned.
     done: bool,
 }
@@ -46,14 +53,62 @@ impl<I: InternalIterator> Range<I> {
             make: Box::new(make),
             front: None,
             back: None,
-            front_key: None,
-            back_key: None,
             done: false,
         }
     }
 
-    /// Advances the front cursor and returns its entry if it lies before the back end.
-    fn step_front(&mut self) -> Result<Option<(Bytes, Bytes)>> {
+    /// Advances the front end and lends its entry: `Ok(None)` at the end (the lower cursor ran
+    /// out or met the back end). The slices borrow from the range and are valid until its
+    /// next step. Never copies or allocates per entry; the first call builds the cursor and
+    /// seeks it.
+    ///
+    /// # Errors
+    /// [`crate::Error::Corruption`], [`crate::Error::ChecksumMismatch`] or [`crate::Error::Io`]
+    /// from a table read; [`crate::Error::InvalidArgument`] when a merge fails;
+    /// [`crate::Error::Closed`] when the database was closed before the first step. The range
+    /// is done after an error (later calls return `Ok(None)`).
+    pub fn next_entry(&mut self) -> Result<Option<(&[u8], &[u8])>> {
+        if self.done {
+            return Ok(None);
+        }
+        match self.step_front() {
+            Ok(true) => {}
+            Ok(false) => {
+                self.done = true;
+                return Ok(None);
+            }
+            Err(e) => {
+                self.done = true;
+                return Err(e);
+            }
+        }
+        Ok(self.front.as_ref().map(|c| (c.key(), c.value())))
+    }
+
+    /// Moves the back end down and lends its entry: like [`Range::next_entry`], descending.
+    ///
+    /// # Errors
+    /// As [`Range::next_entry`].
+    pub fn next_back_entry(&mut self) -> Result<Option<(&[u8], &[u8])>> {
+        if self.done {
+            return Ok(None);
+        }
+        match self.step_back() {
+            Ok(true) => {}
+            Ok(false) => {
+                self.done = true;
+                return Ok(None);
+            }
+            Err(e) => {
+                self.done = true;
+                return Err(e);
+            }
+        }
+        Ok(self.back.as_ref().map(|c| (c.key(), c.value())))
+    }
+
+    /// Advances the front cursor; true if it is on an entry before the back end.
+    fn step_front(&mut self) -> Result<bool> {
         let cursor = match &mut self.front {
             Some(cursor) => {
                 cursor.next()?;
@@ -66,23 +121,14 @@ impl<I: InternalIterator> Range<I> {
             }
         };
         if !cursor.valid() {
-            return Ok(None);
+            return Ok(false);
         }
-        if self
-            .back_key
-            .as_ref()
-            .is_some_and(|b| cursor.key() >= b.as_ref())
-        {
-            return Ok(None);
-        }
-        let key = Bytes::copy_from_slice(cursor.key());
-        let value = Bytes::copy_from_slice(cursor.value());
-        self.front_key = Some(key.clone());
-        Ok(Some((key, value)))
+        // The back cursor, if built, is on the last key the back end yielded.
+        Ok(self.back.as_ref().is_none_or(|b| cursor.key() < b.key()))
     }
 
-    /// Moves the back cursor back and returns its entry if it lies after the front end.
-    fn step_back(&mut self) -> Result<Option<(Bytes, Bytes)>> {
+    /// Moves the back cursor back; true if it is on an entry after the front end.
+    fn step_back(&mut self) -> Result<bool> {
         let cursor = match &mut self.back {
             Some(cursor) => {
                 cursor.prev()?;
@@ -95,37 +141,19 @@ impl<I: InternalIterator> Range<I> {
             }
         };
         if !cursor.valid() {
-            return Ok(None);
+            return Ok(false);
         }
-        if self
-            .front_key
-            .as_ref()
-            .is_some_and(|f| cursor.key() <= f.as_ref())
-        {
-            return Ok(None);
-        }
-        let key = Bytes::copy_from_slice(cursor.key());
-        let value = Bytes::copy_from_slice(cursor.value());
-        self.back_key = Some(key.clone());
-        Ok(Some((key, value)))
+        // The front cursor, if built, is on the last key the front end yielded.
+        Ok(self.front.as_ref().is_none_or(|f| cursor.key() > f.key()))
     }
+}
 
-    /// Turns a step's outcome into an iterator item, ending the range unless it yielded.
-    fn finish_step(
-        &mut self,
-        step: Result<Option<(Bytes, Bytes)>>,
-    ) -> Option<Result<(Bytes, Bytes)>> {
-        match step {
-            Ok(Some(entry)) => Some(Ok(entry)),
-            Ok(None) => {
-                self.done = true;
-                None
-            }
-            Err(e) => {
-                self.done = true;
-                Some(Err(e))
-            }
-        }
+/// Copies a lent entry out, for the owning [`Iterator`] items.
+fn owned(entry: Result<Option<(&[u8], &[u8])>>) -> Option<Result<(Bytes, Bytes)>> {
+    match entry {
+        Ok(Some((k, v))) => Some(Ok((Bytes::copy_from_slice(k), Bytes::copy_from_slice(v)))),
+        Ok(None) => None,
+        Err(e) => Some(Err(e)),
     }
 }
 
@@ -133,21 +161,13 @@ impl<I: InternalIterator> Iterator for Range<I> {
     type Item = Result<(Bytes, Bytes)>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.done {
-            return None;
-        }
-        let step = self.step_front();
-        self.finish_step(step)
+        owned(self.next_entry())
     }
 }
 
 impl<I: InternalIterator> DoubleEndedIterator for Range<I> {
     fn next_back(&mut self) -> Option<Self::Item> {
-        if self.done {
-            return None;
-        }
-        let step = self.step_back();
-        self.finish_step(step)
+        owned(self.next_back_entry())
     }
 }
 
@@ -158,8 +178,6 @@ impl<I: InternalIterator> fmt::Debug for Range<I> {
         f.debug_struct("Range")
             .field("front", &self.front)
             .field("back", &self.back)
-            .field("front_key", &self.front_key)
-            .field("back_key", &self.back_key)
             .field("done", &self.done)
             .finish_non_exhaustive()
     }

@@ -56,8 +56,9 @@ fn unzigzag(v: u64) -> i64 {
 }
 
 /// Decodes `value` into the value columns of `out` (which has one slot per column). Columns
-/// with `needed[c] == false` are skipped without allocating and left as NULL; when no value
-/// column is needed the value is not looked at.
+/// with `needed[c] == false` are skipped without allocating and their slots left untouched
+/// (so a row can be decoded in steps with disjoint masks); when no value column is needed
+/// the value is not looked at.
 ///
 /// # Errors
 /// [`CodecError`] for a truncated row, bytes left over, or TEXT that is not UTF-8.
@@ -81,7 +82,7 @@ pub fn decode_row(
         let is_null = nulls.get(i / 8).is_some_and(|b| b & (1 << (i % 8)) != 0);
         let want = needed.get(c).copied().unwrap_or(true);
         if is_null {
-            if let Some(slot) = out.get_mut(c) {
+            if want && let Some(slot) = out.get_mut(c) {
                 *slot = Value::Null;
             }
             continue;
@@ -128,8 +129,8 @@ pub fn decode_row(
             }
         };
         pos += used;
-        if let Some(slot) = out.get_mut(c) {
-            *slot = if want { v } else { Value::Null };
+        if want && let Some(slot) = out.get_mut(c) {
+            *slot = v;
         }
     }
     if pos != value.len() {
@@ -236,5 +237,50 @@ mod tests {
         .unwrap();
         assert_eq!(out[3], Value::Null);
         assert_eq!(out[5], Value::Bool(true));
+    }
+
+    #[test]
+    fn decoding_in_steps_with_disjoint_masks_equals_one_step() {
+        let s = schema();
+        let row = vec![
+            Value::Int(1),
+            Value::Int(3),
+            Value::Double(2.5),
+            Value::Text("x".into()),
+            Value::Blob(vec![1, 2]),
+            Value::Bool(true),
+        ];
+        let mut bytes = Vec::new();
+        encode_row(&s, &row, &mut bytes);
+        let all = [false, true, true, true, true, true];
+        let mut once = vec![Value::Null; 6];
+        decode_row(&s, &bytes, &all, &mut once).unwrap();
+        let mut steps = vec![Value::Null; 6];
+        decode_row(
+            &s,
+            &bytes,
+            &[false, false, false, false, true, false],
+            &mut steps,
+        )
+        .unwrap();
+        decode_row(
+            &s,
+            &bytes,
+            &[false, true, true, true, false, true],
+            &mut steps,
+        )
+        .unwrap();
+        assert_eq!(steps, once);
+        // Slots outside the mask are left as they were.
+        let mut marked = vec![Value::Int(7); 6];
+        decode_row(
+            &s,
+            &bytes,
+            &[false, false, false, false, true, false],
+            &mut marked,
+        )
+        .unwrap();
+        assert_eq!(marked[3], Value::Int(7));
+        assert_eq!(marked[4], Value::Blob(vec![1, 2]));
     }
 }

@@ -170,10 +170,10 @@ fn build_index<S: KvStore>(db: &Database<S>, t: &TableSchema, index: &IndexDef) 
     }
     let mut row = vec![Value::Null; t.columns.len()];
     let mut batch = S::Batch::default();
-    for kv in reader.scan(Bound::Included(lo.as_slice()), upper, false) {
-        let (k, v) = kv?;
-        decode(t, &k, &v, &needed, &mut row)?;
-        batch.put(&index_key(index, &row, &k), &[]);
+    let mut rows = reader.cursor(Bound::Included(lo.as_slice()), upper, false);
+    while let Some((k, v)) = rows.next_entry()? {
+        decode(t, k, v, &needed, &mut row)?;
+        batch.put(&index_key(index, &row, k), &[]);
         if batch.len() >= CHUNK_ENTRIES {
             db.store.write(std::mem::take(&mut batch))?;
         }
@@ -191,9 +191,9 @@ fn delete_prefix<S: KvStore>(db: &Database<S>, prefix: &[u8]) -> Result<()> {
         Bound::Unbounded
     };
     let mut batch = S::Batch::default();
-    for kv in reader.scan(Bound::Included(prefix), upper, false) {
-        let (k, _) = kv?;
-        batch.delete(&k);
+    let mut entries = reader.cursor(Bound::Included(prefix), upper, false);
+    while let Some((k, _)) = entries.next_entry()? {
+        batch.delete(k);
         if batch.len() >= CHUNK_ENTRIES {
             db.store.write(std::mem::take(&mut batch))?;
         }

@@ -68,7 +68,14 @@ pub fn eval(e: &Expr, row: &[Value]) -> Result<Value> {
                     _ => Value::Null,
                 }
             }
-            _ => binary(*op, &eval(left, row)?, &eval(right, row)?)?,
+            // Columns and literals are compared in place, without cloning (a TEXT column
+            // would allocate).
+            _ => match (operand(left, row), operand(right, row)) {
+                (Some(l), Some(r)) => binary(*op, l, r)?,
+                (Some(l), None) => binary(*op, l, &eval(right, row)?)?,
+                (None, Some(r)) => binary(*op, &eval(left, row)?, r)?,
+                (None, None) => binary(*op, &eval(left, row)?, &eval(right, row)?)?,
+            },
         },
         Expr::IsNull { expr, negated } => Value::Bool(eval(expr, row)?.is_null() != *negated),
         Expr::Between {
@@ -127,6 +134,15 @@ pub fn eval(e: &Expr, row: &[Value]) -> Result<Value> {
         },
         Expr::Function { func, args } => function(*func, args, row)?,
     })
+}
+
+/// The value of a column reference or literal, borrowed; `None` for other expressions.
+fn operand<'a>(e: &'a Expr, row: &'a [Value]) -> Option<&'a Value> {
+    match e {
+        Expr::Literal(v) => Some(v),
+        Expr::Field(i) => Some(row.get(*i).unwrap_or(&Value::Null)),
+        _ => None,
+    }
 }
 
 fn not_if(r: Option<bool>, negated: bool) -> Value {

@@ -28,7 +28,21 @@ pub(crate) fn run<R: KvRead>(reader: &R, plan: &SelectPlan) -> Result<Vec<Vec<Va
         } => {
             let mut groups: BTreeMap<GroupKey, Vec<Acc>> = BTreeMap::new();
             let mut row = input.row_buffer();
-            while input.next(&mut row)? {
+            if group_by.is_empty() {
+                // One group: accumulate without a map lookup per row.
+                let mut accs: Vec<Acc> = aggregates.iter().map(|(f, _)| Acc::new(*f)).collect();
+                while input.next(&mut row)? {
+                    for (acc, (_, arg)) in accs.iter_mut().zip(aggregates) {
+                        let v = match arg {
+                            Some(a) => Some(eval(a, &row)?),
+                            None => None,
+                        };
+                        acc.add(v)?;
+                    }
+                }
+                groups.insert(GroupKey(Vec::new()), accs);
+            }
+            while !group_by.is_empty() && input.next(&mut row)? {
                 let key = GroupKey(
                     group_by
                         .iter()
@@ -75,7 +89,6 @@ pub(crate) fn run<R: KvRead>(reader: &R, plan: &SelectPlan) -> Result<Vec<Vec<Va
 /// The filtered input rows.
 struct Input<'r, R: KvRead> {
     source: Option<RowSource<'r, R>>,
-    filter: Option<&'r Expr>,
     width: usize,
     single_row_left: bool,
 }
@@ -84,14 +97,12 @@ impl<'r, R: KvRead> Input<'r, R> {
     fn new(reader: &'r R, plan: &'r SelectPlan) -> Self {
         match &plan.scan {
             Some(scan) => Input {
-                source: Some(RowSource::new(reader, scan)),
-                filter: scan.filter.as_ref(),
+                source: Some(RowSource::new(reader, scan, false)),
                 width: scan.table.columns.len(),
                 single_row_left: false,
             },
             None => Input {
                 source: None,
-                filter: None,
                 width: 0,
                 single_row_left: true,
             },
@@ -106,13 +117,8 @@ impl<'r, R: KvRead> Input<'r, R> {
         let Some(source) = &mut self.source else {
             return Ok(std::mem::take(&mut self.single_row_left));
         };
-        while source.next_row(row)?.is_some() {
-            match self.filter {
-                Some(f) if !passes(f, row)? => {}
-                _ => return Ok(true),
-            }
-        }
-        Ok(false)
+        // The source applies the scan's filter.
+        Ok(source.next_row(row)?.is_some())
     }
 }
 

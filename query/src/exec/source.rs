@@ -1,16 +1,23 @@
-//! Reading rows for a [`ScanPlan`]: point gets, key-range scans and index scans, decoding
-//! only the columns the statement needs. Streaming: one row at a time, into a reused buffer.
+//! Reading rows for a [`ScanPlan`]: point gets, key-range scans and index scans, filtered by
+//! the plan's residual filter and decoding only the columns the statement needs. Streaming:
+//! one row at a time, into a reused buffer.
+//!
+//! Scans read through a lending [`KvCursor`], so no key or value is copied or allocated per
+//! entry. A row is decoded in two steps: first the columns the filter reads, then, only for
+//! rows that pass, the other needed columns (a TEXT column is not copied out of a row the
+//! filter rejects). An index-only scan (see [`ScanPlan::index_only`]) decodes rows from the
+//! index entries alone.
 
 use std::ops::Bound;
 
-use bytes::Bytes;
-
-use super::store::{KvIter, KvRead};
-use crate::catalog::{ID_PREFIX_LEN, TableSchema};
-use crate::codec::key::{decode_value, skip_value};
+use super::eval::passes;
+use super::store::{KvCursor, KvRead};
+use crate::ast::Expr;
+use crate::catalog::{ID_PREFIX_LEN, TABLE_PREFIX, TableSchema};
+use crate::codec::key::{decode_value, encode_id, skip_value};
 use crate::codec::{CodecError, row::decode_row};
 use crate::error::Result;
-use crate::plan::{Access, KeyRange, ScanPlan};
+use crate::plan::{Access, KeyRange, ScanPlan, mark_fields};
 use crate::value::Value;
 
 fn bound(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
@@ -21,107 +28,194 @@ fn bound(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
     }
 }
 
-fn scan<'r, R: KvRead>(reader: &'r R, r: &KeyRange) -> KvIter<'r> {
-    reader.scan(bound(&r.lower), bound(&r.upper), r.reverse)
+fn cursor<'r, R: KvRead>(reader: &'r R, r: &KeyRange) -> KvCursor<'r> {
+    reader.cursor(bound(&r.lower), bound(&r.upper), r.reverse)
 }
 
 enum Kind<'r> {
-    Keys(std::vec::IntoIter<Vec<u8>>),
-    Scan(KvIter<'r>),
+    /// Point gets of these keys, from position `next` on.
+    Keys {
+        keys: &'r [Vec<u8>],
+        next: usize,
+    },
+    Scan(KvCursor<'r>),
     /// An index scan; with `index_only`, rows come from the entries alone.
     Index {
-        iter: KvIter<'r>,
+        cursor: KvCursor<'r>,
         column: usize,
         index_only: bool,
     },
 }
 
-/// Yields the rows of a scan plan, unfiltered.
+/// Yields the rows of a scan plan that pass its residual filter.
 pub(crate) struct RowSource<'r, R: KvRead> {
     reader: &'r R,
     table: &'r TableSchema,
-    needed: &'r [bool],
+    filter: Option<&'r Expr>,
+    /// Needed columns the filter reads: decoded before the filter runs.
+    first: Vec<bool>,
+    /// The other needed columns: decoded for rows that pass.
+    rest: Vec<bool>,
     kind: Kind<'r>,
+    /// Whether `next_row` returns row keys (writes need them; SELECT does not).
+    with_keys: bool,
+    /// An index-only scan must rebuild row keys to decode primary-key columns.
+    key_columns_needed: bool,
+    /// The current row's key (reused across rows).
+    key: Vec<u8>,
 }
 
 impl<'r, R: KvRead> RowSource<'r, R> {
-    pub(crate) fn new(reader: &'r R, plan: &'r ScanPlan) -> Self {
+    /// Rows of `plan` read from `reader`; `with_keys` makes [`RowSource::next_row`] return
+    /// each row's key (it costs a copy per row).
+    pub(crate) fn new(reader: &'r R, plan: &'r ScanPlan, with_keys: bool) -> Self {
         let kind = match &plan.access {
-            Access::PointGet { key } => Kind::Keys(vec![key.clone()].into_iter()),
-            Access::MultiGet { keys } => Kind::Keys(keys.clone().into_iter()),
-            Access::KeyRange { range, .. } => Kind::Scan(scan(reader, range)),
+            Access::PointGet { key } => Kind::Keys {
+                keys: std::slice::from_ref(key),
+                next: 0,
+            },
+            Access::MultiGet { keys } => Kind::Keys { keys, next: 0 },
+            Access::KeyRange { range, .. } => Kind::Scan(cursor(reader, range)),
             Access::IndexRange { range, index } => Kind::Index {
-                iter: scan(reader, range),
+                cursor: cursor(reader, range),
                 column: index.column,
                 index_only: plan.index_only(),
             },
         };
+        let filter = plan.filter.as_ref();
+        let mut first = vec![false; plan.needed.len()];
+        if let Some(f) = filter {
+            mark_fields(f, &mut first);
+        }
+        let rest = plan
+            .needed
+            .iter()
+            .zip(&first)
+            .map(|(&n, &f)| n && !f)
+            .collect();
+        let key_columns_needed =
+            plan.table.primary_key.iter().any(|&c| {
+                plan.needed.get(c).copied().unwrap_or(true) || first.get(c) == Some(&true)
+            });
         RowSource {
             reader,
             table: &plan.table,
-            needed: &plan.needed,
+            filter,
+            first,
+            rest,
             kind,
+            with_keys,
+            key_columns_needed,
+            key: Vec::with_capacity(64),
         }
     }
 
-    /// Reads the next row into `row` (one slot per column; unneeded columns are NULL) and
-    /// returns its key, or `None` at the end.
-    pub(crate) fn next_row(&mut self, row: &mut [Value]) -> Result<Option<Bytes>> {
-        loop {
-            let (key, value) = match &mut self.kind {
-                Kind::Keys(keys) => {
-                    let Some(key) = keys.next() else {
-                        return Ok(None);
-                    };
-                    match self.reader.get(&key)? {
-                        Some(v) => (Bytes::from(key), v),
-                        None => continue,
+    /// Reads the next row that passes the filter into `row` (one slot per column; columns
+    /// the statement does not need are left untouched, NULL in a fresh buffer) and returns
+    /// its key (empty unless built `with_keys`), or `None` at the end.
+    pub(crate) fn next_row(&mut self, row: &mut [Value]) -> Result<Option<&[u8]>> {
+        let RowSource {
+            reader,
+            table,
+            filter,
+            first,
+            rest,
+            kind,
+            with_keys,
+            key_columns_needed,
+            key,
+        } = self;
+        let (table, filter, first, rest): (&TableSchema, Option<&Expr>, &[bool], &[bool]) =
+            (table, *filter, first, rest);
+        let decode_both = |key: &[u8], value: &[u8], row: &mut [Value]| -> Result<bool> {
+            if let Some(f) = filter {
+                decode(table, key, value, first, row)?;
+                if !passes(f, row)? {
+                    return Ok(false);
+                }
+            }
+            decode(table, key, value, rest, row)?;
+            Ok(true)
+        };
+        match kind {
+            Kind::Keys { keys, next } => {
+                while let Some(k) = keys.get(*next) {
+                    *next += 1;
+                    if let Some(v) = reader.get(k)?
+                        && decode_both(k, &v, row)?
+                    {
+                        return Ok(Some(k.as_slice()));
                     }
                 }
-                Kind::Scan(iter) => match iter.next() {
-                    Some(kv) => kv?,
-                    None => return Ok(None),
-                },
-                Kind::Index {
-                    iter,
-                    column,
-                    index_only,
-                } => {
-                    let Some(kv) = iter.next() else {
-                        return Ok(None);
-                    };
-                    let (ikey, _) = kv?;
-                    let rest = ikey.get(ID_PREFIX_LEN..).unwrap_or_default();
-                    let skip = if *index_only && self.needed.get(*column) == Some(&true) {
-                        let (v, used) = decode_value(rest)?;
+                Ok(None)
+            }
+            Kind::Scan(cursor) => {
+                while let Some((k, v)) = cursor.next_entry()? {
+                    if decode_both(k, v, row)? {
+                        key.clear();
+                        if *with_keys {
+                            key.extend_from_slice(k);
+                        }
+                        return Ok(Some(key.as_slice()));
+                    }
+                }
+                Ok(None)
+            }
+            Kind::Index {
+                cursor,
+                column,
+                index_only,
+            } => {
+                while let Some((ikey, _)) = cursor.next_entry()? {
+                    let entry = ikey.get(ID_PREFIX_LEN..).unwrap_or_default();
+                    let wanted =
+                        first.get(*column) == Some(&true) || rest.get(*column) == Some(&true);
+                    let skip = if *index_only && wanted {
+                        let (v, used) = decode_value(entry)?;
                         if let Some(slot) = row.get_mut(*column) {
                             *slot = v;
                         }
                         used
                     } else {
-                        skip_value(rest)?
+                        skip_value(entry)?
                     };
-                    let mut key = self.table.key_prefix();
-                    key.extend_from_slice(rest.get(skip..).unwrap_or_default());
-                    if *index_only {
-                        decode_key(self.table, &key, self.needed, row)?;
-                        return Ok(Some(Bytes::from(key)));
-                    }
-                    match self.reader.get(&key)? {
-                        Some(v) => (Bytes::from(key), v),
-                        None => {
-                            return Err(CodecError::key(0, "index entry without a row").into());
+                    key.clear();
+                    if *index_only && !*with_keys && !*key_columns_needed {
+                        // Nothing reads the row key: count the entry as it is.
+                        if let Some(f) = filter
+                            && !passes(f, row)?
+                        {
+                            continue;
                         }
+                        return Ok(Some(key.as_slice()));
+                    }
+                    key.push(TABLE_PREFIX);
+                    encode_id(key, table.id);
+                    key.extend_from_slice(entry.get(skip..).unwrap_or_default());
+                    if *index_only {
+                        if let Some(f) = filter {
+                            decode_key(table, key, first, row)?;
+                            if !passes(f, row)? {
+                                continue;
+                            }
+                        }
+                        decode_key(table, key, rest, row)?;
+                        return Ok(Some(key.as_slice()));
+                    }
+                    let Some(v) = reader.get(key)? else {
+                        return Err(CodecError::key(0, "index entry without a row").into());
+                    };
+                    if decode_both(key, &v, row)? {
+                        return Ok(Some(key.as_slice()));
                     }
                 }
-            };
-            decode(self.table, &key, &value, self.needed, row)?;
-            return Ok(Some(key));
+                Ok(None)
+            }
         }
     }
 }
 
-/// Decodes a row from its key and value into `row`.
+/// Decodes the columns of a row marked in `needed` from its key and value into `row`.
 pub(crate) fn decode(
     table: &TableSchema,
     key: &[u8],
@@ -134,7 +228,7 @@ pub(crate) fn decode(
     Ok(())
 }
 
-/// Decodes the primary-key columns of a row key into `row`.
+/// Decodes the primary-key columns marked in `needed` of a row key into `row`.
 fn decode_key(table: &TableSchema, key: &[u8], needed: &[bool], row: &mut [Value]) -> Result<()> {
     // Nothing of the key is read: skip decoding (and validating) it.
     if !table

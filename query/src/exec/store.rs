@@ -6,13 +6,27 @@ use std::ops::Bound;
 use std::sync::{Arc, PoisonError, RwLock};
 
 use bytes::Bytes;
-use strata_engine::{Db, ReadOptions, WriteBatch, WriteOptions};
+use strata_engine::{Db, DbRange, ReadOptions, WriteBatch, WriteOptions};
 
 /// Result of a store operation.
 pub type KvResult<T> = Result<T, strata_engine::Error>;
 
 /// An iterator over `(key, value)` pairs in key order (or reverse key order).
 pub type KvIter<'a> = Box<dyn Iterator<Item = KvResult<(Bytes, Bytes)>> + 'a>;
+
+/// A forward or reverse cursor over `(key, value)` pairs that lends each entry instead of
+/// copying it: what the executor's row source reads (see [`KvRead::cursor`]).
+pub trait KvScan {
+    /// Moves to the next pair and lends it, or `Ok(None)` at the end. The slices are valid
+    /// until the next call.
+    ///
+    /// # Errors
+    /// The store's read errors; the cursor yields nothing more after one.
+    fn next_entry(&mut self) -> KvResult<Option<(&[u8], &[u8])>>;
+}
+
+/// A boxed [`KvScan`] borrowing its read view.
+pub type KvCursor<'a> = Box<dyn KvScan + 'a>;
 
 /// A consistent read view: every call sees the same state (a snapshot).
 pub trait KvRead {
@@ -25,6 +39,10 @@ pub trait KvRead {
     /// Pairs with keys between `lower` and `upper`, ascending, or descending when `reverse`.
     /// Lazy: nothing is read before the first `next`.
     fn scan(&self, lower: Bound<&[u8]>, upper: Bound<&[u8]>, reverse: bool) -> KvIter<'_>;
+
+    /// The pairs of [`KvRead::scan`] as a lending cursor: no copy or allocation per pair.
+    /// Lazy like `scan`.
+    fn cursor(&self, lower: Bound<&[u8]>, upper: Bound<&[u8]>, reverse: bool) -> KvCursor<'_>;
 }
 
 /// A batch of writes applied atomically by [`KvStore::write`]. Later entries for the same
@@ -121,6 +139,29 @@ impl KvRead for DbReader {
             Box::new(range)
         }
     }
+
+    fn cursor(&self, lower: Bound<&[u8]>, upper: Bound<&[u8]>, reverse: bool) -> KvCursor<'_> {
+        Box::new(DbScan {
+            range: self.db.range(&self.options, (lower, upper)),
+            reverse,
+        })
+    }
+}
+
+/// An engine range as a [`KvScan`], ascending or descending.
+struct DbScan {
+    range: DbRange,
+    reverse: bool,
+}
+
+impl KvScan for DbScan {
+    fn next_entry(&mut self) -> KvResult<Option<(&[u8], &[u8])>> {
+        if self.reverse {
+            self.range.next_back_entry()
+        } else {
+            self.range.next_entry()
+        }
+    }
 }
 
 impl KvStore for DbStore {
@@ -163,28 +204,67 @@ pub struct MemReader {
     map: Arc<BTreeMap<Bytes, Bytes>>,
 }
 
+impl MemReader {
+    /// The map's pairs within the bounds, in key order (empty for an empty range, where
+    /// `BTreeMap::range` would panic).
+    fn pairs<'a>(
+        &'a self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+    ) -> Option<std::collections::btree_map::Range<'a, Bytes, Bytes>> {
+        if let (Bound::Included(l) | Bound::Excluded(l), Bound::Included(u) | Bound::Excluded(u)) =
+            (lower, upper)
+            && (l > u
+                || (l == u && !matches!((lower, upper), (Bound::Included(_), Bound::Included(_)))))
+        {
+            return None;
+        }
+        Some(self.map.range::<[u8], _>((lower, upper)))
+    }
+}
+
+/// A [`MemReader`] range as a [`KvScan`].
+struct MemScan<'a> {
+    range: Option<std::collections::btree_map::Range<'a, Bytes, Bytes>>,
+    reverse: bool,
+}
+
+impl KvScan for MemScan<'_> {
+    fn next_entry(&mut self) -> KvResult<Option<(&[u8], &[u8])>> {
+        let Some(range) = &mut self.range else {
+            return Ok(None);
+        };
+        let pair = if self.reverse {
+            range.next_back()
+        } else {
+            range.next()
+        };
+        Ok(pair.map(|(k, v)| (k.as_ref(), v.as_ref())))
+    }
+}
+
 impl KvRead for MemReader {
     fn get(&self, key: &[u8]) -> KvResult<Option<Bytes>> {
         Ok(self.map.get(key).cloned())
     }
 
     fn scan(&self, lower: Bound<&[u8]>, upper: Bound<&[u8]>, reverse: bool) -> KvIter<'_> {
-        if let (Bound::Included(l) | Bound::Excluded(l), Bound::Included(u) | Bound::Excluded(u)) =
-            (lower, upper)
-            && (l > u
-                || (l == u && !matches!((lower, upper), (Bound::Included(_), Bound::Included(_)))))
-        {
+        let Some(range) = self.pairs(lower, upper) else {
             return Box::new(std::iter::empty());
-        }
-        let range = self
-            .map
-            .range::<[u8], _>((lower, upper))
-            .map(|(k, v)| Ok((k.clone(), v.clone())));
+        };
+        let range = range.map(|(k, v)| Ok((k.clone(), v.clone())));
         if reverse {
             Box::new(range.rev())
         } else {
             Box::new(range)
         }
+    }
+
+    fn cursor(&self, lower: Bound<&[u8]>, upper: Bound<&[u8]>, reverse: bool) -> KvCursor<'_> {
+        Box::new(MemScan {
+            range: self.pairs(lower, upper),
+            reverse,
+        })
     }
 }
 

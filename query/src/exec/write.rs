@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 
 use bytes::Bytes;
 
-use super::eval::{eval, passes};
+use super::eval::eval;
 use super::source::{RowSource, decode};
 use super::store::{KvBatch, KvRead, KvStore};
 use super::{Database, Output};
@@ -219,14 +219,10 @@ pub(super) fn update<S: KvStore>(
     let reader = db.store.reader();
     let mut changes = Vec::new();
     {
-        let mut source = RowSource::new(&reader, &scan);
+        let mut source = RowSource::new(&reader, &scan, true);
         let mut row = vec![Value::Null; t.columns.len()];
         while let Some(key) = source.next_row(&mut row)? {
-            if let Some(f) = &scan.filter
-                && !passes(f, &row)?
-            {
-                continue;
-            }
+            let key = Bytes::copy_from_slice(key);
             let mut new_row = row.clone();
             for (c, e) in &sets {
                 let v = eval(e, &row)?;
@@ -316,17 +312,12 @@ pub(super) fn delete<S: KvStore>(
     let mut batch = S::Batch::default();
     let mut n = 0u64;
     {
-        let mut source = RowSource::new(&reader, &scan);
+        let mut source = RowSource::new(&reader, &scan, true);
         let mut row = vec![Value::Null; t.columns.len()];
         while let Some(key) = source.next_row(&mut row)? {
-            if let Some(f) = &scan.filter
-                && !passes(f, &row)?
-            {
-                continue;
-            }
-            batch.delete(&key);
+            batch.delete(key);
             for index in &t.indexes {
-                batch.delete(&index_key(index, &row, &key));
+                batch.delete(&index_key(index, &row, key));
             }
             n += 1;
         }

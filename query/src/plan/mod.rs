@@ -190,7 +190,8 @@ fn and_all(mut es: Vec<Expr>) -> Option<Expr> {
     }))
 }
 
-fn mark_fields(e: &Expr, needed: &mut [bool]) {
+/// Sets `needed[i]` for every `Field(i)` in `e`.
+pub(crate) fn mark_fields(e: &Expr, needed: &mut [bool]) {
     e.walk(&mut |e| {
         if let Expr::Field(i) = e
             && let Some(n) = needed.get_mut(*i)

@@ -137,3 +137,96 @@ fn range_is_send() {
     fn assert_send<T: Send>() {}
     assert_send::<Range<VecIterator>>();
 }
+
+/// Entries of a random view, its snapshot and the pairs a range over it must yield.
+type RandomView = (
+    Vec<(crate::types::InternalKey, Bytes)>,
+    SeqNo,
+    Vec<(Bytes, Bytes)>,
+);
+
+/// Random versions of keys `k00`..`k19` (puts, deletes, invisible entries) and the model of
+/// what a range at `seqno` yields: the newest visible version per key, deleted keys hidden.
+fn random_view(r: &mut impl Rng) -> RandomView {
+    let seqno = SeqNo(r.random_range(1..12));
+    let mut entries = Vec::new();
+    let mut want = Vec::new();
+    for i in 0..r.random_range(0..20) {
+        let key = format!("k{i:02}");
+        let mut newest_visible: Option<(u64, ValueKind, String)> = None;
+        for s in 1..r.random_range(1..6u64) {
+            let kind = if r.random_bool(0.25) {
+                ValueKind::Delete
+            } else {
+                ValueKind::Put
+            };
+            let value = format!("v{i}.{s}");
+            entries.push(entry(key.as_bytes(), s, kind, &value));
+            if s <= seqno.0 && newest_visible.as_ref().is_none_or(|(n, _, _)| s > *n) {
+                newest_visible = Some((s, kind, value));
+            }
+        }
+        if let Some((_, ValueKind::Put, v)) = newest_visible {
+            want.push((Bytes::from(key), Bytes::from(v)));
+        }
+    }
+    (entries, seqno, want)
+}
+
+#[test]
+fn lent_entries_match_the_model_with_both_ends_and_both_styles_mixed() -> Result<()> {
+    let seed = base_seed("lent_entries_match_the_model_with_both_ends_and_both_styles_mixed");
+    let mut r = rng(seed);
+    for case in 0..300 {
+        let (entries, seqno, want) = random_view(&mut r);
+        let mut range = Range::new(move || {
+            Ok(DbIter::new(
+                VecIterator::new(entries.clone()),
+                seqno,
+                Bound::Unbounded,
+                Bound::Unbounded,
+                None,
+            ))
+        });
+        let (mut front, mut back) = (Vec::new(), Vec::new());
+        loop {
+            let copy =
+                |(k, v): (&[u8], &[u8])| (Bytes::copy_from_slice(k), Bytes::copy_from_slice(v));
+            let more = match r.random_range(0..4) {
+                0 => range.next_entry()?.map(copy).map(|kv| front.push(kv)),
+                1 => range.next_back_entry()?.map(copy).map(|kv| back.push(kv)),
+                2 => range.next().transpose()?.map(|kv| front.push(kv)),
+                _ => range.next_back().transpose()?.map(|kv| back.push(kv)),
+            };
+            if more.is_none() {
+                break;
+            }
+        }
+        assert!(range.next_entry()?.is_none() && range.next_back_entry()?.is_none());
+        back.reverse();
+        front.extend(back);
+        assert_eq!(front, want, "seed {seed}, case {case}");
+    }
+    Ok(())
+}
+
+#[test]
+fn lending_range_returns_the_error_once_then_nothing() {
+    let entries = vec![
+        entry(b"a", 1, ValueKind::Put, "a"),
+        entry(b"b", 1, ValueKind::Put, "b"),
+    ];
+    let mut range = Range::new(move || {
+        Ok(DbIter::new(
+            FailingIterator::new(entries.clone(), 1),
+            SeqNo(5),
+            Bound::Unbounded,
+            Bound::Unbounded,
+            None,
+        ))
+    });
+    assert!(matches!(range.next_entry(), Ok(Some((b"a", b"a")))));
+    assert!(matches!(range.next_entry(), Err(Error::Corruption { .. })));
+    assert!(matches!(range.next_entry(), Ok(None)));
+    assert!(matches!(range.next_back_entry(), Ok(None)));
+}
