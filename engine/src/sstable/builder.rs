@@ -107,7 +107,7 @@ impl TableBuilder {
             data_block: BlockBuilder::new(opts.format, opts.block_restart_interval),
             index_block: BlockBuilder::new(opts.format, INDEX_RESTART_INTERVAL),
             filter: (opts.bloom_bits_per_key > 0)
-                .then(|| FilterBuilder::new(opts.bloom_bits_per_key)),
+                .then(|| FilterBuilder::new(opts.bloom_bits_per_key, opts.format)),
             props,
             last_key: Vec::new(),
             pending_index: None,

@@ -89,7 +89,12 @@ impl Table {
             None
         } else {
             let contents = read_block(&*file, &path, footer.filter)?;
-            Some(Filter::decode(&contents, &path, footer.filter.offset)?)
+            Some(Filter::decode(
+                &contents,
+                footer.format,
+                &path,
+                footer.filter.offset,
+            )?)
         };
         tracing::debug!(
             path = %path.display(),
