@@ -44,8 +44,8 @@ pub const KEY_HASH_KEY: [u8; 16] = [
 const MAX_HASH_FUNCTIONS: u32 = 64;
 
 /// Keys per partition of a version-2 filter (on average): 20 KB of bits at 10 bits per key,
-/// within the L1/L2 cache while it is filled. DO NOT CHANGE: readers derive the partition of
-/// a key from the partition count alone, but the count written depends on this.
+/// within the L1/L2 cache while it is filled. Readers use the partition count stored in the
+/// block, so a different value would change only how new tables are partitioned.
 pub const KEYS_PER_PARTITION: usize = 16_384;
 
 /// The partition of hash `h` among `partitions` (`((h >> 32) * partitions) >> 32`).
