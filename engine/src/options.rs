@@ -62,7 +62,8 @@ pub struct Options {
     /// Compress blocks with LZ4 when that saves at least 12.5%. Default `true`.
     pub compression: bool,
     /// SSTable format version new tables are written in. Default [`TableFormat::V2`] (varint
-    /// sequence numbers, omitted when 0: `docs/format/sstable.md` section 3); choose
+    /// sequence numbers, omitted when 0, and a hash-partitioned bloom filter:
+    /// `docs/format/sstable.md` sections 3 and 4); choose
     /// [`TableFormat::V1`] only while a build that reads only version 1 must still open the
     /// directory. Both are always read.
     pub table_format: TableFormat,

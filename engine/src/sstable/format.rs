@@ -22,14 +22,16 @@ use crate::error::{Error, Result};
 pub const TABLE_MAGIC: u64 = 0xdd52_6fc3_d45d_3aee;
 
 /// A table's format version (footer `format_version`). The versions differ only in how block
-/// entries are encoded (`docs/format/sstable.md` section 3); this build reads both.
+/// entries and the filter block are encoded (`docs/format/sstable.md` sections 3 and 4); this
+/// build reads both.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum TableFormat {
     /// Entries hold the encoded internal key (`user_key | trailer u64`), prefix-compressed
     /// as a whole (section 3.1).
     V1,
     /// Entries prefix-compress the user key only and store the sequence number as a varint,
-    /// omitted when 0, with the kind in the value-length varint (section 3.2). The default.
+    /// omitted when 0, with the kind in the value-length varint (section 3.2); the bloom
+    /// filter is partitioned by key hash (section 4). The default.
     #[default]
     V2,
 }

@@ -182,7 +182,7 @@ impl Table {
         self.global_seqno
     }
 
-    /// The table's format version (how its block entries are encoded).
+    /// The table's format version (how its block entries and filter are encoded).
     pub fn format(&self) -> TableFormat {
         self.footer.format
     }
