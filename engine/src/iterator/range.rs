@@ -68,21 +68,7 @@ impl<I: InternalIterator> Range<I> {
     /// [`crate::Error::Closed`] when the database was closed before the first step. The range
     /// is done after an error (later calls return `Ok(None)`).
     pub fn next_entry(&mut self) -> Result<Option<(&[u8], &[u8])>> {
-        if self.done {
-            return Ok(None);
-        }
-        match self.step_front() {
-            Ok(true) => {}
-            Ok(false) => {
-                self.done = true;
-                return Ok(None);
-            }
-            Err(e) => {
-                self.done = true;
-                return Err(e);
-            }
-        }
-        Ok(self.front.as_ref().map(|c| (c.key(), c.value())))
+        self.lend(true)
     }
 
     /// Moves the back end down and lends its entry: like [`Range::next_entry`], descending.
@@ -90,21 +76,26 @@ impl<I: InternalIterator> Range<I> {
     /// # Errors
     /// As [`Range::next_entry`].
     pub fn next_back_entry(&mut self) -> Result<Option<(&[u8], &[u8])>> {
+        self.lend(false)
+    }
+
+    /// Steps the front (`front`) or back end and lends its entry; the range is done at the
+    /// end or after an error.
+    fn lend(&mut self, front: bool) -> Result<Option<(&[u8], &[u8])>> {
         if self.done {
             return Ok(None);
         }
-        match self.step_back() {
-            Ok(true) => {}
-            Ok(false) => {
-                self.done = true;
-                return Ok(None);
-            }
-            Err(e) => {
-                self.done = true;
-                return Err(e);
-            }
+        let stepped = if front {
+            self.step_front()
+        } else {
+            self.step_back()
+        };
+        if !matches!(stepped, Ok(true)) {
+            self.done = true;
+            return stepped.map(|_| None);
         }
-        Ok(self.back.as_ref().map(|c| (c.key(), c.value())))
+        let cursor = if front { &self.front } else { &self.back };
+        Ok(cursor.as_ref().map(|c| (c.key(), c.value())))
     }
 
     /// Advances the front cursor; true if it is on an entry before the back end.

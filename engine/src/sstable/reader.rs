@@ -236,14 +236,7 @@ impl Table {
         let (mut blocks, mut entries) = (0u64, 0u64);
         while index.valid() {
             let handle = self.decode_handle(index.value())?;
-            let contents = read_block(&*self.file, &self.path, handle)?;
-            let block = Arc::new(Block::new(
-                contents,
-                self.footer.format,
-                Arc::clone(&self.path),
-                handle.offset,
-            )?);
-            let mut it = block.iter();
+            let mut it = self.read_data_block(handle)?.iter();
             it.seek_to_first()?;
             while it.valid() {
                 entries += 1;
@@ -280,16 +273,21 @@ impl Table {
         if let Some(b) = self.cache.get(self.number, handle.offset) {
             return Ok(b);
         }
+        let block = self.read_data_block(handle)?;
+        self.cache
+            .insert(self.number, handle.offset, Arc::clone(&block));
+        Ok(block)
+    }
+
+    /// Reads and checks the data block at `handle` from the file, bypassing the cache.
+    fn read_data_block(&self, handle: BlockHandle) -> Result<Arc<Block>> {
         let contents = read_block(&*self.file, &self.path, handle)?;
-        let block = Arc::new(Block::new(
+        Ok(Arc::new(Block::new(
             contents,
             self.footer.format,
             Arc::clone(&self.path),
             handle.offset,
-        )?);
-        self.cache
-            .insert(self.number, handle.offset, Arc::clone(&block));
-        Ok(block)
+        )?))
     }
 }
 
