@@ -11,7 +11,7 @@ pub use strata_db::StrataEngine;
 #[cfg(feature = "rocksdb")]
 mod rocksdb_peer;
 #[cfg(feature = "rocksdb")]
-pub use rocksdb_peer::RocksDbEngine;
+pub use rocksdb_peer::{RocksDbEngine, tuned_options};
 
 #[cfg(feature = "fjall")]
 mod fjall_peer;

@@ -35,25 +35,35 @@ impl std::fmt::Debug for RocksDbEngine {
     }
 }
 
+/// RocksDB options matching Strata's `tuning` (block cache, block size, bloom bits, LZ4, write
+/// buffers, background jobs), creating the database if missing, and the block cache they use
+/// (keep it alive as long as the database).
+///
+/// # Errors
+/// A background job count that does not fit RocksDB's `i32`.
+pub fn tuned_options(tuning: &Tuning) -> Result<(Options, Cache)> {
+    let cache = Cache::new_lru_cache(tuning.block_cache_bytes);
+    let mut table = BlockBasedOptions::default();
+    table.set_block_cache(&cache);
+    table.set_block_size(tuning.block_size_bytes);
+    table.set_bloom_filter(f64::from(tuning.bloom_bits_per_key), false);
+    let mut opts = Options::default();
+    opts.create_if_missing(true);
+    opts.set_block_based_table_factory(&table);
+    opts.set_compression_type(DBCompressionType::Lz4);
+    opts.set_write_buffer_size(tuning.write_buffer_bytes);
+    opts.set_max_write_buffer_number(2);
+    opts.set_max_background_jobs(i32::try_from(tuning.background_jobs)?);
+    Ok((opts, cache))
+}
+
 impl RocksDbEngine {
     /// Opens (creating) a database in `dir`.
     ///
     /// # Errors
     /// RocksDB's open error.
     pub fn open(dir: &Path, tuning: &Tuning) -> Result<Self> {
-        let cache = Cache::new_lru_cache(tuning.block_cache_bytes);
-        let mut table = BlockBasedOptions::default();
-        table.set_block_cache(&cache);
-        table.set_block_size(tuning.block_size_bytes);
-        table.set_bloom_filter(f64::from(tuning.bloom_bits_per_key), false);
-
-        let mut opts = Options::default();
-        opts.create_if_missing(true);
-        opts.set_block_based_table_factory(&table);
-        opts.set_compression_type(DBCompressionType::Lz4);
-        opts.set_write_buffer_size(tuning.write_buffer_bytes);
-        opts.set_max_write_buffer_number(2);
-        opts.set_max_background_jobs(i32::try_from(tuning.background_jobs)?);
+        let (mut opts, cache) = tuned_options(tuning)?;
         opts.enable_statistics();
         opts.set_statistics_level(StatsLevel::ExceptHistogramOrTimers);
         let db = DB::open(&opts, dir)

@@ -37,7 +37,7 @@ use clap::Parser;
 use rocksdb::{
     BlockBasedOptions, Cache, DB, DBCompressionType, IngestExternalFileOptions, Options,
 };
-use strata_benches::engine::Tuning;
+use strata_benches::engine::{Tuning, tuned_options};
 use strata_benches::sys;
 
 use runs::{ReadStats, RunReader};
@@ -130,19 +130,7 @@ pub(crate) fn scratch_table_options() -> Options {
 /// Opens (creating) the target database with the comparison harness's RocksDB tuning
 /// (`benches/src/engine/rocksdb_peer.rs`).
 pub(crate) fn open_db(dir: &Path) -> Result<(DB, Cache)> {
-    let tuning = Tuning::default();
-    let cache = Cache::new_lru_cache(tuning.block_cache_bytes);
-    let mut table = BlockBasedOptions::default();
-    table.set_block_cache(&cache);
-    table.set_block_size(tuning.block_size_bytes);
-    table.set_bloom_filter(f64::from(tuning.bloom_bits_per_key), false);
-    let mut opts = Options::default();
-    opts.create_if_missing(true);
-    opts.set_block_based_table_factory(&table);
-    opts.set_compression_type(DBCompressionType::Lz4);
-    opts.set_write_buffer_size(tuning.write_buffer_bytes);
-    opts.set_max_write_buffer_number(2);
-    opts.set_max_background_jobs(i32::try_from(tuning.background_jobs)?);
+    let (opts, cache) = tuned_options(&Tuning::default())?;
     let db =
         DB::open(&opts, dir).with_context(|| format!("opening rocksdb in {}", dir.display()))?;
     Ok((db, cache))
