@@ -59,6 +59,10 @@ pub(crate) struct FillArgs {
     /// Block cache size in MiB.
     #[arg(long, default_value_t = 64)]
     cache_mb: usize,
+    /// Key ranges each compaction is split into, merged on threads of their own
+    /// (`Options::max_subcompactions`; 1 turns splitting off).
+    #[arg(long, default_value_t = Options::default().max_subcompactions)]
+    subcompactions: usize,
     /// Seed of the key stream.
     #[arg(long, default_value_t = 0x5eed)]
     seed: u64,
@@ -129,17 +133,19 @@ pub(crate) fn fill(args: &FillArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.batch > 0, "--batch must be positive");
     let options = Options::default()
         .write_buffer_size(args.write_buffer_mb << 20)
-        .block_cache_size(args.cache_mb << 20);
+        .block_cache_size(args.cache_mb << 20)
+        .max_subcompactions(args.subcompactions);
     let db =
         Db::open(&args.dir, options).with_context(|| format!("opening {}", args.dir.display()))?;
     println!(
-        "bench fill: {} keys, batch {}, order {:?}, value {} B, sync {}, write buffer {} MiB, dir {}",
+        "bench fill: {} keys, batch {}, order {:?}, value {} B, sync {}, write buffer {} MiB, subcompactions {}, dir {}",
         args.keys,
         args.batch,
         args.order,
         args.value_size,
         args.sync,
         args.write_buffer_mb,
+        args.subcompactions,
         args.dir.display()
     );
     let mut csv = match &args.csv {

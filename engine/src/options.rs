@@ -95,6 +95,12 @@ pub struct Options {
     /// compactions run at once (1 of the default 2), so a flush never waits behind compactions
     /// that occupy every thread.
     pub max_background_jobs: usize,
+    /// Key ranges a compaction is split into at most, each merged on its own thread (RocksDB's
+    /// `max_subcompactions`; `docs/compaction.md` section 2.7). Default 2. The split points are
+    /// the first user keys of input tables of the sorted levels, chosen so each range holds
+    /// about the same input bytes; a compaction with fewer than 2 such tables, or a trivial
+    /// move, is not split. 1 turns splitting off.
+    pub max_subcompactions: usize,
     /// Folds merge operands written by `Db::merge`. Default `None`: reading a key that has
     /// merge operands is then [`crate::Error::InvalidArgument`]. [`crate::CounterAdd`] gives
     /// decimal counters.
@@ -144,6 +150,7 @@ impl Default for Options {
             hard_pending_compaction_bytes_limit: 256 << 30,
             delayed_write_rate: 16 << 20,
             max_background_jobs: 2,
+            max_subcompactions: 2,
             merge_operator: None,
             max_total_wal_size: 0,
             memtable_bloom_size_ratio: 0.02,
@@ -215,6 +222,8 @@ setters! {
     delayed_write_rate: u64;
     /// Sets [`Options::max_background_jobs`].
     max_background_jobs: usize;
+    /// Sets [`Options::max_subcompactions`] (key ranges per compaction).
+    max_subcompactions: usize;
     /// Sets [`Options::merge_operator`].
     merge_operator: Option<Arc<dyn MergeOperator>>;
     /// Sets [`Options::max_total_wal_size`] (bytes; 0 = automatic).
@@ -335,6 +344,9 @@ impl Options {
         }
         if self.max_background_jobs < 1 {
             return bad("max_background_jobs must be at least 1");
+        }
+        if self.max_subcompactions < 1 {
+            return bad("max_subcompactions must be at least 1");
         }
         if !(0.0..=0.25).contains(&self.memtable_bloom_size_ratio) {
             return bad("memtable_bloom_size_ratio must be between 0 and 0.25");

@@ -21,6 +21,13 @@
 //! [`MAX_GRANDPARENT_OVERLAP_FACTOR`]` * target_file_size` bytes of the level below the output,
 //! and only between two user keys, so the output tables are sorted and disjoint by user key.
 //! Each is fsynced as it is finished, and the directory once at the end.
+//!
+//! **Subcompactions** (RocksDB's name): a task is split at the user keys
+//! [`subcompaction_boundaries`] chooses into at most `Options::max_subcompactions` key ranges,
+//! merged at once on their own threads with the same rules. A range holds every version of its
+//! user keys, so the rules, which look at one user key at a time, give the same result as one
+//! merge; the outputs of range `i` all sort before those of range `i + 1`
+//! (`docs/compaction.md` section 2.7).
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -28,7 +35,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::cache::TableCache;
-use crate::compaction::picker::{CompactionTask, MAX_GRANDPARENT_OVERLAP_FACTOR};
+use crate::compaction::picker::{
+    CompactionTask, MAX_GRANDPARENT_OVERLAP_FACTOR, subcompaction_boundaries,
+};
 use crate::error::{Error, Result};
 use crate::filename;
 use crate::fs::FileSystem;
@@ -51,8 +60,9 @@ pub struct JobContext<'a> {
     /// Sequence numbers of the live snapshots, ascending (duplicates allowed). Taken when the
     /// job starts; a snapshot taken later sees at least everything the job keeps.
     pub snapshots: &'a [SeqNo],
-    /// Hands out a fresh file number for each output table.
-    pub new_file_number: &'a mut dyn FnMut() -> FileNumber,
+    /// Hands out a fresh file number for each output table (called from every subcompaction
+    /// thread).
+    pub new_file_number: &'a (dyn Fn() -> FileNumber + Sync),
 }
 
 impl fmt::Debug for JobContext<'_> {
@@ -100,7 +110,7 @@ pub struct JobStats {
 /// unchanged; the input tables are untouched.
 pub fn run_compaction(
     task: &CompactionTask,
-    ctx: &mut JobContext<'_>,
+    ctx: &JobContext<'_>,
 ) -> Result<(VersionEdit, JobStats)> {
     let start = Instant::now();
     let mut edit = VersionEdit::default();
@@ -123,17 +133,10 @@ pub fn run_compaction(
         return Ok((edit, stats));
     }
 
-    let mut input = open_inputs(task, ctx.table_cache);
-    let mut out = Outputs::new(task, ctx);
-    let merged = merge(task, ctx, &mut input, &mut out, &mut stats);
-    drop(input);
-    let outputs = match merged.and_then(|()| out.finish_current()) {
-        Ok(()) => out.finished,
-        Err(e) => {
-            out.abandon();
-            return Err(e);
-        }
-    };
+    let bounds = subcompaction_boundaries(task, ctx.options.max_subcompactions);
+    let (outputs, merged) = run_ranges(task, ctx, &bounds)?;
+    stats.entries_in = merged.entries_in;
+    stats.entries_out = merged.entries_out;
     if !outputs.is_empty()
         && let Err(e) = filename::sync_dir(&*ctx.options.file_system, ctx.dir)
     {
@@ -157,6 +160,7 @@ pub fn run_compaction(
         level = task.level,
         output_level = task.output_level,
         inputs = task.inputs.len() + task.output_inputs.len(),
+        subcompactions = bounds.len() + 1,
         outputs = stats.output_files,
         read_bytes = stats.bytes_read,
         written_bytes = stats.bytes_written,
@@ -166,6 +170,101 @@ pub fn run_compaction(
         "compaction job wrote its outputs"
     );
     Ok((edit, stats))
+}
+
+/// The user keys `[lo, hi)` of one subcompaction; `None` is an open end.
+type KeyRange<'a> = (Option<&'a [u8]>, Option<&'a [u8]>);
+
+/// Merges the key ranges that `bounds` cut the task into (one range when it is empty), the
+/// first on this thread and each other one on a thread of its own, and returns their output
+/// tables in key order with their entry counts. If any range fails, the tables every range
+/// wrote are removed and the first error is returned.
+fn run_ranges(
+    task: &CompactionTask,
+    ctx: &JobContext<'_>,
+    bounds: &[Vec<u8>],
+) -> Result<(Vec<FileMeta>, JobStats)> {
+    let ranges: Vec<KeyRange<'_>> = (0..=bounds.len())
+        .map(|i| {
+            let lo = i
+                .checked_sub(1)
+                .and_then(|j| bounds.get(j))
+                .map(Vec::as_slice);
+            (lo, bounds.get(i).map(Vec::as_slice))
+        })
+        .collect();
+    let results: Vec<Result<(Vec<FileMeta>, JobStats)>> = std::thread::scope(|scope| {
+        let spawned: Vec<_> = ranges
+            .iter()
+            .skip(1)
+            .map(|&(lo, hi)| {
+                let thread = std::thread::Builder::new()
+                    .name("strata-subcompaction".to_owned())
+                    .spawn_scoped(scope, move || run_range(task, ctx, lo, hi));
+                (lo, hi, thread)
+            })
+            .collect();
+        let mut results = Vec::with_capacity(ranges.len());
+        if let Some(&(lo, hi)) = ranges.first() {
+            results.push(run_range(task, ctx, lo, hi));
+        }
+        for (lo, hi, thread) in spawned {
+            results.push(match thread {
+                Ok(handle) => handle
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                // No thread to be had: merge the range here.
+                Err(_) => run_range(task, ctx, lo, hi),
+            });
+        }
+        results
+    });
+    let mut outputs = Vec::new();
+    let mut stats = JobStats::default();
+    let mut first_error = None;
+    for result in results {
+        match result {
+            Ok((tables, range_stats)) => {
+                outputs.extend(tables);
+                stats.entries_in += range_stats.entries_in;
+                stats.entries_out += range_stats.entries_out;
+            }
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    if let Some(e) = first_error {
+        remove_tables(
+            &*ctx.options.file_system,
+            ctx.dir,
+            outputs.iter().map(|m| m.number),
+        );
+        return Err(e);
+    }
+    Ok((outputs, stats))
+}
+
+/// Merges the user keys in `[lo, hi)` (an open end where `None`) into finished output tables;
+/// on error, the tables it wrote are removed.
+fn run_range(
+    task: &CompactionTask,
+    ctx: &JobContext<'_>,
+    lo: Option<&[u8]>,
+    hi: Option<&[u8]>,
+) -> Result<(Vec<FileMeta>, JobStats)> {
+    let mut input = open_inputs(task, ctx.table_cache);
+    let mut out = Outputs::new(task, ctx);
+    let mut stats = JobStats::default();
+    let merged = merge(task, ctx, (lo, hi), &mut input, &mut out, &mut stats);
+    drop(input);
+    match merged.and_then(|()| out.finish_current()) {
+        Ok(()) => Ok((out.finished, stats)),
+        Err(e) => {
+            out.abandon();
+            Err(e)
+        }
+    }
 }
 
 /// One merging iterator over every input: each L0 table alone, each deeper level as one
@@ -207,10 +306,12 @@ fn level_iter(files: &[Arc<FileMeta>], cache: &Arc<TableCache>) -> Box<dyn Inter
     }))
 }
 
-/// The merge loop: applies the dropping rules of the module docs to every entry.
+/// The merge loop: applies the dropping rules of the module docs to every entry whose user key
+/// lies in `range` (`[lo, hi)`, an open end where `None`).
 fn merge(
     task: &CompactionTask,
-    ctx: &mut JobContext<'_>,
+    ctx: &JobContext<'_>,
+    (lo, hi): KeyRange<'_>,
     input: &mut MergingIterator,
     out: &mut Outputs,
     stats: &mut JobStats,
@@ -229,9 +330,16 @@ fn merge(
     let mut stripe_done = false;
     let mut kept_for_key = 0u64;
 
-    input.seek_to_first()?;
+    match lo {
+        // The first entry of user key `lo`: its newest version sorts first.
+        Some(lo) => input.seek(InternalKeyRef::new(lo, SeqNo::MAX, ValueKind::FOR_SEEK))?,
+        None => input.seek_to_first()?,
+    }
     while input.valid() {
         let key = input.key();
+        if hi.is_some_and(|hi| key.user_key >= hi) {
+            break;
+        }
         stats.entries_in += 1;
         if !started || key.user_key != &user_key[..] {
             if started && key.user_key < &user_key[..] {
@@ -284,7 +392,7 @@ fn merge(
             out.add(
                 InternalKeyRef::new(key.user_key, seqno, key.kind),
                 input.value(),
-                &mut *ctx.new_file_number,
+                ctx.new_file_number,
             )?;
             kept_for_key += 1;
             stats.entries_out += 1;
@@ -398,7 +506,7 @@ impl Outputs {
         &mut self,
         key: InternalKeyRef<'_>,
         value: &[u8],
-        new_file_number: &mut dyn FnMut() -> FileNumber,
+        new_file_number: &(dyn Fn() -> FileNumber + Sync),
     ) -> Result<()> {
         if !self.written || key.user_key != &self.last_user_key[..] {
             let gp_cut = self.grandparents.cut_before(key.user_key);

@@ -284,6 +284,37 @@ pub fn pick_compaction_with(
     })
 }
 
+/// User keys that split `task` into at most `max` key ranges for subcompactions
+/// (`docs/compaction.md` section 2.7): ascending and distinct, range `i` being
+/// `[bounds[i - 1], bounds[i])` with open ends. Each bound is the smallest user key of one of
+/// the task's tables in the output level, chosen so that each range holds about the same bytes
+/// of those tables (the tables of the upper level, L0's included, spread over the same keys).
+/// Empty, so the task runs as one merge, when `max < 2`, for a trivial move, and when fewer
+/// than two output-level tables take part.
+pub fn subcompaction_boundaries(task: &CompactionTask, max: usize) -> Vec<Vec<u8>> {
+    let tables = &task.output_inputs;
+    if max < 2 || task.trivial_move || tables.len() < 2 {
+        return Vec::new();
+    }
+    let ranges = max.min(tables.len()) as u64;
+    let total: u64 = tables.iter().map(|f| f.size.max(1)).sum();
+    let mut bounds: Vec<Vec<u8>> = Vec::new();
+    let mut before = 0u64;
+    // A level's tables are in key order and disjoint.
+    for f in tables {
+        let share = total.saturating_mul(bounds.len() as u64 + 1) / ranges;
+        let key = &f.smallest.user_key[..];
+        if before >= share
+            && (bounds.len() as u64) < ranges - 1
+            && bounds.last().is_none_or(|last| &last[..] < key)
+        {
+            bounds.push(key.to_vec());
+        }
+        before += f.size.max(1);
+    }
+    bounds
+}
+
 /// The user-key range `[smallest, largest]` covered by `files` (`None` if empty).
 fn user_range<'a>(
     files: impl IntoIterator<Item = &'a Arc<FileMeta>>,

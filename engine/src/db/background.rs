@@ -159,15 +159,15 @@ impl DbInner {
     ) -> Result<()> {
         let start = Instant::now();
         let snapshots = self.snapshots.seqnos();
-        let mut next_number = || self.versions.lock().new_file_number();
-        let mut ctx = JobContext {
+        let next_number = || self.versions.lock().new_file_number();
+        let ctx = JobContext {
             dir: &self.dir,
             options: &ks.options,
             table_cache: &self.table_cache,
             snapshots: &snapshots,
-            new_file_number: &mut next_number,
+            new_file_number: &next_number,
         };
-        let (mut edit, job) = match compaction::run_compaction(task, &mut ctx) {
+        let (mut edit, job) = match compaction::run_compaction(task, &ctx) {
             Ok(done) => done,
             // Dropping the keyspace deletes the inputs under a running compaction.
             Err(e) if ks.is_dropped() => {

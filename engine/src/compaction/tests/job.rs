@@ -102,20 +102,17 @@ impl Fixture {
         task: &CompactionTask,
         snapshots: &[SeqNo],
     ) -> Result<(VersionEdit, JobStats)> {
-        let mut next = self.next_number;
-        let mut new_number = || {
-            next += 1;
-            FileNumber(next)
-        };
-        let mut ctx = JobContext {
+        let next = std::sync::atomic::AtomicU64::new(self.next_number);
+        let new_number = || FileNumber(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1);
+        let ctx = JobContext {
             dir: self.dir.path(),
             options: &self.options,
             table_cache: &self.cache,
             snapshots,
-            new_file_number: &mut new_number,
+            new_file_number: &new_number,
         };
-        let result = run_compaction(task, &mut ctx);
-        self.next_number = next;
+        let result = run_compaction(task, &ctx);
+        self.next_number = next.into_inner();
         result
     }
 
@@ -506,5 +503,122 @@ fn failed_compaction_removes_its_partial_outputs() -> Result<()> {
         "outputs were started before the failure"
     );
     assert_eq!(fx.table_files()?, [1, 2].into());
+    Ok(())
+}
+
+/// Four level-1 tables of older versions (some deleted by the upper level) under `l0`.
+fn lower_level(fx: &mut Fixture, first_number: u64) -> Result<Vec<Arc<FileMeta>>> {
+    (0..4u64)
+        .map(|t| {
+            let entries = (t * 75..(t + 1) * 75)
+                .flat_map(|i| {
+                    let key = format!("key{i:04}");
+                    [e(&key, 2, Put, "old"), e(&key, 1, Del, "")]
+                })
+                .collect();
+            fx.table(first_number + t, entries)
+        })
+        .collect()
+}
+
+#[test]
+fn subcompactions_write_what_one_merge_writes() -> Result<()> {
+    let mut results = Vec::new();
+    for (subcompactions, bottommost) in [(1, false), (4, false), (1, true), (3, true)] {
+        let options = Options {
+            target_file_size: 2048,
+            block_size: 256,
+            compression: false,
+            max_subcompactions: subcompactions,
+            ..Options::default()
+        };
+        let mut fx = Fixture::with_options(options)?;
+        let (l0, snapshots) = many_versions(&mut fx)?;
+        let lower = lower_level(&mut fx, 10)?;
+        let mut t = task(l0, lower, bottommost);
+        t.level = 0;
+        t.output_level = 1;
+        let bounds = crate::compaction::subcompaction_boundaries(&t, subcompactions);
+        assert_eq!(bounds.len(), subcompactions.min(4) - 1);
+        let (edit, stats) = fx.run(&t, &snapshots)?;
+        let metas: Vec<&FileMeta> = edit.new_files.iter().map(|(_, m)| m).collect();
+        for pair in metas.windows(2) {
+            assert!(pair[0].largest.user_key < pair[1].smallest.user_key);
+        }
+        // Every bound starts a new output table: no table spans two ranges.
+        for bound in &bounds {
+            assert!(
+                metas.iter().any(|m| m.smallest.user_key == *bound),
+                "no output starts at {:?}",
+                String::from_utf8_lossy(bound)
+            );
+        }
+        assert_eq!(stats.entries_in, 900 + 600);
+        results.push((bottommost, fx.outputs(&edit)?, stats.entries_out));
+    }
+    assert_eq!(
+        results[0].1, results[1].1,
+        "split and unsplit merges differ"
+    );
+    assert_eq!(
+        results[2].1, results[3].1,
+        "split and unsplit merges differ"
+    );
+    // The lower level's versions are shadowed inside the oldest stripe.
+    assert!(results.iter().all(|r| r.2 == 900));
+    Ok(())
+}
+
+#[test]
+fn a_failed_subcompaction_removes_the_outputs_of_every_range() -> Result<()> {
+    let options = Options {
+        target_file_size: 2048,
+        block_size: 256,
+        compression: false,
+        max_subcompactions: 2,
+        ..Options::default()
+    };
+    let mut fx = Fixture::with_options(options)?;
+    let upper = fx.table(
+        1,
+        (0..800)
+            .map(|i| e(&format!("k{i:04}"), 9, Put, "new"))
+            .collect(),
+    )?;
+    let good = fx.table(
+        2,
+        (0..400)
+            .map(|i| e(&format!("k{i:04}"), 5, Put, "value"))
+            .collect(),
+    )?;
+    let bad = fx.table(
+        3,
+        (400..800)
+            .map(|i| e(&format!("k{i:04}"), 4, Put, "value"))
+            .collect(),
+    )?;
+    let path = filename::table_path(fx.path(), FileNumber(3));
+    let mut bytes = std::fs::read(&path).map_err(io)?;
+    let mid = bytes.len() / 3;
+    bytes[mid] ^= 0xff;
+    bytes[mid + 1] ^= 0xff;
+    std::fs::write(&path, bytes).map_err(io)?;
+
+    let t = task(vec![upper], vec![good, bad], false);
+    assert_eq!(
+        crate::compaction::subcompaction_boundaries(&t, 2),
+        vec![b"k0400".to_vec()]
+    );
+    let err = match fx.run(&t, &[]) {
+        Ok(_) => panic!("compaction of a damaged table succeeded"),
+        Err(e) => e,
+    };
+    assert!(err.is_corruption(), "{err}");
+    assert!(
+        fx.next_number > 102,
+        "outputs were started before the failure"
+    );
+    // The first range finished its tables; they are gone with the failed range's.
+    assert_eq!(fx.table_files()?, [1, 2, 3].into());
     Ok(())
 }

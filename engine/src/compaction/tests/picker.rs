@@ -6,6 +6,7 @@ use std::sync::Arc;
 use crate::compaction::picker::{
     CompactionReason, LevelTargets, MAX_COMPACTION_FACTOR, level_scores, level_scores_with,
     pending_compaction_bytes, pick_compaction, pick_compaction_with, pick_range_compaction,
+    subcompaction_boundaries,
 };
 use crate::options::Options;
 use crate::types::{FileNumber, InternalKey, SeqNo, ValueKind};
@@ -431,4 +432,64 @@ impl ExpectTask for Option<crate::compaction::CompactionTask> {
             None => panic!("expected a compaction task, got none"),
         }
     }
+}
+
+/// A level-0 task onto `base` (tables of level 1).
+fn task_onto(base: Vec<FileMeta>) -> crate::compaction::CompactionTask {
+    crate::compaction::CompactionTask {
+        level: 0,
+        output_level: 1,
+        inputs: vec![Arc::new(t(1, "a", "z", 4 * MIB, (1, 9)))],
+        output_inputs: base.into_iter().map(Arc::new).collect(),
+        grandparents: Vec::new(),
+        trivial_move: false,
+        score: 1.0,
+        reason: CompactionReason::Manual,
+        bottommost: false,
+    }
+}
+
+#[test]
+fn subcompaction_bounds_split_the_output_level_bytes_evenly() {
+    let equal = || {
+        vec![
+            t(10, "b", "c", MIB, (1, 1)),
+            t(11, "d", "e", MIB, (1, 1)),
+            t(12, "f", "g", MIB, (1, 1)),
+            t(13, "h", "i", MIB, (1, 1)),
+        ]
+    };
+    let keys = |bounds: Vec<Vec<u8>>| -> Vec<String> {
+        bounds
+            .into_iter()
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .collect()
+    };
+    assert_eq!(
+        keys(subcompaction_boundaries(&task_onto(equal()), 2)),
+        ["f"]
+    );
+    assert_eq!(
+        keys(subcompaction_boundaries(&task_onto(equal()), 4)),
+        ["d", "f", "h"]
+    );
+    // Never more ranges than output-level tables.
+    assert_eq!(
+        keys(subcompaction_boundaries(&task_onto(equal()), 16)),
+        ["d", "f", "h"]
+    );
+    // Off: one merge.
+    assert!(subcompaction_boundaries(&task_onto(equal()), 1).is_empty());
+    assert!(subcompaction_boundaries(&task_onto(vec![t(10, "b", "c", MIB, (1, 1))]), 4).is_empty());
+    assert!(subcompaction_boundaries(&task_onto(Vec::new()), 4).is_empty());
+    let mut moved = task_onto(equal());
+    moved.trivial_move = true;
+    assert!(subcompaction_boundaries(&moved, 4).is_empty());
+    // By bytes, not by table count: the big first table is a range of its own.
+    let skewed = vec![
+        t(10, "b", "c", 6 * MIB, (1, 1)),
+        t(11, "d", "e", MIB, (1, 1)),
+        t(12, "f", "g", MIB, (1, 1)),
+    ];
+    assert_eq!(keys(subcompaction_boundaries(&task_onto(skewed), 2)), ["d"]);
 }
