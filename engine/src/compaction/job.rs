@@ -89,6 +89,8 @@ pub struct JobStats {
     pub dropped: u64,
     /// Output tables written.
     pub output_files: usize,
+    /// Key ranges merged at once (`docs/compaction.md` section 2.7); 0 for a trivial move.
+    pub subcompactions: usize,
     /// Wall-clock time of the job.
     pub duration: Duration,
 }
@@ -135,6 +137,7 @@ pub fn run_compaction(
 
     let bounds = subcompaction_boundaries(task, ctx.options.max_subcompactions);
     let (outputs, merged) = run_ranges(task, ctx, &bounds)?;
+    stats.subcompactions = bounds.len() + 1;
     stats.entries_in = merged.entries_in;
     stats.entries_out = merged.entries_out;
     if !outputs.is_empty()
@@ -160,7 +163,7 @@ pub fn run_compaction(
         level = task.level,
         output_level = task.output_level,
         inputs = task.inputs.len() + task.output_inputs.len(),
-        subcompactions = bounds.len() + 1,
+        subcompactions = stats.subcompactions,
         outputs = stats.output_files,
         read_bytes = stats.bytes_read,
         written_bytes = stats.bytes_written,

@@ -227,6 +227,7 @@ impl DbInner {
             output_level = task.output_level,
             inputs = task.inputs.len() + task.output_inputs.len(),
             outputs = job.output_files,
+            subcompactions = job.subcompactions,
             bytes_read = job.bytes_read,
             bytes_written = job.bytes_written,
             dropped = job.dropped,

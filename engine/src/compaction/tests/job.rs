@@ -554,6 +554,7 @@ fn subcompactions_write_what_one_merge_writes() -> Result<()> {
             );
         }
         assert_eq!(stats.entries_in, 900 + 600);
+        assert_eq!(stats.subcompactions, bounds.len() + 1);
         results.push((bottommost, fx.outputs(&edit)?, stats.entries_out));
     }
     assert_eq!(
