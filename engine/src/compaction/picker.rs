@@ -287,10 +287,12 @@ pub fn pick_compaction_with(
 /// User keys that split `task` into at most `max` key ranges for subcompactions
 /// (`docs/compaction.md` section 2.7): ascending and distinct, range `i` being
 /// `[bounds[i - 1], bounds[i])` with open ends. Each bound is the smallest user key of one of
-/// the task's tables in the output level, chosen so that each range holds about the same bytes
-/// of those tables (the tables of the upper level, L0's included, spread over the same keys).
-/// Empty, so the task runs as one merge, when `max < 2`, for a trivial move, and when fewer
-/// than two output-level tables take part.
+/// the task's tables in the output level (never the first): the table whose middle, counting
+/// those tables' bytes in key order, lies past the next of the `max - 1` evenly spaced share
+/// points starts a new range, so each range holds about the same bytes of those tables (the
+/// tables of the upper level, L0's included, spread over the same keys). Empty, so the task
+/// runs as one merge, when `max < 2`, for a trivial move, and when fewer than two
+/// output-level tables take part.
 pub fn subcompaction_boundaries(task: &CompactionTask, max: usize) -> Vec<Vec<u8>> {
     let tables = &task.output_inputs;
     if max < 2 || task.trivial_move || tables.len() < 2 {
@@ -304,7 +306,9 @@ pub fn subcompaction_boundaries(task: &CompactionTask, max: usize) -> Vec<Vec<u8
     for f in tables {
         let share = total.saturating_mul(bounds.len() as u64 + 1) / ranges;
         let key = &f.smallest.user_key[..];
-        if before >= share
+        let middle = before + f.size.max(1) / 2;
+        if before > 0
+            && middle >= share
             && (bounds.len() as u64) < ranges - 1
             && bounds.last().is_none_or(|last| &last[..] < key)
         {

@@ -485,6 +485,19 @@ fn subcompaction_bounds_split_the_output_level_bytes_evenly() {
     let mut moved = task_onto(equal());
     moved.trivial_move = true;
     assert!(subcompaction_boundaries(&moved, 4).is_empty());
+    // Two tables of unequal size still make two ranges.
+    let two = vec![
+        t(10, "b", "c", MIB, (1, 1)),
+        t(11, "d", "e", 3 * MIB, (1, 1)),
+    ];
+    assert_eq!(keys(subcompaction_boundaries(&task_onto(two), 2)), ["d"]);
+    let five = (0..5u64)
+        .map(|i| {
+            let lo = format!("k{i}");
+            t(10 + i, &lo, &format!("{lo}z"), MIB, (1, 1))
+        })
+        .collect();
+    assert_eq!(keys(subcompaction_boundaries(&task_onto(five), 2)), ["k2"]);
     // By bytes, not by table count: the big first table is a range of its own.
     let skewed = vec![
         t(10, "b", "c", 6 * MIB, (1, 1)),
