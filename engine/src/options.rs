@@ -100,9 +100,10 @@ pub struct Options {
     pub max_background_jobs: usize,
     /// Key ranges a compaction is split into at most, each merged on its own thread (RocksDB's
     /// `max_subcompactions`; `docs/compaction.md` section 2.7). Default 2. The split points are
-    /// the first user keys of input tables of the sorted levels, chosen so each range holds
-    /// about the same input bytes; a compaction with fewer than 2 such tables, or a trivial
-    /// move, is not split. 1 turns splitting off.
+    /// first user keys of the compaction's tables in its output level, chosen so each range
+    /// holds about the same bytes of them; a compaction with fewer than 2 such tables, or a
+    /// trivial move, is not split. 1 turns splitting off. Must be at least 1
+    /// ([`crate::Error::InvalidArgument`] at open otherwise).
     pub max_subcompactions: usize,
     /// Folds merge operands written by `Db::merge`. Default `None`: reading a key that has
     /// merge operands is then [`crate::Error::InvalidArgument`]. [`crate::CounterAdd`] gives
