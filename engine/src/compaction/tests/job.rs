@@ -463,6 +463,25 @@ fn trivial_move_rewrites_nothing() -> Result<()> {
     Ok(())
 }
 
+/// Flips two bytes a third of the way into table `number` (inside a data block).
+fn damage_data_block(fx: &Fixture, number: u64) -> Result<()> {
+    let path = filename::table_path(fx.path(), FileNumber(number));
+    let mut bytes = std::fs::read(&path).map_err(io)?;
+    let mid = bytes.len() / 3;
+    bytes[mid] ^= 0xff;
+    bytes[mid + 1] ^= 0xff;
+    std::fs::write(&path, bytes).map_err(io)
+}
+
+/// Runs `task` (no snapshots), which must fail with a corruption error.
+fn expect_corruption(fx: &mut Fixture, task: &CompactionTask) -> Result<()> {
+    match fx.run(task, &[]) {
+        Ok(_) => panic!("compaction of a damaged table succeeded"),
+        Err(e) => assert!(e.is_corruption(), "{e}"),
+    }
+    Ok(())
+}
+
 #[test]
 fn failed_compaction_removes_its_partial_outputs() -> Result<()> {
     let options = Options {
@@ -486,18 +505,8 @@ fn failed_compaction_removes_its_partial_outputs() -> Result<()> {
     )?;
     // Damage a data block in the middle of the second table: the merge fails after several
     // outputs of the first table's keys are finished.
-    let path = filename::table_path(fx.path(), FileNumber(2));
-    let mut bytes = std::fs::read(&path).map_err(io)?;
-    let mid = bytes.len() / 3;
-    bytes[mid] ^= 0xff;
-    bytes[mid + 1] ^= 0xff;
-    std::fs::write(&path, bytes).map_err(io)?;
-
-    let err = match fx.run(&task(vec![good], vec![bad], false), &[]) {
-        Ok(_) => panic!("compaction of a damaged table succeeded"),
-        Err(e) => e,
-    };
-    assert!(err.is_corruption(), "{err}");
+    damage_data_block(&fx, 2)?;
+    expect_corruption(&mut fx, &task(vec![good], vec![bad], false))?;
     assert!(
         fx.next_number > 102,
         "outputs were started before the failure"
@@ -598,23 +607,13 @@ fn a_failed_subcompaction_removes_the_outputs_of_every_range() -> Result<()> {
             .map(|i| e(&format!("k{i:04}"), 4, Put, "value"))
             .collect(),
     )?;
-    let path = filename::table_path(fx.path(), FileNumber(3));
-    let mut bytes = std::fs::read(&path).map_err(io)?;
-    let mid = bytes.len() / 3;
-    bytes[mid] ^= 0xff;
-    bytes[mid + 1] ^= 0xff;
-    std::fs::write(&path, bytes).map_err(io)?;
-
+    damage_data_block(&fx, 3)?;
     let t = task(vec![upper], vec![good, bad], false);
     assert_eq!(
         crate::compaction::subcompaction_boundaries(&t, 2),
         vec![b"k0400".to_vec()]
     );
-    let err = match fx.run(&t, &[]) {
-        Ok(_) => panic!("compaction of a damaged table succeeded"),
-        Err(e) => e,
-    };
-    assert!(err.is_corruption(), "{err}");
+    expect_corruption(&mut fx, &t)?;
     assert!(
         fx.next_number > 102,
         "outputs were started before the failure"
