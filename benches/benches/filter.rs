@@ -18,6 +18,11 @@ use strata_engine::sstable::filter::{Filter, FilterBuilder};
 const KEYS: u64 = 4_000_000;
 /// Absent keys probed per iteration.
 const PROBES: u64 = 100_000;
+/// The two filter layouts compared, by benchmark name.
+const FORMATS: [(&str, TableFormat); 2] = [
+    ("v1_one", TableFormat::V1),
+    ("v2_partitioned", TableFormat::V2),
+];
 
 fn build(format: TableFormat, keys: &[[u8; 8]]) -> Vec<u8> {
     let mut b = FilterBuilder::new(10, format);
@@ -34,10 +39,7 @@ fn filters(c: &mut Criterion) {
     let mut group = c.benchmark_group("filter/build_4m");
     group.throughput(Throughput::Elements(KEYS));
     group.sample_size(10);
-    for (name, format) in [
-        ("v1_one", TableFormat::V1),
-        ("v2_partitioned", TableFormat::V2),
-    ] {
+    for (name, format) in FORMATS {
         group.bench_function(name, |b| b.iter(|| black_box(build(format, &keys))));
     }
     group.finish();
@@ -45,10 +47,7 @@ fn filters(c: &mut Criterion) {
     let mut group = c.benchmark_group("filter/probe_absent");
     group.throughput(Throughput::Elements(PROBES));
     group.sample_size(10);
-    for (name, format) in [
-        ("v1_one", TableFormat::V1),
-        ("v2_partitioned", TableFormat::V2),
-    ] {
+    for (name, format) in FORMATS {
         let filter = Filter::decode(&build(format, &keys), format, Path::new("bench.sst"), 0)
             .expect("decode");
         group.bench_function(name, |b| {

@@ -31,6 +31,23 @@ fn e(user_key: &str, seqno: u64, kind: ValueKind, value: &str) -> Entry {
     )
 }
 
+/// Puts of `value` at `seqno` for the keys `{prefix}{i:04}`, `i` in `keys`.
+fn puts(prefix: &str, keys: std::ops::Range<u32>, seqno: u64, value: &str) -> Vec<Entry> {
+    keys.map(|i| e(&format!("{prefix}{i:04}"), seqno, Put, value))
+        .collect()
+}
+
+/// Options that make ~2 KiB tables of 256-byte uncompressed blocks, so a few hundred
+/// entries span several output tables.
+fn small_tables() -> Options {
+    Options {
+        target_file_size: 2048,
+        block_size: 256,
+        compression: false,
+        ..Options::default()
+    }
+}
+
 fn io(err: std::io::Error) -> Error {
     Error::io("tempdir", err)
 }
@@ -368,13 +385,7 @@ fn many_versions(fx: &mut Fixture) -> Result<(Vec<Arc<FileMeta>>, Vec<SeqNo>)> {
 
 #[test]
 fn outputs_are_cut_at_the_target_size_and_never_inside_a_user_key() -> Result<()> {
-    let options = Options {
-        target_file_size: 2048,
-        block_size: 256,
-        compression: false,
-        ..Options::default()
-    };
-    let mut fx = Fixture::with_options(options)?;
+    let mut fx = Fixture::with_options(small_tables())?;
     let (l0, snapshots) = many_versions(&mut fx)?;
     let mut t = task(l0, vec![], false);
     t.level = 0;
@@ -484,25 +495,9 @@ fn expect_corruption(fx: &mut Fixture, task: &CompactionTask) -> Result<()> {
 
 #[test]
 fn failed_compaction_removes_its_partial_outputs() -> Result<()> {
-    let options = Options {
-        target_file_size: 2048,
-        block_size: 256,
-        compression: false,
-        ..Options::default()
-    };
-    let mut fx = Fixture::with_options(options)?;
-    let good = fx.table(
-        1,
-        (0..400)
-            .map(|i| e(&format!("a{i:04}"), 5, Put, "value"))
-            .collect(),
-    )?;
-    let bad = fx.table(
-        2,
-        (0..400)
-            .map(|i| e(&format!("b{i:04}"), 4, Put, "value"))
-            .collect(),
-    )?;
+    let mut fx = Fixture::with_options(small_tables())?;
+    let good = fx.table(1, puts("a", 0..400, 5, "value"))?;
+    let bad = fx.table(2, puts("b", 0..400, 4, "value"))?;
     // Damage a data block in the middle of the second table: the merge fails after several
     // outputs of the first table's keys are finished.
     damage_data_block(&fx, 2)?;
@@ -535,11 +530,8 @@ fn subcompactions_write_what_one_merge_writes() -> Result<()> {
     let mut results = Vec::new();
     for (subcompactions, bottommost) in [(1, false), (4, false), (1, true), (3, true)] {
         let options = Options {
-            target_file_size: 2048,
-            block_size: 256,
-            compression: false,
             max_subcompactions: subcompactions,
-            ..Options::default()
+            ..small_tables()
         };
         let mut fx = Fixture::with_options(options)?;
         let (l0, snapshots) = many_versions(&mut fx)?;
@@ -582,31 +574,13 @@ fn subcompactions_write_what_one_merge_writes() -> Result<()> {
 #[test]
 fn a_failed_subcompaction_removes_the_outputs_of_every_range() -> Result<()> {
     let options = Options {
-        target_file_size: 2048,
-        block_size: 256,
-        compression: false,
         max_subcompactions: 2,
-        ..Options::default()
+        ..small_tables()
     };
     let mut fx = Fixture::with_options(options)?;
-    let upper = fx.table(
-        1,
-        (0..800)
-            .map(|i| e(&format!("k{i:04}"), 9, Put, "new"))
-            .collect(),
-    )?;
-    let good = fx.table(
-        2,
-        (0..400)
-            .map(|i| e(&format!("k{i:04}"), 5, Put, "value"))
-            .collect(),
-    )?;
-    let bad = fx.table(
-        3,
-        (400..800)
-            .map(|i| e(&format!("k{i:04}"), 4, Put, "value"))
-            .collect(),
-    )?;
+    let upper = fx.table(1, puts("k", 0..800, 9, "new"))?;
+    let good = fx.table(2, puts("k", 0..400, 5, "value"))?;
+    let bad = fx.table(3, puts("k", 400..800, 4, "value"))?;
     damage_data_block(&fx, 3)?;
     let t = task(vec![upper], vec![good, bad], false);
     assert_eq!(
