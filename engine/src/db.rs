@@ -148,10 +148,12 @@ impl Db {
         inner.get(&inner.default_ks, &ReadOptions::default(), key)
     }
 
-    /// Like [`Db::get`], reading at `options.snapshot` when set.
+    /// Like [`Db::get`], reading at `options.snapshot` when set, using the block cache as
+    /// `options.fill_cache` and `options.verify_checksums` say.
     ///
     /// # Errors
-    /// As [`Db::get`].
+    /// As [`Db::get`]; with `verify_checksums`, [`crate::Error::ChecksumMismatch`] also for a
+    /// block that was cached before it was damaged on disk.
     pub fn get_opt(&self, options: &ReadOptions, key: &[u8]) -> Result<Option<Bytes>> {
         let inner = self.inner();
         inner.get(&inner.default_ks, options, key)

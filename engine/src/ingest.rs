@@ -216,7 +216,7 @@ mod tests {
     use super::*;
     use crate::cache::BlockCache;
     use crate::iterator::InternalIterator;
-    use crate::sstable::Table;
+    use crate::sstable::{BlockCachePolicy, Table};
     use crate::types::FileNumber;
 
     fn tmp() -> Result<tempfile::TempDir> {
@@ -343,10 +343,13 @@ mod tests {
         )?;
         let at = |k: &'static [u8], s: u64| InternalKeyRef::new(k, SeqNo(s), ValueKind::FOR_SEEK);
         // Point lookups: visible at 10 and later, absent before.
-        let got = t.get(at(b"k042", 10))?;
+        let got = t.get(at(b"k042", 10), BlockCachePolicy::Fill)?;
         assert_eq!(got, Some((SeqNo(10), ValueKind::Put, Bytes::from("v42"))));
-        assert!(t.get(at(b"k042", 9))?.is_none());
-        assert!(t.get(at(b"k042", SeqNo::MAX.get()))?.is_some());
+        assert!(t.get(at(b"k042", 9), BlockCachePolicy::Fill)?.is_none());
+        assert!(
+            t.get(at(b"k042", SeqNo::MAX.get()), BlockCachePolicy::Fill)?
+                .is_some()
+        );
         // Seeks: at 9 the seek skips k042 to k043; at 10 it lands on k042.
         let mut it = t.iter();
         it.seek(at(b"k042", 9))?;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crate::fs::FileSystem;
 use crate::merge::MergeOperator;
 use crate::snapshot::Snapshot;
-use crate::sstable::TableFormat;
+use crate::sstable::{BlockCachePolicy, TableFormat};
 
 /// Largest user key accepted, in bytes (64 KiB). Keys longer than this get
 /// [`crate::Error::InvalidArgument`].
@@ -394,15 +394,33 @@ impl WriteOptions {
 pub struct ReadOptions {
     /// Read as of this snapshot; `None` reads the latest state.
     pub snapshot: Option<Snapshot>,
-    /// Verify block checksums on every read (they are always verified when a block is loaded
-    /// from disk; this also re-checks cached blocks). Default `false`.
+    /// Check every data block this read uses against its stored CRC-32C. Blocks are always
+    /// checked when they are read from the file; with `true` the read also skips the block
+    /// cache (reading each block from the file and leaving it uncached), so a block that went
+    /// bad on disk after it was cached is still caught. Default `false`. As RocksDB's
+    /// `ReadOptions::verify_checksums`, stricter: RocksDB trusts cached blocks.
     pub verify_checksums: bool,
-    /// Put blocks read by this call into the block cache. Default `true`; turn off for large
-    /// scans that would evict the working set.
+    /// Put data blocks read from the file by this read into the block cache. `None` or
+    /// `Some(true)`: yes (the default); `Some(false)`: blocks already cached are still used,
+    /// blocks read from the file are dropped after use, so a large scan does not evict the
+    /// working set (RocksDB's `ReadOptions::fill_cache`).
     pub fill_cache: Option<bool>,
 }
 
 impl ReadOptions {
+    /// How this read uses the block cache: [`BlockCachePolicy::Bypass`] with
+    /// `verify_checksums`, else [`BlockCachePolicy::NoFill`] with `fill_cache: Some(false)`,
+    /// else [`BlockCachePolicy::Fill`].
+    pub(crate) fn cache_policy(&self) -> BlockCachePolicy {
+        if self.verify_checksums {
+            BlockCachePolicy::Bypass
+        } else if self.fill_cache == Some(false) {
+            BlockCachePolicy::NoFill
+        } else {
+            BlockCachePolicy::Fill
+        }
+    }
+
     /// Reads as of `snapshot`.
     pub fn at(snapshot: &Snapshot) -> Self {
         ReadOptions {

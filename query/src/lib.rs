@@ -42,7 +42,7 @@ pub mod value;
 
 pub use ast::OnConflict;
 pub use error::{QueryError, Result};
-pub use exec::store::{DbStore, KvBatch, KvRead, KvStore, MemStore};
+pub use exec::store::{DbStore, KvBatch, KvRead, KvStore, MemStore, ScanCache};
 pub use exec::{Database, Output};
 pub use value::{DataType, Value};
 

@@ -45,7 +45,7 @@ use crate::iterator::InternalIterator;
 use crate::iterator::level::LevelIterator;
 use crate::iterator::merging::MergingIterator;
 use crate::options::Options;
-use crate::sstable::{TableBuilder, TableBuilderOptions};
+use crate::sstable::{BlockCachePolicy, TableBuilder, TableBuilderOptions};
 use crate::types::{FileNumber, InternalKeyRef, SeqNo, ValueKind};
 use crate::version::{FileMeta, VersionEdit};
 
@@ -305,7 +305,9 @@ fn level_iter(files: &[Arc<FileMeta>], cache: &Arc<TableCache>) -> Box<dyn Inter
             )));
         };
         let table = cache.get(number, global_seqno)?;
-        Ok(Box::new(table.iter()) as Box<dyn InternalIterator>)
+        // Compaction reads each input block once: caching it would only evict the blocks
+        // readers use (RocksDB reads compaction inputs with `fill_cache = false` too).
+        Ok(Box::new(table.iter_with(BlockCachePolicy::NoFill)) as Box<dyn InternalIterator>)
     }))
 }
 

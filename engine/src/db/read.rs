@@ -19,6 +19,7 @@ use crate::iterator::level::LevelIterator;
 use crate::iterator::merging::MergingIterator;
 use crate::iterator::range::Range;
 use crate::options::ReadOptions;
+use crate::sstable::BlockCachePolicy;
 use crate::types::{InternalKeyRef, SeqNo, ValueKind};
 
 /// Iterator over `(key, value)` pairs returned by [`crate::Db::range`] and [`crate::Db::iter`].
@@ -108,21 +109,23 @@ impl DbInner {
         let mems = std::iter::once(&sv.mem).chain(sv.imms.iter().map(|imm| &imm.mem));
         for mem in mems {
             if let Some((_, kind, value)) = mem.get(key, seqno) {
-                return self.resolve(ks, &sv, seqno, key, kind, value);
+                return self.resolve(ks, &sv, seqno, key, kind, value, options.cache_policy());
             }
         }
         let target = InternalKeyRef::new(key, seqno, ValueKind::FOR_SEEK);
         for (_, file) in sv.version.files_for_get(key) {
             let table = self.table_cache.get(file.number, file.global_seqno)?;
-            if let Some((_, kind, value)) = table.get(target)? {
-                return self.resolve(ks, &sv, seqno, key, kind, value);
+            if let Some((_, kind, value)) = table.get(target, options.cache_policy())? {
+                return self.resolve(ks, &sv, seqno, key, kind, value, options.cache_policy());
             }
         }
         Ok(None)
     }
 
     /// Turns the newest visible entry for `key` into the user's answer. A merge operand needs
-    /// every older version down to a put or delete, which the merged iterator gathers.
+    /// every older version down to a put or delete, which the merged iterator gathers (reading
+    /// blocks under `policy`).
+    #[allow(clippy::too_many_arguments)]
     fn resolve(
         &self,
         ks: &KeyspaceState,
@@ -131,12 +134,13 @@ impl DbInner {
         key: &[u8],
         kind: ValueKind,
         value: Bytes,
+        policy: BlockCachePolicy,
     ) -> Result<Option<Bytes>> {
         match kind {
             ValueKind::Put => Ok(Some(value)),
             ValueKind::Delete => Ok(None),
             ValueKind::Merge => {
-                let merged = merging_iterator(sv, &self.table_cache)?;
+                let merged = merging_iterator(sv, &self.table_cache, policy)?;
                 let bound = || Bound::Included(key.to_vec());
                 let mut it = DbIter::new(merged, seqno, bound(), bound(), merge_fn(ks));
                 it.seek(key)?;
@@ -150,7 +154,7 @@ impl DbInner {
         self.check_open()?;
         ks.check_live()?;
         let (seqno, sv) = self.read_view(ks, options.snapshot.as_ref());
-        let merged = merging_iterator(&sv, &self.table_cache)?;
+        let merged = merging_iterator(&sv, &self.table_cache, options.cache_policy())?;
         Ok(DbCursor {
             iter: DbIter::new(
                 merged,
@@ -175,12 +179,13 @@ impl DbInner {
         let closed = self.check_open().and_then(|()| ks.check_live());
         let mut closed = Some(closed);
         let merge = merge_fn(ks);
+        let policy = options.cache_policy();
         DbRange {
             inner: Range::new(move || {
                 if let Some(Err(e)) = closed.take() {
                     return Err(e);
                 }
-                let merged = merging_iterator(&sv, &cache)?;
+                let merged = merging_iterator(&sv, &cache, policy)?;
                 Ok(DbIter::new(
                     merged,
                     seqno,
@@ -348,10 +353,11 @@ pub fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// Merges the memtables, the level-0 tables and one concatenating iterator per deeper level,
-/// newest source first.
+/// newest source first; table blocks are read under `policy`.
 pub(crate) fn merging_iterator(
     sv: &Arc<SuperVersion>,
     cache: &Arc<TableCache>,
+    policy: BlockCachePolicy,
 ) -> Result<MergingIterator> {
     let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
     children.push(Box::new(sv.mem.iter()));
@@ -359,7 +365,9 @@ pub(crate) fn merging_iterator(
         children.push(Box::new(imm.mem.iter()));
     }
     for file in sv.version.files(0) {
-        children.push(Box::new(cache.get(file.number, file.global_seqno)?.iter()));
+        children.push(Box::new(
+            cache.get(file.number, file.global_seqno)?.iter_with(policy),
+        ));
     }
     for level in 1..sv.version.levels.len() {
         let files = sv.version.files(level).to_vec();
@@ -376,7 +384,7 @@ pub(crate) fn merging_iterator(
                 Error::InvalidArgument(format!("level iterator asked for file index {i}"))
             })?;
             let table = cache.get(file.number, file.global_seqno)?;
-            Ok(Box::new(table.iter()) as Box<dyn InternalIterator>)
+            Ok(Box::new(table.iter_with(policy)) as Box<dyn InternalIterator>)
         })));
     }
     Ok(MergingIterator::new(children))

@@ -29,7 +29,7 @@ mod reader;
 pub use builder::{TableBuilder, TableBuilderOptions};
 pub use format::TableFormat;
 pub use properties::TableProperties;
-pub use reader::{Table, TableIter};
+pub use reader::{BlockCachePolicy, Table, TableIter};
 
 #[cfg(test)]
 mod tests;

@@ -25,6 +25,23 @@ use crate::fs::{FileSystem, RandomAccessFile};
 use crate::iterator::InternalIterator;
 use crate::types::{FileNumber, InternalKeyRef, SeqNo, ValueKind};
 
+/// How a read uses the shared block cache for data blocks, chosen from a read's
+/// [`crate::ReadOptions`] (RocksDB's `fill_cache` and `verify_checksums`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BlockCachePolicy {
+    /// Serve blocks from the cache; put blocks read from the file into it. User reads by
+    /// default.
+    #[default]
+    Fill,
+    /// Serve blocks from the cache; leave blocks read from the file out of it, so a large
+    /// scan does not evict the working set (`fill_cache: Some(false)`; compaction inputs).
+    NoFill,
+    /// Read every block from the file, checking its stored CRC-32C, and leave it out of the
+    /// cache (`verify_checksums: true`): a block cached before it went bad on disk is not
+    /// trusted.
+    Bypass,
+}
+
 /// An open, immutable SSTable. Thread safe (`Send + Sync`); share it as `Arc<Table>`.
 #[derive(Debug)]
 pub struct Table {
@@ -126,7 +143,13 @@ impl Table {
     /// # Errors
     /// [`Error::Io`], [`Error::Corruption`] or [`Error::ChecksumMismatch`] from reading the data
     /// block.
-    pub fn get(&self, key: InternalKeyRef<'_>) -> Result<Option<(SeqNo, ValueKind, Bytes)>> {
+    ///
+    /// `policy` says whether the data block comes from and goes to the block cache.
+    pub fn get(
+        &self,
+        key: InternalKeyRef<'_>,
+        policy: BlockCachePolicy,
+    ) -> Result<Option<(SeqNo, ValueKind, Bytes)>> {
         if !self.may_contain(key.user_key) {
             return Ok(None);
         }
@@ -137,7 +160,7 @@ impl Table {
         // safeguard should a block end before `key`.
         while index.valid() {
             let handle = self.decode_handle(index.value())?;
-            let mut it = self.data_block(handle)?.iter();
+            let mut it = self.data_block(handle, policy)?.iter();
             it.seek(stored)?;
             if it.valid() {
                 let found = present(it.key(), self.global_seqno);
@@ -168,12 +191,19 @@ impl Table {
 
     /// A cursor over all entries in internal-key order (not positioned until a seek).
     pub fn iter(self: &Arc<Self>) -> TableIter {
+        self.iter_with(BlockCachePolicy::Fill)
+    }
+
+    /// A cursor over the table whose data blocks are read under `policy` (see
+    /// [`BlockCachePolicy`]); [`Table::iter`] is `iter_with(BlockCachePolicy::Fill)`.
+    pub fn iter_with(self: &Arc<Self>, policy: BlockCachePolicy) -> TableIter {
         TableIter {
             table: Arc::clone(self),
             index: self.index.iter(),
             data: None,
             data_offset: 0,
             global_seqno: self.global_seqno,
+            policy,
         }
     }
 
@@ -268,14 +298,18 @@ impl Table {
         Ok(handle)
     }
 
-    /// The data block at `handle`, from the cache or the file (then cached).
-    fn data_block(&self, handle: BlockHandle) -> Result<Arc<Block>> {
-        if let Some(b) = self.cache.get(self.number, handle.offset) {
+    /// The data block at `handle`, from the cache or the file as `policy` says.
+    fn data_block(&self, handle: BlockHandle, policy: BlockCachePolicy) -> Result<Arc<Block>> {
+        if policy != BlockCachePolicy::Bypass
+            && let Some(b) = self.cache.get(self.number, handle.offset)
+        {
             return Ok(b);
         }
         let block = self.read_data_block(handle)?;
-        self.cache
-            .insert(self.number, handle.offset, Arc::clone(&block));
+        if policy == BlockCachePolicy::Fill {
+            self.cache
+                .insert(self.number, handle.offset, Arc::clone(&block));
+        }
         Ok(block)
     }
 
@@ -347,6 +381,8 @@ pub struct TableIter {
     data_offset: u64,
     /// The table's global sequence number (copied so `key()` needs no pointer chase).
     global_seqno: Option<SeqNo>,
+    /// How data blocks are read.
+    policy: BlockCachePolicy,
 }
 
 impl TableIter {
@@ -366,7 +402,7 @@ impl TableIter {
         }
         let handle = self.table.decode_handle(self.index.value())?;
         if self.data.is_none() || self.data_offset != handle.offset {
-            self.data = Some(self.table.data_block(handle)?.iter());
+            self.data = Some(self.table.data_block(handle, self.policy)?.iter());
             self.data_offset = handle.offset;
         }
         Ok(())

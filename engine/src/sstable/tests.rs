@@ -11,7 +11,9 @@ use super::block::Block;
 use super::format::{
     BLOCK_TRAILER_LEN, BlockHandle, FOOTER_LEN, Footer, TableFormat, decode_block,
 };
-use super::{Table, TableBuilder, TableBuilderOptions, TableIter, TableProperties};
+use super::{
+    BlockCachePolicy, Table, TableBuilder, TableBuilderOptions, TableIter, TableProperties,
+};
 use crate::cache::{BlockCache, TableCache};
 use crate::error::{Error, IoContext, Result};
 use crate::filename::table_path;
@@ -88,7 +90,8 @@ fn model_get(model: &Model, key: InternalKeyRef<'_>) -> Option<(SeqNo, ValueKind
 }
 
 fn table_get(t: &Table, key: InternalKeyRef<'_>) -> Result<Option<(SeqNo, ValueKind, Vec<u8>)>> {
-    Ok(t.get(key)?.map(|(s, k, v)| (s, k, v.to_vec())))
+    Ok(t.get(key, BlockCachePolicy::Fill)?
+        .map(|(s, k, v)| (s, k, v.to_vec())))
 }
 
 /// Lookup targets: each key, each user key at "latest" and just below each version, outside.
@@ -298,11 +301,10 @@ fn filter_rejected_get_reads_no_data_block() -> Result<()> {
     for i in 0..1000u32 {
         let absent = format!("nope{i:06}");
         let before = (cache.hits(), cache.misses());
-        let r = t.get(InternalKeyRef::new(
-            absent.as_bytes(),
-            SeqNo::MAX,
-            ValueKind::FOR_SEEK,
-        ))?;
+        let r = t.get(
+            InternalKeyRef::new(absent.as_bytes(), SeqNo::MAX, ValueKind::FOR_SEEK),
+            BlockCachePolicy::Fill,
+        )?;
         assert_eq!(r, None);
         checked += 1;
         if !t.may_contain(absent.as_bytes()) {
@@ -322,18 +324,16 @@ fn filter_rejected_get_reads_no_data_block() -> Result<()> {
     assert_eq!(cache.bloom_checks(), 2 * checked);
     assert_eq!(cache.bloom_useful(), 2 * rejected);
     // Present keys are found and do read data blocks.
-    let r = t.get(InternalKeyRef::new(
-        b"key000500",
-        SeqNo::MAX,
-        ValueKind::FOR_SEEK,
-    ))?;
+    let r = t.get(
+        InternalKeyRef::new(b"key000500", SeqNo::MAX, ValueKind::FOR_SEEK),
+        BlockCachePolicy::Fill,
+    )?;
     assert!(r.is_some());
     assert_eq!((cache.hits(), cache.misses()), (0, 1));
-    t.get(InternalKeyRef::new(
-        b"key000500",
-        SeqNo::MAX,
-        ValueKind::FOR_SEEK,
-    ))?;
+    t.get(
+        InternalKeyRef::new(b"key000500", SeqNo::MAX, ValueKind::FOR_SEEK),
+        BlockCachePolicy::Fill,
+    )?;
     assert_eq!(
         (cache.hits(), cache.misses()),
         (1, 1),
@@ -640,11 +640,10 @@ fn table_cache_opens_once_and_evicts() -> Result<()> {
     assert!(Arc::ptr_eq(&a, &cache.get(FileNumber(1), None)?));
     assert_eq!(a.file_number(), FileNumber(1));
     assert_eq!(a.path(), table_path(dir.path(), FileNumber(1)));
-    a.get(InternalKeyRef::new(
-        b"key001",
-        SeqNo::MAX,
-        ValueKind::FOR_SEEK,
-    ))?;
+    a.get(
+        InternalKeyRef::new(b"key001", SeqNo::MAX, ValueKind::FOR_SEEK),
+        BlockCachePolicy::Fill,
+    )?;
     assert!(cache.block_cache().usage_bytes() > 0);
     cache.get(FileNumber(2), None)?;
     cache.get(FileNumber(3), None)?; // capacity 2: table 1 is evicted

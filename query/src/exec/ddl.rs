@@ -11,7 +11,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use super::source::decode;
-use super::store::{KvBatch, KvRead, KvStore};
+use super::store::{KvBatch, KvRead, KvStore, ScanCache};
 use super::write::index_key;
 use super::{Database, Output};
 use crate::ast::Statement;
@@ -170,7 +170,12 @@ fn build_index<S: KvStore>(db: &Database<S>, t: &TableSchema, index: &IndexDef) 
     }
     let mut row = vec![Value::Null; t.columns.len()];
     let mut batch = S::Batch::default();
-    let mut rows = reader.cursor(Bound::Included(lo.as_slice()), upper, false);
+    let mut rows = reader.cursor(
+        Bound::Included(lo.as_slice()),
+        upper,
+        false,
+        ScanCache::NoFill,
+    );
     while let Some((k, v)) = rows.next_entry()? {
         decode(t, k, v, &needed, &mut row)?;
         batch.put(&index_key(index, &row, k), &[]);
@@ -191,7 +196,7 @@ fn delete_prefix<S: KvStore>(db: &Database<S>, prefix: &[u8]) -> Result<()> {
         Bound::Unbounded
     };
     let mut batch = S::Batch::default();
-    let mut entries = reader.cursor(Bound::Included(prefix), upper, false);
+    let mut entries = reader.cursor(Bound::Included(prefix), upper, false, ScanCache::NoFill);
     while let Some((k, _)) = entries.next_entry()? {
         batch.delete(k);
         if batch.len() >= CHUNK_ENTRIES {

@@ -11,7 +11,7 @@
 use std::ops::Bound;
 
 use super::eval::passes;
-use super::store::{KvCursor, KvRead};
+use super::store::{KvCursor, KvRead, ScanCache};
 use crate::ast::Expr;
 use crate::catalog::{ID_PREFIX_LEN, TABLE_PREFIX, TableSchema};
 use crate::codec::key::{decode_value, encode_id, skip_value};
@@ -28,8 +28,8 @@ fn bound(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
     }
 }
 
-fn cursor<'r, R: KvRead>(reader: &'r R, r: &KeyRange) -> KvCursor<'r> {
-    reader.cursor(bound(&r.lower), bound(&r.upper), r.reverse)
+fn cursor<'r, R: KvRead>(reader: &'r R, r: &KeyRange, cache: ScanCache) -> KvCursor<'r> {
+    reader.cursor(bound(&r.lower), bound(&r.upper), r.reverse, cache)
 }
 
 enum Kind<'r> {
@@ -75,9 +75,19 @@ impl<'r, R: KvRead> RowSource<'r, R> {
                 next: 0,
             },
             Access::MultiGet { keys } => Kind::Keys { keys, next: 0 },
-            Access::KeyRange { range, .. } => Kind::Scan(cursor(reader, range)),
+            // A full scan reads every block of the table once: it should not evict the
+            // blocks point lookups use (with a LIMIT it reads few blocks either way).
+            Access::KeyRange { range, full } => Kind::Scan(cursor(
+                reader,
+                range,
+                if *full {
+                    ScanCache::NoFill
+                } else {
+                    ScanCache::Fill
+                },
+            )),
             Access::IndexRange { range, index } => Kind::Index {
-                cursor: cursor(reader, range),
+                cursor: cursor(reader, range, ScanCache::Fill),
                 column: index.column,
                 index_only: plan.index_only(),
             },

@@ -41,8 +41,26 @@ pub trait KvRead {
     fn scan(&self, lower: Bound<&[u8]>, upper: Bound<&[u8]>, reverse: bool) -> KvIter<'_>;
 
     /// The pairs of [`KvRead::scan`] as a lending cursor: no copy or allocation per pair.
-    /// Lazy like `scan`.
-    fn cursor(&self, lower: Bound<&[u8]>, upper: Bound<&[u8]>, reverse: bool) -> KvCursor<'_>;
+    /// Lazy like `scan`. `cache` says whether the blocks it reads stay cached.
+    fn cursor(
+        &self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        reverse: bool,
+        cache: ScanCache,
+    ) -> KvCursor<'_>;
+}
+
+/// How a scan uses the engine's block cache (the engine's `ReadOptions::fill_cache`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScanCache {
+    /// Cache the blocks the scan reads: bounded scans, whose blocks are likely read again.
+    Fill,
+    /// Use blocks already cached, but do not cache the ones read: scans of a whole table
+    /// (full scans, index builds, drops), which would otherwise evict the blocks point
+    /// lookups keep reading, for blocks that one scan reads once (RocksDB's advice for bulk
+    /// scans).
+    NoFill,
 }
 
 /// A batch of writes applied atomically by [`KvStore::write`]. Later entries for the same
@@ -140,11 +158,24 @@ impl KvRead for DbReader {
         }
     }
 
-    fn cursor(&self, lower: Bound<&[u8]>, upper: Bound<&[u8]>, reverse: bool) -> KvCursor<'_> {
-        Box::new(DbScan {
-            range: self.db.range(&self.options, (lower, upper)),
-            reverse,
-        })
+    fn cursor(
+        &self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        reverse: bool,
+        cache: ScanCache,
+    ) -> KvCursor<'_> {
+        let range = match cache {
+            ScanCache::Fill => self.db.range(&self.options, (lower, upper)),
+            ScanCache::NoFill => {
+                let options = ReadOptions {
+                    fill_cache: Some(false),
+                    ..self.options.clone()
+                };
+                self.db.range(&options, (lower, upper))
+            }
+        };
+        Box::new(DbScan { range, reverse })
     }
 }
 
@@ -260,7 +291,13 @@ impl KvRead for MemReader {
         }
     }
 
-    fn cursor(&self, lower: Bound<&[u8]>, upper: Bound<&[u8]>, reverse: bool) -> KvCursor<'_> {
+    fn cursor(
+        &self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        reverse: bool,
+        _cache: ScanCache,
+    ) -> KvCursor<'_> {
         Box::new(MemScan {
             range: self.pairs(lower, upper),
             reverse,

@@ -101,3 +101,93 @@ fn lent_pairs_follow_the_snapshot() -> TestResult {
     assert_eq!(it.next_entry()?, None);
     Ok(())
 }
+
+/// A database whose 300 keys sit in one flushed table of small blocks (nothing in the
+/// memtable, no compaction).
+fn one_table(dir: &std::path::Path) -> Result<Db, Box<dyn std::error::Error>> {
+    let db = Db::open(dir, Options::default().block_size(256))?;
+    for i in 0..300 {
+        db.put(format!("k{i:04}").as_bytes(), &[b'v'; 20])?;
+    }
+    db.flush()?;
+    Ok(db)
+}
+
+/// Block cache (hits, misses) after scanning every key with `options`.
+fn scan_counting(db: &Db, options: &ReadOptions) -> Result<(u64, u64), Box<dyn std::error::Error>> {
+    let mut range = db.iter(options);
+    let mut n = 0;
+    while range.next_entry()?.is_some() {
+        n += 1;
+    }
+    assert_eq!(n, 300);
+    let s = db.stats();
+    Ok((s.block_cache_hits, s.block_cache_misses))
+}
+
+#[test]
+fn fill_cache_false_uses_cached_blocks_but_caches_none() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = one_table(dir.path())?;
+    let no_fill = ReadOptions {
+        fill_cache: Some(false),
+        ..ReadOptions::default()
+    };
+    let s0 = db.stats();
+    let (h0, m0) = (s0.block_cache_hits, s0.block_cache_misses);
+    // Two scans without filling: every block is a miss both times, and nothing was cached.
+    let (h1, m1) = scan_counting(&db, &no_fill)?;
+    let (h2, m2) = scan_counting(&db, &no_fill)?;
+    let blocks = m1 - m0;
+    assert!(blocks > 10, "{blocks} blocks");
+    assert_eq!((h1, h2), (h0, h0));
+    assert_eq!(m2 - m1, blocks);
+    // A filling scan caches them; the next scans, filling or not, hit every block.
+    let (_, m3) = scan_counting(&db, &ReadOptions::default())?;
+    assert_eq!(m3 - m2, blocks);
+    let (h4, m4) = scan_counting(&db, &no_fill)?;
+    let (h5, m5) = scan_counting(&db, &ReadOptions::default())?;
+    assert_eq!((m4, m5), (m3, m3));
+    assert_eq!(h5 - h4, blocks);
+    assert!(h4 > h2);
+    // Point lookups follow the same rule.
+    let before = db.stats().block_cache_hits;
+    assert!(db.get_opt(&no_fill, b"k0150")?.is_some());
+    assert_eq!(db.stats().block_cache_hits, before + 1);
+    Ok(())
+}
+
+#[test]
+fn verify_checksums_rereads_cached_blocks_and_catches_damage() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = one_table(dir.path())?;
+    // Cache every block, then damage the middle of the table file on disk.
+    scan_counting(&db, &ReadOptions::default())?;
+    let table = std::fs::read_dir(dir.path())?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.extension().is_some_and(|x| x == "sst"))
+        .ok_or("no table file")?;
+    let mut bytes = std::fs::read(&table)?;
+    let mid = bytes.len() / 3;
+    for b in bytes.get_mut(mid..mid + 4).ok_or("short table")? {
+        *b ^= 0xff;
+    }
+    std::fs::write(&table, bytes)?;
+    // Default reads trust the cached (good) blocks.
+    scan_counting(&db, &ReadOptions::default())?;
+    // Verifying reads go to the file and see the damage.
+    let verify = ReadOptions {
+        verify_checksums: true,
+        ..ReadOptions::default()
+    };
+    let err = db
+        .iter(&verify)
+        .find_map(|item| item.err())
+        .ok_or("a verifying scan read a damaged block without an error")?;
+    assert!(err.is_corruption(), "{err}");
+    let failed_gets = (0..300)
+        .filter(|i| db.get_opt(&verify, format!("k{i:04}").as_bytes()).is_err())
+        .count();
+    assert!(failed_gets > 0);
+    Ok(())
+}
