@@ -11,7 +11,7 @@ use libfuzzer_sys::fuzz_target;
 use strata_engine::FileNumber;
 use strata_engine::cache::BlockCache;
 use strata_engine::iterator::InternalIterator;
-use strata_engine::sstable::Table;
+use strata_engine::sstable::{BlockCachePolicy, Table};
 use strata_engine::types::{InternalKey, InternalKeyRef, SeqNo, ValueKind};
 use strata_fuzz::{repair_table_checksums, scratch_file};
 
@@ -60,12 +60,11 @@ fn exercise(data: &[u8]) {
         });
         for k in keys.iter().take(64).cloned().chain(cut) {
             let _ = table.may_contain(&k.user_key);
-            let _ = table.get(InternalKeyRef::new(
-                &k.user_key,
-                SeqNo::MAX,
-                ValueKind::FOR_SEEK,
-            ));
-            let _ = table.get(k.as_ref());
+            let _ = table.get(
+                InternalKeyRef::new(&k.user_key, SeqNo::MAX, ValueKind::FOR_SEEK),
+                BlockCachePolicy::Fill,
+            );
+            let _ = table.get(k.as_ref(), BlockCachePolicy::Bypass);
             if it.seek(k.as_ref()).is_ok() && it.valid() {
                 let _ = it.next();
             }
