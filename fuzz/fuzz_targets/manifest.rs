@@ -53,7 +53,8 @@ fn recover(manifest: &[u8]) {
     let _ = set.current().num_files();
     let (before, next) = (state(&set), set.next_file_number());
     drop(set);
-    let again = VersionSet::recover(&strata_engine::fs::os(), &dir).expect("a manifest written by recovery recovers");
+    let again = VersionSet::recover(&strata_engine::fs::os(), &dir)
+        .expect("a manifest written by recovery recovers");
     assert_eq!(state(&again), before, "the state changed on a re-recovery");
     assert!(
         again.next_file_number() > next,

@@ -22,7 +22,13 @@ fn exercise(data: &[u8]) {
     // Read twice: as written, and presented at a global sequence number (an ingested table).
     for global_seqno in [None, Some(SeqNo(1 << 40))] {
         let cache = BlockCache::new(1 << 20);
-        let Ok(table) = Table::open(&strata_engine::fs::OsFs, &path, FileNumber(7), global_seqno, cache) else {
+        let Ok(table) = Table::open(
+            &strata_engine::fs::OsFs,
+            &path,
+            FileNumber(7),
+            global_seqno,
+            cache,
+        ) else {
             return;
         };
         let _ = table.properties();

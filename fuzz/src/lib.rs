@@ -21,8 +21,7 @@ use strata_engine::coding::{crc32c_parts, get_fixed32, get_fixed64};
 use strata_engine::iterator::InternalIterator;
 use strata_engine::sstable::block::Block;
 use strata_engine::sstable::format::{
-    TableFormat,
-    BLOCK_TRAILER_LEN, BlockHandle, FOOTER_LEN, TABLE_MAGIC, decode_block,
+    BLOCK_TRAILER_LEN, BlockHandle, FOOTER_LEN, TABLE_MAGIC, TableFormat, decode_block,
 };
 use strata_engine::wal::{BLOCK_SIZE, HEADER_SIZE, fragment_crc};
 
