@@ -268,8 +268,8 @@ impl Drop for ScratchDir {
     }
 }
 
-/// Loads `input` (`total_bytes` long, if known, for the progress bar) into `db`, whose
-/// options are `db_options`. On error nothing is ingested.
+/// Loads `input` (`total_bytes` long, if known: it sizes the progress bar and the read arena)
+/// into `db`, whose options are `db_options`. On error nothing is ingested.
 ///
 /// # Errors
 /// A [`BadLineError`] (find it with `downcast_ref`) for the first bad line without
@@ -319,6 +319,7 @@ pub(crate) fn load(
         },
         table_size_bytes: config.table_size_bytes,
         memory_bytes: config.memory_bytes.max(4096),
+        input_bytes: total_bytes,
         skip_bad: config.skip_bad,
         progress: &update,
         on_bad: &mut on_bad,

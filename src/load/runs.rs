@@ -61,6 +61,9 @@ pub(crate) struct RunWriter<'a> {
     pub(crate) rules: Rules,
     pub(crate) table_size_bytes: u64,
     pub(crate) memory_bytes: usize,
+    /// Size of the input in bytes when known (a file): the arena is allocated once at
+    /// `min(input_bytes, memory_bytes)` instead of growing by doubling, which copied it.
+    pub(crate) input_bytes: Option<u64>,
     pub(crate) skip_bad: bool,
     /// Called with bytes read and pairs accepted so far, after every read.
     pub(crate) progress: &'a dyn Fn(&ReadStats),
@@ -79,6 +82,12 @@ impl RunWriter<'_> {
         let mut arena: Vec<u8> = Vec::new();
         let mut entries: Vec<Entry> = Vec::new();
         let mut carry: Vec<u8> = Vec::new();
+        if let Some(total) = self.input_bytes {
+            // The last line may lack its newline: one byte of slack keeps the read of the
+            // final 0 bytes from growing the arena.
+            let whole = usize::try_from(total).unwrap_or(usize::MAX);
+            arena.reserve(whole.min(self.memory_bytes).saturating_add(1));
+        }
         let mut eof = false;
         while !eof {
             arena.clear();

@@ -125,7 +125,10 @@ impl DbInner {
     /// Turns the newest visible entry for `key` into the user's answer. A merge operand needs
     /// every older version down to a put or delete, which the merged iterator gathers (reading
     /// blocks under `policy`).
-    #[allow(clippy::too_many_arguments)]
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the read's state, passed through from `get`"
+    )]
     fn resolve(
         &self,
         ks: &KeyspaceState,

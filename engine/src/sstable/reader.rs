@@ -137,14 +137,13 @@ impl Table {
     /// Point lookup of the newest entry for `key.user_key` with seqno `<= key.seqno`. Consults
     /// the bloom filter first (reading no data block when it says absent), then seeks the index
     /// and one data block. Returns the first entry `>= key` if its user key equals
-    /// `key.user_key`: `Some((seqno, kind, value))` (the value shares the cached block's
-    /// memory), else `None`. Tombstones are returned as entries of kind `Delete`.
+    /// `key.user_key`: `Some((seqno, kind, value))` (the value shares the block's memory), else
+    /// `None`. Tombstones are returned as entries of kind `Delete`. `policy` says whether the
+    /// data block comes from and goes to the block cache.
     ///
     /// # Errors
     /// [`Error::Io`], [`Error::Corruption`] or [`Error::ChecksumMismatch`] from reading the data
     /// block.
-    ///
-    /// `policy` says whether the data block comes from and goes to the block cache.
     pub fn get(
         &self,
         key: InternalKeyRef<'_>,
