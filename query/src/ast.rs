@@ -160,7 +160,12 @@ pub struct OrderItem {
 pub enum OrderKey {
     /// `ORDER BY 2`: the 1-based output column.
     Ordinal(usize),
-    /// An expression (an output column alias when it is a bare name matching one).
+    /// `ORDER BY name`, a bare name: the output column of that name if there is one (it wins
+    /// over a table column of the same name, as in PostgreSQL and SQLite), else the table
+    /// column.
+    Name(String),
+    /// Any other expression, over the table's columns (a qualified `t.name` is always the
+    /// table's column).
     Expr(Expr),
 }
 

@@ -353,19 +353,31 @@ pub fn plan_select(catalog: &Catalog, s: &Select) -> Result<SelectPlan> {
             }
         }
     }
-    // ORDER BY keys: ordinals and output aliases refer to the projections.
+    // ORDER BY keys: ordinals and bare names of output columns refer to the projections; an
+    // output column's name wins over a table column's (PostgreSQL's and SQLite's rule).
     let mut order = Vec::new();
     for o in &s.order_by {
         let e = match &o.key {
             OrderKey::Ordinal(n) => projections.get(n - 1).cloned().ok_or_else(|| {
                 QueryError::Plan(format!("ORDER BY position {n} is out of range"))
             })?,
-            OrderKey::Expr(Expr::Column(name))
-                if columns.iter().filter(|c| *c == name).count() == 1
-                    && schema.is_none_or(|t| t.column_index(name).is_none()) =>
-            {
-                let i = columns.iter().position(|c| c == name).unwrap_or(0);
-                projections.get(i).cloned().unwrap_or(Expr::Field(0))
+            OrderKey::Name(name) => {
+                // Output columns of that name; several are ambiguous unless they are the
+                // same expression (`SELECT *, v ... ORDER BY v`), as in PostgreSQL.
+                let mut outputs = columns
+                    .iter()
+                    .zip(&projections)
+                    .filter(|(c, _)| *c == name)
+                    .map(|(_, e)| e);
+                match outputs.next() {
+                    Some(first) => {
+                        if outputs.any(|e| e != first) {
+                            return plan_err(format!("ORDER BY {name} is ambiguous"));
+                        }
+                        first.clone()
+                    }
+                    None => bind(&Expr::Column(name.clone()), schema)?,
+                }
             }
             OrderKey::Expr(e) => bind(e, schema)?,
         };

@@ -375,6 +375,9 @@ fn query(q: &SqlQuery) -> Result<Select> {
                 Some(SqlOrderBySort::Using(_)) => return unsupported("ORDER BY ... USING"),
             };
             let key = match expr::expr(&o.expr, &scope)? {
+                Expr::Column(name) if matches!(o.expr, SqlExpr::Identifier(_)) => {
+                    OrderKey::Name(name)
+                }
                 Expr::Literal(Value::Int(n)) => {
                     let n = usize::try_from(n).ok().filter(|n| *n >= 1).ok_or_else(|| {
                         QueryError::Translate(format!("ORDER BY position {n} is out of range"))
