@@ -267,11 +267,12 @@ fn cell_text(v: &Value) -> String {
     }
 }
 
+/// A field of csv/tsv output: CSV quotes fields that need it (RFC 4180); TSV writes every
+/// value as it is, as sqlite3's `.mode tabs` does (a value holding a tab or a newline makes
+/// its line ambiguous; `.mode csv` keeps such values intact).
 fn delimited(s: &str, sep: char) -> String {
     if sep == ',' && (s.contains([',', '"', '\n', '\r'])) {
         format!("\"{}\"", s.replace('"', "\"\""))
-    } else if sep == '\t' {
-        s.replace(['\t', '\n'], " ")
     } else {
         s.to_owned()
     }

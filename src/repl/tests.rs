@@ -139,3 +139,41 @@ fn splitting_respects_quotes_and_comments() {
     assert!(done.is_empty());
     assert_eq!(rest, "");
 }
+
+#[test]
+fn schema_output_quotes_names_so_it_runs_again() {
+    let db = db();
+    let (_, err, failed) = session(
+        &db,
+        "CREATE TABLE \"My Table\" (\"Count\" INT PRIMARY KEY, count INT NOT NULL, \"select\" TEXT, \"we\"\"ird\" TEXT, \"key\" TEXT, \"order\" DOUBLE);\n\
+         CREATE INDEX \"Idx One\" ON \"My Table\" (\"select\");\n\
+         CREATE TABLE plain (id INT PRIMARY KEY, value TEXT);\n",
+    );
+    assert_eq!((err.as_str(), failed), ("", false));
+    let (schema, _, _) = session(&db, ".schema\n");
+    assert!(schema.contains("CREATE TABLE \"My Table\" (\n  \"Count\" BIGINT,\n  count BIGINT NOT NULL,\n  \"select\" TEXT,\n  \"we\"\"ird\" TEXT,\n  \"key\" TEXT,\n  \"order\" DOUBLE,\n  PRIMARY KEY (\"Count\")\n);"), "{schema}");
+    assert!(
+        schema.contains("CREATE INDEX \"Idx One\" ON \"My Table\" (\"select\");"),
+        "{schema}"
+    );
+    assert!(
+        schema.contains("CREATE TABLE plain (\n  id BIGINT,\n  value TEXT,"),
+        "{schema}"
+    );
+    // The printed schema, run in a fresh database, prints the same schema.
+    let again = self::db();
+    let (_, err, failed) = session(&again, &schema);
+    assert_eq!((err.as_str(), failed), ("", false));
+    assert_eq!(session(&again, ".schema\n").0, schema);
+}
+
+#[test]
+fn tsv_output_writes_values_as_they_are() {
+    let db = db();
+    let (out, err, _) = session(
+        &db,
+        "CREATE TABLE t (k TEXT PRIMARY KEY, v TEXT);\nINSERT INTO t VALUES ('a', 'tab\there');\n.mode tsv\nSELECT k, v FROM t;\n",
+    );
+    assert_eq!(err, "");
+    assert!(out.ends_with("k\tv\na\ttab\there\n"), "{out:?}");
+}

@@ -21,6 +21,7 @@ use crate::codec::key::prefix_successor;
 use crate::codec::schema::{encode_meta, encode_table};
 use crate::error::{Result, plan_err};
 use crate::plan;
+use crate::translate::quote_ident;
 use crate::value::Value;
 
 /// Entries per write batch when building or deleting an index or a table's rows.
@@ -248,7 +249,8 @@ pub(super) fn describe(catalog: &Catalog, table: &str) -> Result<Output> {
     })
 }
 
-/// `CREATE TABLE` text for `t` (what `.schema` prints), with its `CREATE INDEX` lines.
+/// `CREATE TABLE` text for `t` (what `.schema` prints), with its `CREATE INDEX` lines; names
+/// are quoted where needed ([`quote_ident`]), so the text runs again as it is.
 pub fn schema_sql(t: &TableSchema) -> String {
     let mut cols: Vec<String> = t
         .columns
@@ -256,7 +258,7 @@ pub fn schema_sql(t: &TableSchema) -> String {
         .map(|c| {
             format!(
                 "  {} {}{}",
-                c.name,
+                quote_ident(&c.name),
                 c.ty,
                 if c.not_null && !t.is_key_column(t.column_index(&c.name).unwrap_or(0)) {
                     " NOT NULL"
@@ -266,16 +268,23 @@ pub fn schema_sql(t: &TableSchema) -> String {
             )
         })
         .collect();
-    let pk: Vec<&str> = t
+    let pk: Vec<String> = t
         .primary_key
         .iter()
-        .filter_map(|&c| t.columns.get(c).map(|c| c.name.as_str()))
+        .filter_map(|&c| t.columns.get(c).map(|c| quote_ident(&c.name)))
         .collect();
     cols.push(format!("  PRIMARY KEY ({})", pk.join(", ")));
-    let mut s = format!("CREATE TABLE {} (\n{}\n);", t.name, cols.join(",\n"));
+    let table = quote_ident(&t.name);
+    let mut s = format!("CREATE TABLE {table} (\n{}\n);", cols.join(",\n"));
     for i in &t.indexes {
-        let col = t.columns.get(i.column).map_or("?", |c| c.name.as_str());
-        s.push_str(&format!("\nCREATE INDEX {} ON {} ({col});", i.name, t.name));
+        let col = t
+            .columns
+            .get(i.column)
+            .map_or("?".to_owned(), |c| quote_ident(&c.name));
+        s.push_str(&format!(
+            "\nCREATE INDEX {} ON {table} ({col});",
+            quote_ident(&i.name)
+        ));
     }
     s
 }

@@ -35,6 +35,69 @@ pub(crate) fn ident(i: &SqlIdent) -> String {
     }
 }
 
+/// `name` as SQL text that [`ident`] reads back as `name`: bare when it is a lowercase
+/// identifier (`[a-z_][a-z0-9_]*`) that reads back as itself wherever a schema prints it, else
+/// double-quoted with `"` doubled (`"My Table"`, `"select"`, `"key"`, `"we""ird"`, `"Count"`:
+/// an unquoted name is lowercased). Used to print schemas that can be run again.
+pub fn quote_ident(name: &str) -> String {
+    let plain = name
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if plain && reads_back_bare(name) {
+        name.to_owned()
+    } else {
+        format!("\"{}\"", name.replace('"', "\"\""))
+    }
+}
+
+/// True when the plain name `name` can stay unquoted: it is not a keyword, or it is an
+/// unreserved one that the parser still takes as a name in every place a schema prints names
+/// (`count` and `id` are; `key` is not, and reserved words such as `select` and `order` are
+/// always quoted, since a query could not name them bare). The parser decides, so this
+/// follows the dialect.
+fn reads_back_bare(name: &str) -> bool {
+    use sqlparser::keywords::{
+        ALL_KEYWORDS, ALL_KEYWORDS_INDEX, RESERVED_FOR_COLUMN_ALIAS, RESERVED_FOR_TABLE_ALIAS,
+    };
+    let upper = name.to_ascii_uppercase();
+    let Ok(i) = ALL_KEYWORDS.binary_search(&upper.as_str()) else {
+        return true;
+    };
+    if ALL_KEYWORDS_INDEX.get(i).is_none_or(|k| {
+        RESERVED_FOR_COLUMN_ALIAS.contains(k) || RESERVED_FOR_TABLE_ALIAS.contains(k)
+    }) {
+        return false;
+    }
+    let sql = format!(
+        "CREATE TABLE {name} ({name} INT NOT NULL, PRIMARY KEY ({name})); \
+         CREATE INDEX {name} ON {name} ({name})"
+    );
+    let Ok(parsed) = crate::parse::parse(&sql) else {
+        return false;
+    };
+    let [table, index] = parsed.as_slice() else {
+        return false;
+    };
+    let table_ok = matches!(
+        statement(table),
+        Ok(Statement::CreateTable { name: t, columns, primary_key, .. })
+            if t == name
+                && columns.len() == 1
+                && columns.iter().all(|c| c.name == name)
+                && primary_key == [name]
+    );
+    let index_ok = matches!(
+        statement(index),
+        Ok(Statement::CreateIndex { name: i, table, column, .. })
+            if i == name && table == name && column == name
+    );
+    table_ok && index_ok
+}
+
 /// A one-part object name (`reads`, not `db.reads`).
 pub(crate) fn object_name(n: &SqlObjectName) -> Result<String> {
     match n.0.as_slice() {
