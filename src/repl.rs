@@ -97,7 +97,7 @@ impl<'a, S: KvStore> Session<'a, S> {
     /// Runs whatever is left in the buffer (input ended without a final `;`).
     pub fn finish(&mut self, out: &mut dyn Write, err: &mut dyn Write) {
         let rest = std::mem::take(&mut self.buffer);
-        if !rest.trim().is_empty() && !is_only_comments(&rest) {
+        if !is_only_comments(&rest) {
             self.run_sql(&rest, out, err);
         }
     }
@@ -301,50 +301,113 @@ pub fn render_table(columns: &[String], rows: &[Vec<Value>]) -> String {
     t.to_string()
 }
 
-fn is_only_comments(s: &str) -> bool {
-    s.lines()
-        .all(|l| l.trim().is_empty() || l.trim_start().starts_with("--"))
-}
-
-/// Splits `text` into complete statements (each ending in a `;` outside quotes and `--`
-/// comments, returned without it) and the incomplete rest.
+/// Splits `text` into complete statements (each ending in a `;` outside quotes, `$$`/`$tag$`
+/// strings, `--` comments and `/* */` comments, returned without it) and the incomplete rest.
+/// Statements holding nothing but comments are dropped.
 pub fn split_statements(text: &str) -> (Vec<String>, String) {
+    enum State<'a> {
+        Code,
+        /// Inside `'...'` or `"..."` (a doubled quote closes and reopens).
+        Quoted(u8),
+        /// Inside a dollar-quoted string closed by this delimiter (`$$` or `$tag$`).
+        Dollar(&'a str),
+        LineComment,
+        BlockComment,
+    }
+    let bytes = text.as_bytes();
     let mut done = Vec::new();
     let mut start = 0;
-    let mut quote: Option<char> = None;
-    let mut comment = false;
-    let mut chars = text.char_indices().peekable();
-    while let Some((i, c)) = chars.next() {
-        if comment {
-            if c == '\n' {
-                comment = false;
+    // Whether the statement since `start` has anything besides whitespace and comments.
+    let mut has_code = false;
+    let mut state = State::Code;
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        let next = bytes.get(i + 1).copied();
+        match state {
+            State::Quoted(q) => {
+                if b == q {
+                    state = State::Code;
+                }
             }
-            continue;
-        }
-        match quote {
-            Some(q) if c == q => quote = None,
-            Some(_) => {}
-            None => match c {
-                '\'' | '"' => quote = Some(c),
-                '-' if chars.peek().is_some_and(|&(_, n)| n == '-') => comment = true,
-                ';' => {
+            State::Dollar(delimiter) => {
+                if text.get(i..).is_some_and(|t| t.starts_with(delimiter)) {
+                    i += delimiter.len();
+                    state = State::Code;
+                    continue;
+                }
+            }
+            State::LineComment => {
+                if b == b'\n' {
+                    state = State::Code;
+                }
+            }
+            State::BlockComment => {
+                if b == b'*' && next == Some(b'/') {
+                    i += 2;
+                    state = State::Code;
+                    continue;
+                }
+            }
+            State::Code => match b {
+                b'\'' | b'"' => {
+                    has_code = true;
+                    state = State::Quoted(b);
+                }
+                b'-' if next == Some(b'-') => state = State::LineComment,
+                b'/' if next == Some(b'*') => {
+                    i += 2;
+                    state = State::BlockComment;
+                    continue;
+                }
+                b'$' => {
+                    has_code = true;
+                    if let Some(delimiter) = dollar_delimiter(text.get(i..).unwrap_or_default()) {
+                        i += delimiter.len();
+                        state = State::Dollar(delimiter);
+                        continue;
+                    }
+                }
+                b';' => {
                     let stmt = text.get(start..i).unwrap_or_default();
-                    if !stmt.trim().is_empty() && !is_only_comments(stmt) {
+                    if has_code {
                         done.push(stmt.trim().to_owned());
                     }
                     start = i + 1;
+                    has_code = false;
                 }
+                b if !b.is_ascii_whitespace() => has_code = true,
                 _ => {}
             },
         }
+        i += 1;
     }
-    let rest = text.get(start..).unwrap_or_default();
-    let rest = if rest.trim().is_empty() || is_only_comments(rest) {
-        String::new()
+    // Keep a rest with code, or one inside a quote or block comment that later lines close.
+    let rest = if has_code || !matches!(state, State::Code | State::LineComment) {
+        text.get(start..).unwrap_or_default().to_owned()
     } else {
-        rest.to_owned()
+        String::new()
     };
     (done, rest)
+}
+
+/// True when `text` holds no statement text, only whitespace and complete comments.
+fn is_only_comments(text: &str) -> bool {
+    let (done, rest) = split_statements(text);
+    done.is_empty() && rest.is_empty()
+}
+
+/// The opening delimiter of a dollar-quoted string at the start of `text` (`$$`, or `$tag$`
+/// with a tag of letters, digits and `_` not starting with a digit), if there is one.
+fn dollar_delimiter(text: &str) -> Option<&str> {
+    let rest = text.strip_prefix('$')?;
+    let tag_len = rest
+        .bytes()
+        .take_while(|b| b.is_ascii_alphanumeric() || *b == b'_')
+        .count();
+    if rest.bytes().next().is_some_and(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    (rest.as_bytes().get(tag_len) == Some(&b'$')).then(|| text.get(..tag_len + 2))?
 }
 
 /// Runs a whole script (from `-c` or piped stdin). Returns true when everything succeeded.

@@ -180,7 +180,12 @@ impl fmt::Display for Value {
             Value::Bool(b) => f.write_str(if *b { "true" } else { "false" }),
             Value::Int(i) => write!(f, "{i}"),
             Value::Double(d) => {
-                if d.is_finite() && d.fract() == 0.0 && d.abs() < 1e16 {
+                // Whole values keep a `.0` so they read as doubles; from 1e16 on, the
+                // shortest exponent form (`1e16`, not 17 digits that look like an integer;
+                // `1.7976931348623157e308`, not 309 digits).
+                if d.is_finite() && d.abs() >= 1e16 {
+                    write!(f, "{d:e}")
+                } else if d.is_finite() && d.fract() == 0.0 {
                     write!(f, "{d:.1}")
                 } else {
                     write!(f, "{d}")
@@ -247,6 +252,13 @@ mod tests {
     fn display_marks_doubles_and_blobs() {
         assert_eq!(Value::Double(2.0).to_string(), "2.0");
         assert_eq!(Value::Double(0.25).to_string(), "0.25");
+        assert_eq!(Value::Double(1e15).to_string(), "1000000000000000.0");
+        assert_eq!(Value::Double(1e16).to_string(), "1e16");
+        assert_eq!(Value::Double(-2.5e20).to_string(), "-2.5e20");
+        assert_eq!(
+            Value::Double(f64::MAX).to_string(),
+            "1.7976931348623157e308"
+        );
         assert_eq!(Value::Blob(vec![0x0a, 0xff]).to_string(), "x'0aff'");
         assert_eq!(Value::Null.to_string(), "NULL");
     }

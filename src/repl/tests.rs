@@ -138,6 +138,32 @@ fn splitting_respects_quotes_and_comments() {
     let (done, rest) = split_statements("-- only a comment;\n");
     assert!(done.is_empty());
     assert_eq!(rest, "");
+    // Block comments and dollar-quoted strings hide `;` too.
+    let (done, rest) = split_statements(
+        "SELECT 1 /* x; */ + 1; /* a; b */ INSERT INTO t VALUES (4, $$a;b$$); SELECT $q$;$q$;",
+    );
+    assert_eq!(
+        done,
+        vec![
+            "SELECT 1 /* x; */ + 1",
+            "/* a; b */ INSERT INTO t VALUES (4, $$a;b$$)",
+            "SELECT $q$;$q$",
+        ]
+    );
+    assert_eq!(rest, "");
+    let (done, rest) = split_statements("/* only; a comment */;\n");
+    assert!(done.is_empty());
+    assert_eq!(rest, "");
+    // A block comment left open is kept for the next line.
+    let (done, rest) = split_statements("SELECT 1; /* open;\n");
+    assert_eq!(done, vec!["SELECT 1"]);
+    assert_eq!(rest, " /* open;\n");
+    let (done, rest) = split_statements(" /* open;\nclosed */ SELECT 2;");
+    assert_eq!(done, vec!["/* open;\nclosed */ SELECT 2"]);
+    assert_eq!(rest, "");
+    // `$1` is not a dollar quote.
+    let (done, _) = split_statements("SELECT $1; SELECT 2;");
+    assert_eq!(done, vec!["SELECT $1", "SELECT 2"]);
 }
 
 #[test]

@@ -75,11 +75,14 @@ pub(crate) fn create_table(t: &SqlCreateTable) -> Result<Statement> {
     for c in &t.columns {
         let col_name = ident(&c.name);
         let mut not_null = false;
+        let mut null = false;
+        let mut primary = false;
         for o in &c.options {
             match &o.option {
-                SqlColumnOption::Null => {}
+                SqlColumnOption::Null => null = true,
                 SqlColumnOption::NotNull => not_null = true,
                 SqlColumnOption::PrimaryKey(_) => {
+                    primary = true;
                     if !primary_key.is_empty() {
                         return Err(QueryError::Translate(format!(
                             "table {name} has more than one PRIMARY KEY"
@@ -93,6 +96,11 @@ pub(crate) fn create_table(t: &SqlCreateTable) -> Result<Statement> {
                 SqlColumnOption::ForeignKey(_) => return unsupported("foreign keys"),
                 other => return unsupported(format!("the column option {other}")),
             }
+        }
+        if null && (not_null || primary) {
+            return Err(QueryError::Translate(format!(
+                "conflicting NULL/NOT NULL declarations for column {col_name}"
+            )));
         }
         if columns.iter().any(|c: &ColumnDef| c.name == col_name) {
             return Err(QueryError::Translate(format!(
