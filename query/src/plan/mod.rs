@@ -9,6 +9,7 @@ use std::sync::Arc;
 use crate::ast::{AggFunc, Expr, OrderKey, Select, SelectItem};
 use crate::catalog::{Catalog, TableSchema};
 use crate::error::{QueryError, Result, plan_err};
+use crate::value::Value;
 
 pub use access::{Access, KeyRange};
 
@@ -383,10 +384,27 @@ pub fn plan_select(catalog: &Catalog, s: &Select) -> Result<SelectPlan> {
         };
         order.push((e, o.desc));
     }
+    // GROUP BY keys: expressions over the table's columns, or 1-based output positions
+    // (`GROUP BY 1`, as in PostgreSQL and SQLite).
     let group_by = s
         .group_by
         .iter()
-        .map(|e| bind(e, schema))
+        .map(|e| match e {
+            Expr::Literal(Value::Int(n)) => {
+                let p = usize::try_from(*n)
+                    .ok()
+                    .and_then(|n| n.checked_sub(1))
+                    .and_then(|i| projections.get(i))
+                    .ok_or_else(|| {
+                        QueryError::Plan(format!("GROUP BY position {n} is out of range"))
+                    })?;
+                if p.has_aggregate() {
+                    return plan_err(format!("GROUP BY position {n} is an aggregate"));
+                }
+                Ok(p.clone())
+            }
+            e => bind(e, schema),
+        })
         .collect::<Result<Vec<_>>>()?;
     let having = s.having.as_ref().map(|e| bind(e, schema)).transpose()?;
     let aggregate = !group_by.is_empty()
