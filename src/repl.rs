@@ -202,7 +202,11 @@ impl<'a, S: KvStore> Session<'a, S> {
             (".mode", ["csv"]) => self.mode = Mode::Csv,
             (".mode", ["tsv"]) => self.mode = Mode::Tsv,
             (".import", [file, table]) => self.import(Path::new(file), table, out, err),
-            (".timer" | ".mode" | ".import" | ".schema", _) => {
+            (
+                ".timer" | ".mode" | ".import" | ".schema" | ".tables" | ".help" | ".quit"
+                | ".exit",
+                _,
+            ) => {
                 self.fail(err, format!("bad arguments to {cmd}; try .help"));
             }
             _ => self.fail(err, format!("unknown command {cmd}; try .help")),

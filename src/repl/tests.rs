@@ -49,7 +49,7 @@ fn an_error_does_not_end_the_session() {
     let db = db();
     let (out, err, failed) = session(
         &db,
-        "SELEC 1;\nSELECT * FROM nope;\n.bogus\nCREATE TABLE t (a INT PRIMARY KEY);\nINSERT INTO t VALUES (1);\nINSERT INTO t VALUES (1);\nSELECT count(*) AS n FROM t;",
+        "SELEC 1;\nSELECT * FROM nope;\n.bogus\n.tables extra\nCREATE TABLE t (a INT PRIMARY KEY);\nINSERT INTO t VALUES (1);\nINSERT INTO t VALUES (1);\nSELECT count(*) AS n FROM t;",
     );
     assert!(failed);
     assert_eq!(
@@ -57,6 +57,7 @@ fn an_error_does_not_end_the_session() {
         "Error: syntax error: Expected: an SQL statement, found: SELEC at Line: 1, Column: 1\n\
 Error: no such table: nope\n\
 Error: unknown command .bogus; try .help\n\
+Error: bad arguments to .tables; try .help\n\
 Error: duplicate primary key (1) in table t\n"
     );
     assert!(out.ends_with("| 1 |\n+---+\n1 row\n"), "{out}");
