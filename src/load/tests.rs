@@ -65,6 +65,23 @@ fn load_of_unsorted_input_with_duplicates_keeps_the_last_occurrence() {
 }
 
 #[test]
+fn a_run_written_by_several_threads_keeps_the_last_occurrence() {
+    // 40,000 pairs (above PARALLEL_MIN_ENTRIES): the sorted run is split among the table
+    // writer threads; the last occurrence of each key still wins.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let options = Options::default();
+    let db = Db::open(dir.path(), options.clone()).expect("open");
+    let (input, expected) = unsorted_input(40_000);
+    let report = run_load(&db, &options, &input, &LoadConfig::new(&options)).expect("load");
+    assert_eq!(
+        (report.pairs, report.keys, report.runs),
+        (40_000, 20_000, 1)
+    );
+    let want: Vec<_> = expected.into_iter().collect();
+    assert_eq!(contents(&db), want);
+}
+
+#[test]
 fn load_larger_than_memory_spills_runs_and_merges_them() {
     let dir = tempfile::tempdir().expect("tempdir");
     let options = Options::default();
