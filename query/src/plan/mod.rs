@@ -3,6 +3,7 @@
 
 pub mod access;
 pub mod explain;
+mod types;
 
 use std::sync::Arc;
 
@@ -218,11 +219,14 @@ pub fn table(catalog: &Catalog, name: &str) -> Result<Arc<TableSchema>> {
 /// its own).
 ///
 /// # Errors
-/// [`QueryError::Plan`] for unknown columns.
+/// [`QueryError::Plan`] for unknown columns, and for a filter that is not BOOLEAN or applies an
+/// operator to types it refuses (`WHERE seq > 10` on a TEXT `seq`).
 pub fn plan_scan(table: Arc<TableSchema>, filter: Option<&Expr>) -> Result<ScanPlan> {
     let mut parts = Vec::new();
     if let Some(f) = filter {
-        conjuncts(bind(f, Some(&table))?, &mut parts);
+        let bound = bind(f, Some(&table))?;
+        types::check_condition(&bound, Some(&table), "WHERE")?;
+        conjuncts(bound, &mut parts);
     }
     let chosen = access::choose(&table, parts);
     let mut needed = vec![false; table.columns.len()];
@@ -407,6 +411,17 @@ pub fn plan_select(catalog: &Catalog, s: &Select) -> Result<SelectPlan> {
         })
         .collect::<Result<Vec<_>>>()?;
     let having = s.having.as_ref().map(|e| bind(e, schema)).transpose()?;
+    // Type errors that every evaluated row would hit are refused now, not at the first row.
+    for e in projections
+        .iter()
+        .chain(&group_by)
+        .chain(order.iter().map(|(e, _)| e))
+    {
+        types::check(e, schema)?;
+    }
+    if let Some(h) = &having {
+        types::check_condition(h, schema, "HAVING")?;
+    }
     let aggregate = !group_by.is_empty()
         || having.is_some()
         || projections.iter().any(Expr::has_aggregate)
