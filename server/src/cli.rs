@@ -49,6 +49,9 @@ pub struct ServeArgs {
     /// Block cache per database, in MiB.
     #[arg(long, default_value_t = 64)]
     pub cache_mb: usize,
+    /// Threads serving connections (0: one per core).
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
 }
 
 impl ServeArgs {
@@ -65,6 +68,35 @@ impl ServeArgs {
         config.limits.max_bulk_bytes = self.proto_max_bulk_len;
         config.write_buffer_size = self.write_buffer_mb.saturating_mul(1 << 20);
         config.block_cache_size = self.cache_mb.saturating_mul(1 << 20);
+        if self.threads > 0 {
+            config.worker_threads = self.threads;
+        }
         config
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::ServeArgs;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        serve: ServeArgs,
+    }
+
+    #[test]
+    fn threads_default_to_one_per_core_and_can_be_set() {
+        let default = Cli::parse_from(["serve"]).serve.config();
+        assert_eq!(
+            default.worker_threads,
+            crate::config::default_worker_threads()
+        );
+        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+        assert_eq!(default.worker_threads, cores);
+        let set = Cli::parse_from(["serve", "--threads", "3"]).serve.config();
+        assert_eq!(set.worker_threads, 3);
     }
 }

@@ -328,8 +328,10 @@ async fn sync_loop(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
     }
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime, ServerError> {
+/// The runtime serving connections, with `worker_threads` workers.
+fn runtime(worker_threads: usize) -> Result<tokio::runtime::Runtime, ServerError> {
     tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(worker_threads.max(1))
         .enable_all()
         .thread_name("strata-server")
         .build()
@@ -341,7 +343,7 @@ fn runtime() -> Result<tokio::runtime::Runtime, ServerError> {
 /// # Errors
 /// Startup errors ([`Server::bind`]) and shutdown errors ([`Server::run`]).
 pub fn serve(config: Config) -> Result<(), ServerError> {
-    let rt = runtime()?;
+    let rt = runtime(config.worker_threads)?;
     rt.block_on(async {
         let server = Server::bind(config).await?;
         server.run(shutdown_signal()).await
@@ -386,7 +388,7 @@ pub fn spawn(config: Config) -> Result<RunningServer, ServerError> {
     let thread = std::thread::Builder::new()
         .name("strata-server-main".into())
         .spawn(move || {
-            let rt = runtime()?;
+            let rt = runtime(config.worker_threads)?;
             rt.block_on(async move {
                 let server = match Server::bind(config).await {
                     Ok(s) => s,
