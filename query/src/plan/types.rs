@@ -41,7 +41,7 @@ pub(crate) fn check(e: &Expr, table: Option<&TableSchema>) -> Result<Option<Data
                 }
                 UnaryOp::Neg => match t {
                     Some(t) if !numeric(t) => {
-                        return plan_err(format!("cannot negate {}", name(t)));
+                        return plan_err(format!("cannot negate {}", t.name()));
                     }
                     t => t,
                 },
@@ -77,8 +77,8 @@ pub(crate) fn check(e: &Expr, table: Option<&TableSchema>) -> Result<Option<Data
             {
                 return plan_err(format!(
                     "LIKE needs TEXT operands, got {} and {}",
-                    name(a),
-                    name(b)
+                    a.name(),
+                    b.name()
                 ));
             }
             Some(DataType::Boolean)
@@ -103,7 +103,7 @@ pub(crate) fn check(e: &Expr, table: Option<&TableSchema>) -> Result<Option<Data
                         return plan_err(format!(
                             "{}() does not accept {}",
                             func.name().to_uppercase(),
-                            name(t)
+                            t.name()
                         ));
                     }
                     if *func == AggFunc::Avg {
@@ -117,10 +117,6 @@ pub(crate) fn check(e: &Expr, table: Option<&TableSchema>) -> Result<Option<Data
     })
 }
 
-fn name(t: DataType) -> &'static str {
-    t.name()
-}
-
 fn numeric(t: DataType) -> bool {
     matches!(t, DataType::BigInt | DataType::Double)
 }
@@ -129,7 +125,7 @@ fn numeric(t: DataType) -> bool {
 fn boolean(t: Option<DataType>, what: &str) -> Result<()> {
     match t {
         Some(t) if t != DataType::Boolean => {
-            plan_err(format!("{what} needs a BOOLEAN, got {}", name(t)))
+            plan_err(format!("{what} needs a BOOLEAN, got {}", t.name()))
         }
         _ => Ok(()),
     }
@@ -139,7 +135,7 @@ fn boolean(t: Option<DataType>, what: &str) -> Result<()> {
 fn comparable(a: Option<DataType>, b: Option<DataType>) -> Result<()> {
     match (a, b) {
         (Some(a), Some(b)) if a != b && !(numeric(a) && numeric(b)) => {
-            plan_err(format!("cannot compare {} with {}", name(a), name(b)))
+            plan_err(format!("cannot compare {} with {}", a.name(), b.name()))
         }
         _ => Ok(()),
     }
@@ -167,8 +163,8 @@ fn binary(op: BinaryOp, l: Option<DataType>, r: Option<DataType>) -> Result<Opti
             (Some(a), Some(b)) if a != b || !matches!(a, DataType::Text | DataType::Blob) => {
                 return plan_err(format!(
                     "|| needs two TEXT or two BLOB operands, got {} and {}",
-                    name(a),
-                    name(b)
+                    a.name(),
+                    b.name()
                 ));
             }
             (l, r) => l.or(r),
@@ -179,8 +175,8 @@ fn binary(op: BinaryOp, l: Option<DataType>, r: Option<DataType>) -> Result<Opti
                     return plan_err(format!(
                         "cannot apply {} to {} and {}",
                         op.symbol(),
-                        name(a),
-                        name(b)
+                        a.name(),
+                        b.name()
                     ));
                 }
                 (Some(DataType::BigInt), Some(DataType::BigInt)) => Some(DataType::BigInt),
@@ -201,7 +197,7 @@ fn function(func: ScalarFunc, args: &[Option<DataType>]) -> Result<Option<DataTy
         plan_err(format!(
             "{}() does not accept {}",
             func.name().to_uppercase(),
-            name(t)
+            t.name()
         ))
     };
     Ok(match (func, t) {
