@@ -44,6 +44,8 @@ pub mod options;
 pub mod snapshot;
 pub mod sstable;
 pub mod stats;
+#[cfg(test)]
+mod test_util;
 pub mod types;
 pub mod version;
 pub mod wal;

@@ -474,14 +474,10 @@ fn trivial_move_rewrites_nothing() -> Result<()> {
     Ok(())
 }
 
-/// Flips two bytes a third of the way into table `number` (inside a data block).
+/// Damages a data block of table `number` ([`crate::test_util::damage_data_block`]).
 fn damage_data_block(fx: &Fixture, number: u64) -> Result<()> {
     let path = filename::table_path(fx.path(), FileNumber(number));
-    let mut bytes = std::fs::read(&path).map_err(io)?;
-    let mid = bytes.len() / 3;
-    bytes[mid] ^= 0xff;
-    bytes[mid + 1] ^= 0xff;
-    std::fs::write(&path, bytes).map_err(io)
+    crate::test_util::damage_data_block(&path).map_err(io)
 }
 
 /// Runs `task` (no snapshots), which must fail with a corruption error.

@@ -167,12 +167,7 @@ fn verify_checksums_rereads_cached_blocks_and_catches_damage() -> TestResult {
         .filter_map(|e| e.ok().map(|e| e.path()))
         .find(|p| p.extension().is_some_and(|x| x == "sst"))
         .ok_or("no table file")?;
-    let mut bytes = std::fs::read(&table)?;
-    let mid = bytes.len() / 3;
-    for b in bytes.get_mut(mid..mid + 4).ok_or("short table")? {
-        *b ^= 0xff;
-    }
-    std::fs::write(&table, bytes)?;
+    crate::test_util::damage_data_block(&table)?;
     // Default reads trust the cached (good) blocks.
     scan_counting(&db, &ReadOptions::default())?;
     // Verifying reads go to the file and see the damage.
