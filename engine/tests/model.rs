@@ -17,9 +17,13 @@ use strata_engine::{Bytes, Db, Options, ReadOptions, Snapshot, WriteBatch, Write
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
-fn tiny_options() -> Options {
+/// Tiny size knobs, so every run makes many tables and levels. `merge` memtables are merged
+/// into each level-0 table (`min_write_buffer_number_to_merge`).
+fn tiny_options(merge: usize) -> Options {
     Options::default()
         .write_buffer_size(4096)
+        .min_write_buffer_number_to_merge(merge)
+        .max_write_buffer_number(merge + 2)
         .block_size(64)
         .block_restart_interval(1)
         .bloom_bits_per_key(4)
@@ -114,7 +118,9 @@ fn run(seed: u64, steps: usize) {
     println!("model test seed {seed} ({steps} steps); rerun with STRATA_SEED={seed}");
     let dir = tempfile::tempdir().expect("tempdir");
     let mut rng = StdRng::seed_from_u64(seed);
-    let mut db = Db::open(dir.path(), tiny_options()).expect("open");
+    // Half the seeds merge several memtables into each level-0 table.
+    let merge = if seed.is_multiple_of(2) { 1 } else { 3 };
+    let mut db = Db::open(dir.path(), tiny_options(merge)).expect("open");
     let mut model = Model::new();
     let mut snaps: Vec<(Snapshot, Model)> = Vec::new();
     for step in 0..steps {
@@ -209,7 +215,7 @@ fn run(seed: u64, steps: usize) {
                 // Close and reopen; snapshots do not survive a reopen.
                 snaps.clear();
                 db.close().expect("close");
-                db = Db::open(dir.path(), tiny_options()).expect("reopen");
+                db = Db::open(dir.path(), tiny_options(merge)).expect("reopen");
             }
         }
         if step % 500 == 499 {
@@ -219,7 +225,7 @@ fn run(seed: u64, steps: usize) {
     check_all(&db, &model, &snaps, seed, steps);
     drop(snaps);
     db.close().expect("close");
-    let db = Db::open(dir.path(), tiny_options()).expect("final reopen");
+    let db = Db::open(dir.path(), tiny_options(merge)).expect("final reopen");
     check_all(&db, &model, &[], seed, steps);
     db.check_integrity().expect("integrity");
     let _ = Bytes::new();

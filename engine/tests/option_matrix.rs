@@ -136,6 +136,12 @@ fn configurations() -> Vec<(&'static str, Options)> {
             tiny().bloom_bits_per_key(0).compression(false),
         ),
         (
+            "4 memtables merged per level-0 table",
+            tiny()
+                .min_write_buffer_number_to_merge(4)
+                .max_write_buffer_number(6),
+        ),
+        (
             "big blocks, restart 16",
             tiny().block_size(16 << 10).block_restart_interval(16),
         ),

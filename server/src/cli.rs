@@ -44,8 +44,11 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 512 << 20)]
     pub proto_max_bulk_len: usize,
     /// Memtable size per database, in MiB.
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 4)]
     pub write_buffer_mb: usize,
+    /// Memtables merged into each level-0 table (twice as many may be in memory), 1 to 1024.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub memtables_per_flush: u16,
     /// Block cache per database, in MiB.
     #[arg(long, default_value_t = 64)]
     pub cache_mb: usize,
@@ -67,6 +70,7 @@ impl ServeArgs {
         config.idle_timeout = (self.timeout > 0).then(|| Duration::from_secs(self.timeout));
         config.limits.max_bulk_bytes = self.proto_max_bulk_len;
         config.write_buffer_size = self.write_buffer_mb.saturating_mul(1 << 20);
+        config.memtables_per_flush = usize::from(self.memtables_per_flush);
         config.block_cache_size = self.cache_mb.saturating_mul(1 << 20);
         if self.threads > 0 {
             config.worker_threads = self.threads;
@@ -98,5 +102,21 @@ mod tests {
         assert_eq!(default.worker_threads, cores);
         let set = Cli::parse_from(["serve", "--threads", "3"]).serve.config();
         assert_eq!(set.worker_threads, 3);
+    }
+
+    #[test]
+    fn memtables_per_flush_defaults_to_16_and_refuses_0() {
+        let default = Cli::parse_from(["serve"]).serve.config();
+        assert_eq!(default.memtables_per_flush, 16);
+        assert_eq!(default.write_buffer_size, 4 << 20);
+        let set = Cli::parse_from(["serve", "--memtables-per-flush", "2"])
+            .serve
+            .config();
+        assert_eq!(set.memtables_per_flush, 2);
+        let err = Cli::try_parse_from(["serve", "--memtables-per-flush", "0"])
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("--memtables-per-flush"), "{err}");
     }
 }

@@ -83,8 +83,14 @@ pub struct Config {
     /// How long shutdown waits for in-flight commands before closing the databases anyway.
     /// Default 10 s.
     pub shutdown_grace: Duration,
-    /// Memtable size of each database, in bytes (engine `write_buffer_size`). Default 64 MiB.
+    /// Memtable size of each database, in bytes (engine `write_buffer_size`). Default 4 MiB:
+    /// random `SET`s insert into a skiplist that fits in the CPU cache (docs/server.md,
+    /// "Memtable size").
     pub write_buffer_size: usize,
+    /// Memtables merged into each level-0 table (engine `min_write_buffer_number_to_merge`;
+    /// twice as many may be in memory, `max_write_buffer_number`). Default 16, so a flush
+    /// writes 64 MiB of memtable as one table.
+    pub memtables_per_flush: usize,
     /// Threads that serve connections (the async runtime's workers; heavy commands, SQL and
     /// synced writes run on a separate blocking pool). Default [`default_worker_threads`]: one
     /// per core.
@@ -120,7 +126,8 @@ impl Config {
             idle_timeout: None,
             limits: Limits::default(),
             shutdown_grace: Duration::from_secs(10),
-            write_buffer_size: 64 << 20,
+            write_buffer_size: 4 << 20,
+            memtables_per_flush: 16,
             worker_threads: default_worker_threads(),
             block_cache_size: 64 << 20,
         }

@@ -293,6 +293,8 @@ impl Databases {
         })?;
         let options = Options::default()
             .write_buffer_size(config.write_buffer_size)
+            .min_write_buffer_number_to_merge(config.memtables_per_flush)
+            .max_write_buffer_number(config.memtables_per_flush.saturating_mul(2).max(2))
             .block_cache_size(config.block_cache_size)
             .max_value_size(config.limits.max_bulk_bytes.min(u32::MAX as usize - 1));
         Ok(Databases {

@@ -23,7 +23,8 @@ use crate::version::{NUM_LEVELS, Version};
 
 /// Work a background thread took.
 enum Job {
-    Flush(Arc<KeyspaceState>, Arc<ImmMemTable>),
+    /// The keyspace and its immutable memtables to merge into one table, oldest first.
+    Flush(Arc<KeyspaceState>, Vec<Arc<ImmMemTable>>),
     Compaction(Arc<KeyspaceState>, CompactionTask),
 }
 
@@ -50,22 +51,18 @@ fn background_main(inner: &Arc<DbInner>) {
                 }
                 if !inner.is_poisoned() {
                     let keyspaces = inner.all_keyspaces();
-                    // The oldest immutable memtable of any keyspace first, so the oldest WAL
-                    // becomes obsolete first.
+                    // The keyspace with the oldest immutable memtable ready to flush first, so
+                    // the oldest WAL becomes obsolete first.
                     let oldest = keyspaces
                         .iter()
-                        .filter_map(|ks| {
-                            ks.super_version()
-                                .imms
-                                .last()
-                                .map(|imm| (ks, Arc::clone(imm)))
-                        })
-                        .min_by_key(|(_, imm)| imm.wal_number);
+                        .map(|ks| (ks, ks.imms_to_flush()))
+                        .filter(|(_, imms)| !imms.is_empty())
+                        .min_by_key(|(_, imms)| imms.first().map(|imm| imm.wal_number));
                     if !bg.flush_running
-                        && let Some((ks, imm)) = oldest
+                        && let Some((ks, imms)) = oldest
                     {
                         bg.flush_running = true;
-                        break Job::Flush(Arc::clone(ks), imm);
+                        break Job::Flush(Arc::clone(ks), imms);
                     }
                     let bg_state = &mut *bg;
                     if !bg_state.manual_compaction
@@ -87,12 +84,13 @@ fn background_main(inner: &Arc<DbInner>) {
             }
         };
         match job {
-            Job::Flush(ks, imm) => {
-                let result = inner.flush_imm(&ks, &imm);
+            Job::Flush(ks, imms) => {
+                let result = inner.flush_imms(&ks, &imms);
                 if let Err(e) = &result {
+                    let newest = imms.last().map_or(0, |imm| imm.wal_number.0);
                     inner.set_poison(format!(
-                        "flush of keyspace {:?} (WAL {}) failed: {e}",
-                        ks.name, imm.wal_number
+                        "flush of keyspace {:?} (WALs up to {newest}) failed: {e}",
+                        ks.name
                     ));
                 }
                 let mut bg = inner.bg.lock();

@@ -1,12 +1,16 @@
 //! Flush: immutable memtable → level-0 SSTable, in the background thread.
 //!
-//! The oldest immutable memtable (of any keyspace) is written to a new table, fsynced, and
-//! recorded in the manifest together with the keyspace's new log number (recovery replays none
+//! The keyspace with the oldest immutable memtable ready to flush goes first: once it has
+//! `min_write_buffer_number_to_merge` immutable memtables (or an explicit flush or the WAL size
+//! limit asked), all of them are merged into one new table, fsynced, and recorded in the
+//! manifest together with the keyspace's new log number (recovery replays none
 //! of the keyspace's records from WALs numbered below it); only after the manifest edit is
 //! durable is the new version installed, and a WAL is deleted only once no keyspace has an
 //! unflushed write in it. A crash anywhere before that leaves the WALs in place, and recovery
 //! replays them again.
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -15,22 +19,27 @@ use std::time::Instant;
 use super::state::{DbInner, ImmMemTable, KeyspaceState, SuperVersion};
 use crate::error::{Error, Result};
 use crate::filename;
-use crate::memtable::MemTable;
+use crate::memtable::{MemKey, MemTable, SmallBytes};
 use crate::options::Options;
 use crate::sstable::{TableBuilder, TableBuilderOptions};
 use crate::types::FileNumber;
 use crate::version::{FileMeta, VersionEdit};
 
 impl DbInner {
-    /// Writes `imm`, the oldest immutable memtable of `ks`, to a level-0 table and installs it
-    /// (see the module docs). A keyspace dropped meanwhile gets nothing installed.
-    pub(crate) fn flush_imm(&self, ks: &KeyspaceState, imm: &Arc<ImmMemTable>) -> Result<()> {
+    /// Writes `imms`, the oldest immutable memtables of `ks` (oldest first), merged into one
+    /// level-0 table, and installs it (see the module docs). A keyspace dropped meanwhile gets
+    /// nothing installed.
+    pub(crate) fn flush_imms(&self, ks: &KeyspaceState, imms: &[Arc<ImmMemTable>]) -> Result<()> {
+        let Some(newest) = imms.last() else {
+            return Ok(());
+        };
         let start = Instant::now();
         let number = self.versions.lock().new_file_number();
-        let meta = write_level0_table(&self.dir, &ks.options, &imm.mem, number)?;
+        let mems: Vec<&MemTable> = imms.iter().map(|imm| &*imm.mem).collect();
+        let meta = write_level0_table(&self.dir, &ks.options, &mems, number)?;
         let mut edit = VersionEdit {
             keyspace: ks.id,
-            log_number: Some(FileNumber(imm.wal_number.0 + 1)),
+            log_number: Some(FileNumber(newest.wal_number.0 + 1)),
             ..VersionEdit::default()
         };
         let bytes = meta.as_ref().map_or(0, |m| m.size);
@@ -56,7 +65,7 @@ impl DbInner {
                 imms: sv
                     .imms
                     .iter()
-                    .filter(|i| !Arc::ptr_eq(i, imm))
+                    .filter(|i| !imms.iter().any(|f| Arc::ptr_eq(i, f)))
                     .cloned()
                     .collect(),
                 version,
@@ -74,9 +83,10 @@ impl DbInner {
             keyspace = %ks.name,
             table = %number,
             size_bytes = bytes,
-            entries = imm.mem.len(),
+            memtables = imms.len(),
+            entries = mems.iter().map(|m| m.len()).sum::<usize>(),
             millis = start.elapsed().as_millis(),
-            "flushed memtable to level 0"
+            "flushed immutable memtables to level 0"
         );
         Ok(())
     }
@@ -92,7 +102,7 @@ impl DbInner {
             }
             None => self.all_keyspaces(),
         };
-        {
+        let below = {
             let mut log = self.log.lock();
             // Every write acknowledged before the flush is durable after it, in every keyspace
             // (a keyspace with an empty memtable freezes nothing, so nothing else would sync).
@@ -100,13 +110,20 @@ impl DbInner {
             for ks in &targets {
                 self.freeze_memtable(&mut log, ks)?;
             }
-        }
+            log.wal_number
+        };
         self.bg_cv.notify_all();
-        self.wait_for_flushes(&targets)
+        self.wait_for_flushes(&targets, below)
     }
 
-    /// Waits until none of `targets` has an immutable memtable and no flush is running.
-    pub(crate) fn wait_for_flushes(&self, targets: &[Arc<KeyspaceState>]) -> Result<()> {
+    /// Waits until none of `targets` has an immutable memtable frozen while a WAL numbered
+    /// below `below` was active (memtables frozen later, which may wait for others to merge
+    /// with, do not count), and no flush is running.
+    pub(crate) fn wait_for_flushes(
+        &self,
+        targets: &[Arc<KeyspaceState>],
+        below: FileNumber,
+    ) -> Result<()> {
         let mut bg = self.bg.lock();
         loop {
             if let Some(reason) = self.poison.lock().clone() {
@@ -115,9 +132,14 @@ impl DbInner {
             if bg.shutting_down {
                 return Err(Error::Closed);
             }
-            let pending = targets
-                .iter()
-                .any(|ks| !ks.is_dropped() && !ks.super_version().imms.is_empty());
+            let pending = targets.iter().any(|ks| {
+                !ks.is_dropped()
+                    && ks
+                        .super_version()
+                        .imms
+                        .iter()
+                        .any(|imm| imm.wal_number < below)
+            });
             if !pending && !bg.flush_running {
                 return Ok(());
             }
@@ -126,18 +148,19 @@ impl DbInner {
     }
 }
 
-/// Writes every entry of `mem` to table `number` in `dir` and fsyncs it. Returns the table's
-/// metadata, or `None` (and no file) when the memtable is empty.
+/// Writes every entry of `mems` (merged in internal-key order; their sequence numbers are
+/// distinct, so no two entries are equal) to table `number` in `dir` and fsyncs it. Returns
+/// the table's metadata, or `None` (and no file) when every memtable is empty.
 ///
 /// # Errors
 /// [`Error::Io`] from creating, writing or syncing the file; the partial file is removed.
 pub(crate) fn write_level0_table(
     dir: &Path,
     options: &Options,
-    mem: &MemTable,
+    mems: &[&MemTable],
     number: FileNumber,
 ) -> Result<Option<FileMeta>> {
-    if mem.is_empty() {
+    if mems.iter().all(|m| m.is_empty()) {
         return Ok(None);
     }
     let path = filename::table_path(dir, number);
@@ -146,11 +169,37 @@ pub(crate) fn write_level0_table(
         &path,
         TableBuilderOptions::from_options(options),
     )?;
-    for entry in mem.map().iter() {
-        if let Err(e) = builder.add(entry.key().as_ref(), entry.value().as_slice()) {
-            builder.abandon();
-            return Err(e);
+    let mut add = |key: &MemKey, value: &SmallBytes| builder.add(key.as_ref(), value.as_slice());
+    let added = if let [only] = mems {
+        only.map().iter().try_for_each(|e| add(e.key(), e.value()))
+    } else {
+        // A k-way merge on the skiplists' own iterators (a step is O(1), where
+        // `MemTableIter` re-seeks): the heap holds each memtable's next entry.
+        let mut iters: Vec<_> = mems.iter().map(|m| m.map().iter()).collect();
+        let mut heap = BinaryHeap::with_capacity(iters.len());
+        for (source, it) in iters.iter_mut().enumerate() {
+            if let Some(entry) = it.next() {
+                heap.push(Reverse(HeapEntry { entry, source }));
+            }
         }
+        let mut result = Ok(());
+        while let Some(Reverse(HeapEntry { entry, source })) = heap.pop() {
+            if let Err(e) = add(entry.key(), entry.value()) {
+                result = Err(e);
+                break;
+            }
+            if let Some(next) = iters.get_mut(source).and_then(Iterator::next) {
+                heap.push(Reverse(HeapEntry {
+                    entry: next,
+                    source,
+                }));
+            }
+        }
+        result
+    };
+    if let Err(e) = added {
+        builder.abandon();
+        return Err(e);
     }
     let (props, size) = builder.finish()?;
     filename::sync_dir(&*options.file_system, dir)?;
@@ -165,4 +214,30 @@ pub(crate) fn write_level0_table(
         num_deletions: props.num_deletions,
         global_seqno: None,
     }))
+}
+
+/// A memtable's next entry in the flush merge, ordered by internal key.
+struct HeapEntry<'a> {
+    entry: crossbeam_skiplist::map::Entry<'a, MemKey, SmallBytes>,
+    source: usize,
+}
+
+impl PartialEq for HeapEntry<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == std::cmp::Ordering::Equal
+    }
+}
+
+impl Eq for HeapEntry<'_> {}
+
+impl PartialOrd for HeapEntry<'_> {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for HeapEntry<'_> {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.entry.key().cmp(other.entry.key())
+    }
 }

@@ -245,7 +245,7 @@ impl DbInner {
     fn flush_memtables_locked(&self, log: &mut LogState, ks: &Arc<KeyspaceState>) -> Result<()> {
         self.freeze_memtable(log, ks)?;
         self.bg_cv.notify_all();
-        self.wait_for_flushes(std::slice::from_ref(ks))
+        self.wait_for_flushes(std::slice::from_ref(ks), log.wal_number)
     }
 }
 

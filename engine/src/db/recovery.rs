@@ -343,7 +343,9 @@ impl Replay<'_> {
             (wal >= ks.log_number).then(|| Arc::clone(&ks.mem))
         })?;
         for ks in self.keyspaces.values_mut() {
-            if ks.mem.approximate_size() >= ks.options.write_buffer_size {
+            // As much as a background flush writes to one table (several memtables' worth
+            // with `min_write_buffer_number_to_merge`).
+            if ks.mem.approximate_size() >= ks.options.flush_size() {
                 replay_flush(self.dir, ks, versions)?;
             }
         }
@@ -358,7 +360,7 @@ fn replay_flush(dir: &Path, ks: &mut ReplayKeyspace, versions: &mut VersionSet) 
     }
     let number = versions.new_file_number();
     let mem = std::mem::replace(&mut ks.mem, Arc::new(MemTable::new()));
-    if let Some(meta) = write_level0_table(dir, &ks.options, &mem, number)? {
+    if let Some(meta) = write_level0_table(dir, &ks.options, &[&*mem], number)? {
         ks.edit.add_file(0, meta);
     }
     Ok(())

@@ -42,6 +42,10 @@ pub(crate) struct KeyspaceState {
     /// Number of the WAL that was active when the active memtable got its first write; 0
     /// while the memtable is empty. Changed only by the holder of the `log` lock.
     pub(crate) mem_first_wal: AtomicU64,
+    /// Immutable memtables frozen while the WAL numbered below this was active must be
+    /// flushed even when fewer than `min_write_buffer_number_to_merge` wait (an explicit flush
+    /// or the WAL size limit asked for it); 0 when nothing was asked. Raised under `log`.
+    pub(crate) flush_requested_below: AtomicU64,
     /// Set (under `log` and `versions`) when the keyspace is dropped.
     pub(crate) dropped: AtomicBool,
 }
@@ -68,8 +72,33 @@ impl KeyspaceState {
                 version,
             })),
             mem_first_wal: AtomicU64::new(0),
+            flush_requested_below: AtomicU64::new(0),
             dropped: AtomicBool::new(false),
         }
+    }
+
+    /// The immutable memtables the background should flush now, oldest first: all of them
+    /// once there are `min_write_buffer_number_to_merge`, or once the oldest was frozen before
+    /// a flush was requested (`flush_requested_below`); else none.
+    pub(crate) fn imms_to_flush(&self) -> Vec<Arc<ImmMemTable>> {
+        let sv = self.super_version();
+        let Some(oldest) = sv.imms.last() else {
+            return Vec::new();
+        };
+        let requested = oldest.wal_number.0 < self.flush_requested_below.load(Ordering::Acquire);
+        if sv.imms.len() < self.options.min_write_buffer_number_to_merge && !requested {
+            return Vec::new();
+        }
+        sv.imms.iter().rev().cloned().collect()
+    }
+
+    /// Asks for every immutable memtable frozen so far to be flushed (see
+    /// `flush_requested_below`); `active_wal` is the WAL now active. Returns true when this
+    /// asked for more than before. Call under the `log` lock.
+    pub(crate) fn request_flush(&self, active_wal: FileNumber) -> bool {
+        self.flush_requested_below
+            .fetch_max(active_wal.0, Ordering::AcqRel)
+            < active_wal.0
     }
 
     /// The current super version (a cheap `Arc` clone under a read lock).

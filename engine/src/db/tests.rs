@@ -294,3 +294,126 @@ fn cursor_seeks_and_steps_both_ways() -> TestResult {
     assert!(!c.valid());
     Ok(())
 }
+
+/// Writes `n` keys of about 100 bytes each starting at `from`, one put each.
+fn put_range(db: &Db, from: u32, n: u32) -> TestResult {
+    for i in from..from + n {
+        db.put(format!("key{i:08}").as_bytes(), &[b'v'; 90])?;
+    }
+    Ok(())
+}
+
+/// Waits (up to 10 s) until `done` holds for the database's statistics.
+fn wait_for_stats(db: &Db, done: impl Fn(&crate::stats::DbStats) -> bool) -> TestResult {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !done(&db.stats()) {
+        if std::time::Instant::now() > deadline {
+            return Err(format!("timed out; stats {:?}", db.stats()).into());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    Ok(())
+}
+
+#[test]
+fn min_write_buffer_number_to_merge_merges_memtables_into_one_level0_table() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let options = || {
+        tiny()
+            .min_write_buffer_number_to_merge(3)
+            .max_write_buffer_number(6)
+            .level0_file_num_compaction_trigger(20)
+    };
+    let db = Db::open(dir.path(), options())?;
+    // A 4 KiB memtable holds about 25 of these entries (with the per-entry overhead): 60 puts
+    // freeze 2 memtables, which wait for a third.
+    put_range(&db, 0, 60)?;
+    let stats = db.stats();
+    assert!(stats.immutable_memtables >= 1, "{stats:?}");
+    assert!(stats.immutable_memtables < 3, "{stats:?}");
+    assert_eq!(stats.flushes, 0, "{stats:?}");
+    // The third frozen memtable starts one flush of all three into one table.
+    put_range(&db, 60, 40)?;
+    wait_for_stats(&db, |s| s.flushes >= 1 && s.immutable_memtables < 3)?;
+    let stats = db.stats();
+    assert_eq!(stats.flushes, 1, "{stats:?}");
+    assert_eq!(stats.levels[0].files, 1, "{stats:?}");
+    // An explicit flush writes out whatever waits, however few.
+    put_range(&db, 100, 30)?;
+    db.flush()?;
+    let stats = db.stats();
+    assert_eq!(stats.immutable_memtables, 0, "{stats:?}");
+    assert_eq!(stats.memtable_bytes, 0, "{stats:?}");
+    // Overwrites spread over several memtables merge newest first.
+    for round in 0..3u8 {
+        for i in 0..30u32 {
+            db.put(format!("key{i:08}").as_bytes(), &[b'a' + round; 90])?;
+        }
+    }
+    db.flush()?;
+    for i in 0..130u32 {
+        let want = if i < 30 { b'c' } else { b'v' };
+        assert_eq!(
+            db.get(format!("key{i:08}").as_bytes())?.as_deref(),
+            Some(&[want; 90][..]),
+            "key {i}"
+        );
+    }
+    // Memtables still waiting at close are replayed from the WALs.
+    put_range(&db, 130, 60)?;
+    db.close()?;
+    let db = Db::open(dir.path(), options())?;
+    for i in 0..190u32 {
+        let want = if i < 30 { b'c' } else { b'v' };
+        assert_eq!(
+            db.get(format!("key{i:08}").as_bytes())?.as_deref(),
+            Some(&[want; 90][..]),
+            "key {i} after reopen"
+        );
+    }
+    db.check_integrity()?;
+    Ok(())
+}
+
+#[test]
+fn memtables_waiting_to_merge_do_not_keep_the_oldest_wal_alive() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let options = tiny()
+        .min_write_buffer_number_to_merge(4)
+        .max_write_buffer_number(6)
+        .max_total_wal_size(16 << 10);
+    let db = Db::open(dir.path(), options)?;
+    let other = db.keyspace("rare")?;
+    assert_eq!(db.stats().flushes, 0);
+    // One memtable of "rare" fills up and is frozen, then waits for three more that never
+    // come.
+    for i in 0..30u32 {
+        other.put(format!("r{i:04}").as_bytes(), &[b'r'; 90])?;
+    }
+    for i in 0..10u32 {
+        other.put(format!("s{i:04}").as_bytes(), &[b's'; 90])?;
+    }
+    // The default keyspace writes far past the WAL limit.
+    put_range(&db, 0, 2000)?;
+    let wal_bytes = || -> std::io::Result<u64> {
+        let mut total = 0;
+        for entry in std::fs::read_dir(dir.path())? {
+            let entry = entry?;
+            if entry.path().extension().is_some_and(|e| e == "wal") {
+                total += entry.metadata()?.len();
+            }
+        }
+        Ok(total)
+    };
+    // About 230 KiB was written; the WALs stay near the 16 KiB limit (plus the memtables
+    // still in memory: 6 of 4 KiB each), as "rare"'s memtables are flushed for it.
+    wait_for_stats(&db, |s| s.immutable_memtables < 6)?;
+    let total = wal_bytes()?;
+    assert!(total < 100 << 10, "WALs hold {total} bytes");
+    assert_eq!(
+        other.get(b"s0009")?.as_deref(),
+        Some(&[b's'; 90][..]),
+        "rare keyspace's data"
+    );
+    Ok(())
+}

@@ -297,6 +297,13 @@ impl DbInner {
                     let first = ks.mem_first_wal.load(Ordering::Acquire);
                     first != 0 && first <= w.0
                 });
+                if oldest_wal.is_some_and(|w| sv.imms.iter().any(|imm| imm.first_wal <= w))
+                    && ks.request_flush(log.wal_number)
+                {
+                    // Immutable memtables waiting to be merged hold the oldest WAL: flush them
+                    // now (`min_write_buffer_number_to_merge`).
+                    self.bg_cv.notify_all();
+                }
                 if !(full || holds_oldest) {
                     continue;
                 }
@@ -306,26 +313,33 @@ impl DbInner {
                     continue 'retry;
                 }
                 self.switch_memtable(log, ks, &sv)?;
+                if holds_oldest {
+                    // The oldest WAL goes only once this keyspace's memtables are flushed.
+                    ks.request_flush(log.wal_number);
+                }
             }
             return Ok(());
         }
     }
 
     /// Freezes keyspace `ks`'s active memtable if it holds anything (for `flush`), waiting
-    /// while it already has `max_write_buffer_number` memtables.
+    /// while it already has `max_write_buffer_number` memtables, and asks for all its immutable
+    /// memtables to be flushed (however few: `min_write_buffer_number_to_merge`). The caller
+    /// wakes the background threads.
     pub(crate) fn freeze_memtable(&self, log: &mut LogState, ks: &KeyspaceState) -> Result<()> {
         loop {
             self.check_writable()?;
             let progress = self.background_progress();
             let sv = ks.super_version();
-            if sv.mem.is_empty() {
-                return Ok(());
+            if !sv.mem.is_empty() {
+                if sv.imms.len() + 1 >= ks.options.max_write_buffer_number {
+                    self.wait_for_background_progress(progress)?;
+                    continue;
+                }
+                self.switch_memtable(log, ks, &sv)?;
             }
-            if sv.imms.len() + 1 >= ks.options.max_write_buffer_number {
-                self.wait_for_background_progress(progress)?;
-                continue;
-            }
-            return self.switch_memtable(log, ks, &sv);
+            ks.request_flush(log.wal_number);
+            return Ok(());
         }
     }
 
