@@ -107,8 +107,11 @@ impl DbInner {
         ks.check_live()?;
         let (seqno, sv) = self.read_view(ks, options.snapshot.as_ref());
         let mems = std::iter::once(&sv.mem).chain(sv.imms.iter().map(|imm| &imm.mem));
+        // Hashed once for every memtable's bloom filter (there may be many:
+        // `min_write_buffer_number_to_merge`).
+        let hash = crate::sstable::filter::key_hash(key);
         for mem in mems {
-            if let Some((_, kind, value)) = mem.get(key, seqno) {
+            if let Some((_, kind, value)) = mem.get_hashed(key, hash, seqno) {
                 return self.resolve(ks, &sv, seqno, key, kind, value, options.cache_policy());
             }
         }

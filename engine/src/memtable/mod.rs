@@ -83,8 +83,19 @@ impl MemTable {
     /// A `Delete` result means the key is deleted as of that entry; a `Merge` result means the
     /// caller must collect older operands (see the database's read path).
     pub fn get(&self, user_key: &[u8], seqno: SeqNo) -> Option<(SeqNo, ValueKind, Bytes)> {
+        self.get_hashed(user_key, crate::sstable::filter::key_hash(user_key), seqno)
+    }
+
+    /// [`MemTable::get`] with the key's [`crate::sstable::filter::key_hash`] computed by the
+    /// caller, so a lookup through several memtables hashes the key once.
+    pub(crate) fn get_hashed(
+        &self,
+        user_key: &[u8],
+        hash: u64,
+        seqno: SeqNo,
+    ) -> Option<(SeqNo, ValueKind, Bytes)> {
         if let Some(bloom) = &self.bloom
-            && !bloom.may_contain(crate::sstable::filter::key_hash(user_key))
+            && !bloom.may_contain(hash)
         {
             return None;
         }

@@ -629,16 +629,39 @@ pub(crate) static COMMANDS: &[CommandSpec] = &[
 ];
 
 /// The spec of command `name` (case-insensitive).
+///
+/// Runs for every command, twice for a pipelined one (`Session::batch_may_block`, then
+/// `execute`), so it compares names as integers: a name of up to 16 bytes, upper-cased and
+/// zero-padded, packed big-endian into a `u128`, sorts as the name does (no command name
+/// holds a zero byte). A binary search of byte strings made 5% of the server's CPU under
+/// pipelined GETs.
 pub(crate) fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
-    let mut upper = [0u8; 16];
-    let dst = upper.get_mut(..name.len())?;
-    dst.copy_from_slice(name);
-    dst.make_ascii_uppercase();
-    let dst = &*dst;
-    COMMANDS
-        .binary_search_by(|c| c.name.as_bytes().cmp(dst))
+    static PACKED: std::sync::LazyLock<Vec<u128>> =
+        std::sync::LazyLock::new(|| COMMANDS.iter().map(|c| pack(c.name.as_bytes())).collect());
+    // The padding is zeros: a name with a zero byte (`GET\0`) must not pass for a shorter one.
+    if name.len() > 16 || name.contains(&0) {
+        return None;
+    }
+    let key = pack(name);
+    PACKED
+        .binary_search(&key)
         .ok()
         .and_then(|i| COMMANDS.get(i))
+}
+
+/// `name` (at most 16 bytes) upper-cased and zero-padded as a big-endian `u128`.
+fn pack(name: &[u8]) -> u128 {
+    let mut bytes = [0u8; 16];
+    if let Some(dst) = bytes.get_mut(..name.len()) {
+        dst.copy_from_slice(name);
+    }
+    bytes.make_ascii_uppercase();
+    #[expect(
+        clippy::big_endian_bytes,
+        reason = "big-endian integers compare in the bytes' order"
+    )]
+    let packed = u128::from_be_bytes(bytes);
+    packed
 }
 
 #[cfg(test)]
@@ -666,6 +689,15 @@ mod tests {
         assert!(lookup(b"nosuchcommand").is_none());
         assert!(lookup(b"averyveryverylongname").is_none());
         assert!(lookup(b"").is_none());
+        assert!(lookup(b"GET\0").is_none());
+        assert!(lookup(b"\0").is_none());
+        for c in COMMANDS {
+            assert_eq!(lookup(c.name.as_bytes()).map(|f| f.name), Some(c.name));
+            let lower = c.name.to_ascii_lowercase();
+            assert_eq!(lookup(lower.as_bytes()).map(|f| f.name), Some(c.name));
+            let longer = format!("{}X", c.name);
+            assert_ne!(lookup(longer.as_bytes()).map(|f| f.name), Some(c.name));
+        }
     }
 
     fn args_are_well_formed(command: &str, args: &[Arg]) {
