@@ -313,9 +313,10 @@ impl DbInner {
                     continue 'retry;
                 }
                 self.switch_memtable(log, ks, &sv)?;
-                if holds_oldest {
-                    // The oldest WAL goes only once this keyspace's memtables are flushed.
-                    ks.request_flush(log.wal_number);
+                if holds_oldest && ks.request_flush(log.wal_number) {
+                    // The oldest WAL goes only once this keyspace's memtables are flushed. The
+                    // switch woke the background threads before this request: wake them again.
+                    self.bg_cv.notify_all();
                 }
             }
             return Ok(());
