@@ -219,10 +219,12 @@ impl Db {
         self.range::<std::ops::RangeFull>(options, ..)
     }
 
-    /// Freezes the memtable of every keyspace, writes them (and any other immutable memtable)
-    /// to level-0 tables and returns once they are recorded in the manifest and fsynced. The
-    /// WAL is fsynced first, so every write acknowledged before the call survives a power loss
-    /// once it returns. [`Keyspace::flush`] flushes one keyspace (and syncs the WAL too).
+    /// Freezes the memtable of every keyspace, writes them (and any other immutable memtable,
+    /// however few wait for [`crate::Options::min_write_buffer_number_to_merge`]) to level-0
+    /// tables and returns once they are recorded in the manifest and fsynced; memtables frozen
+    /// by concurrent writers after the call started are not waited for. The WAL is fsynced
+    /// first, so every write acknowledged before the call survives a power loss once it
+    /// returns. [`Keyspace::flush`] flushes one keyspace (and syncs the WAL too).
     ///
     /// # Errors
     /// [`crate::Error::Io`] or [`crate::Error::Poisoned`] when a flush failed; [`crate::Error::Closed`].

@@ -46,7 +46,8 @@ pub struct ServeArgs {
     /// Memtable size per database, in MiB.
     #[arg(long, default_value_t = 4)]
     pub write_buffer_mb: usize,
-    /// Memtables merged into each level-0 table (twice as many may be in memory), 1 to 1024.
+    /// Memtables merged into each level-0 table, 1 to 1024. Twice as many may be in memory:
+    /// 2 x write-buffer-mb x this MiB per database (128 MiB by default).
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub memtables_per_flush: u16,
     /// Block cache per database, in MiB.

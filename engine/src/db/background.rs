@@ -21,6 +21,10 @@ use crate::filename;
 use crate::types::FileNumber;
 use crate::version::{NUM_LEVELS, Version};
 
+/// Longest a background thread (or a flush waiter) sleeps before looking for work again
+/// without being woken.
+pub(crate) const BACKGROUND_RECHECK: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Work a background thread took.
 enum Job {
     /// The keyspace and its immutable memtables to merge into one table, oldest first.
@@ -80,7 +84,9 @@ fn background_main(inner: &Arc<DbInner>) {
                         break Job::Compaction(ks, task);
                     }
                 }
-                inner.bg_cv.wait(&mut bg);
+                // Changes are announced by `wake_background`, which cannot be missed; the
+                // timeout is a safety net for `set_poison`, which notifies without the lock.
+                inner.bg_cv.wait_for(&mut bg, BACKGROUND_RECHECK);
             }
         };
         match job {
@@ -114,7 +120,7 @@ fn background_main(inner: &Arc<DbInner>) {
             }
         }
         inner.refresh_pending_compaction_bytes();
-        inner.bg_cv.notify_all();
+        inner.wake_background();
     }
 }
 
@@ -330,7 +336,7 @@ impl DbInner {
     pub(crate) fn resume_automatic_compactions(&self) {
         self.bg.lock().manual_compaction = false;
         self.refresh_pending_compaction_bytes();
-        self.bg_cv.notify_all();
+        self.wake_background();
     }
 
     fn compact_range_levels(
@@ -355,7 +361,7 @@ impl DbInner {
                 // Writers stalled at a hard limit wait for a finished compaction.
                 self.bg.lock().compactions_done += 1;
                 self.refresh_pending_compaction_bytes();
-                self.bg_cv.notify_all();
+                self.wake_background();
                 if let Err(e) = result {
                     self.set_poison(format!("manual compaction failed: {e}"));
                     return Err(e);

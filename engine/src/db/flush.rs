@@ -112,7 +112,7 @@ impl DbInner {
             }
             log.wal_number
         };
-        self.bg_cv.notify_all();
+        self.wake_background();
         self.wait_for_flushes(&targets, below)
     }
 
@@ -143,7 +143,8 @@ impl DbInner {
             if !pending && !bg.flush_running {
                 return Ok(());
             }
-            self.bg_cv.wait(&mut bg);
+            self.bg_cv
+                .wait_for(&mut bg, super::background::BACKGROUND_RECHECK);
         }
     }
 }

@@ -244,7 +244,7 @@ impl DbInner {
     /// held so no write slips in.
     fn flush_memtables_locked(&self, log: &mut LogState, ks: &Arc<KeyspaceState>) -> Result<()> {
         self.freeze_memtable(log, ks)?;
-        self.bg_cv.notify_all();
+        self.wake_background();
         self.wait_for_flushes(std::slice::from_ref(ks), log.wal_number)
     }
 }

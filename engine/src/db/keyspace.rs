@@ -303,7 +303,7 @@ impl Db {
         drop(log);
         inner.delete_obsolete_tables(tables);
         inner.refresh_pending_compaction_bytes();
-        inner.bg_cv.notify_all();
+        inner.wake_background();
         tracing::debug!(keyspace = name, id = state.id, "dropped keyspace");
         Ok(())
     }

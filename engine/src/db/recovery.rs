@@ -2,12 +2,14 @@
 //! (order specified in `docs/format/files.md`).
 //!
 //! WAL records are replayed in log order into one memtable per keyspace, each written to
-//! level-0 tables of its keyspace (whenever it reaches the keyspace's `write_buffer_size`, and
-//! at the end), so that the database starts with a fresh, empty WAL. A keyspace's entries are
-//! replayed only from WALs numbered at or above its log number (older ones are in its tables);
-//! entries of dropped keyspaces are skipped. Damaged records are handled according to [`WalRecoveryMode`]; in the
-//! default mode a damaged tail of the newest WAL (a crash mid-append) is cut off, so the
-//! recovered state is a prefix of the acknowledged writes, with no holes.
+//! level-0 tables of its keyspace (whenever it reaches the keyspace's `write_buffer_size` times
+//! its `min_write_buffer_number_to_merge`, what one background flush writes, and at the end),
+//! so that the database starts with a fresh, empty WAL. A keyspace's entries are replayed only
+//! from WALs numbered at or above its log number (older ones are in its tables); entries of
+//! dropped keyspaces are skipped. Damaged records are handled according to
+//! [`WalRecoveryMode`]; in the default mode a damaged tail of the newest WAL (a crash
+//! mid-append) is cut off, so the recovered state is a prefix of the acknowledged writes, with
+//! no holes.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -195,7 +197,7 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Arc<DbInner>> {
     let handles = spawn_background(&inner)?;
     *inner.bg_threads.lock() = handles;
     // Work may be due right away (level 0 over its trigger after recovery).
-    inner.bg_cv.notify_all();
+    inner.wake_background();
     Ok(inner)
 }
 

@@ -296,6 +296,16 @@ impl DbInner {
         Ok(())
     }
 
+    /// Wakes the background threads after a change they act on (a memtable frozen, a flush
+    /// requested, a keyspace dropped). The `bg` lock is taken and released first: a background
+    /// thread checks for work and starts waiting under that lock, so a change made before this
+    /// call is either seen by its check or followed by this notification, never lost between
+    /// the two. Never call it while holding `bg`.
+    pub(crate) fn wake_background(&self) {
+        drop(self.bg.lock());
+        self.bg_cv.notify_all();
+    }
+
     /// Records the first durability failure; later writes get [`Error::Poisoned`].
     pub(crate) fn set_poison(&self, reason: String) {
         tracing::error!(%reason, "database poisoned; writes are refused until reopen");

@@ -302,7 +302,7 @@ impl DbInner {
                 {
                     // Immutable memtables waiting to be merged hold the oldest WAL: flush them
                     // now (`min_write_buffer_number_to_merge`).
-                    self.bg_cv.notify_all();
+                    self.wake_background();
                 }
                 if !(full || holds_oldest) {
                     continue;
@@ -316,7 +316,7 @@ impl DbInner {
                 if holds_oldest && ks.request_flush(log.wal_number) {
                     // The oldest WAL goes only once this keyspace's memtables are flushed. The
                     // switch woke the background threads before this request: wake them again.
-                    self.bg_cv.notify_all();
+                    self.wake_background();
                 }
             }
             return Ok(());
@@ -526,7 +526,7 @@ impl DbInner {
             });
         }
         self.delete_obsolete_wals(log);
-        self.bg_cv.notify_all();
+        self.wake_background();
         Ok(())
     }
 }
