@@ -136,10 +136,28 @@ fn main() -> ExitCode {
         // cat and grep do.
         Err(e) if closed_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("strata: {e:#}");
+            eprintln!("strata: {}", error_message(&e));
             ExitCode::from(2)
         }
     }
+}
+
+/// `e` and its causes joined by ": ", leaving out a cause whose text the message already holds
+/// (some error types print their source in their own text and also return it from `source()`,
+/// and anyhow's `{:#}` then printed it twice).
+fn error_message(e: &anyhow::Error) -> String {
+    let mut message = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if message.contains(&text) {
+            continue;
+        }
+        if !message.is_empty() {
+            message.push_str(": ");
+        }
+        message.push_str(&text);
+    }
+    message
 }
 
 /// True when `e` comes from writing to a pipe whose reader has closed it.
@@ -247,4 +265,40 @@ fn demo(dir: &std::path::Path) -> anyhow::Result<ExitCode> {
     db.close()?;
     println!("closed; this database has been opened by the demo {runs} time(s)");
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_message;
+
+    /// An error that prints its source in its own text and also returns it from `source()`,
+    /// as `strata_server::ServerError::Engine` does.
+    #[derive(Debug)]
+    struct Wrapping {
+        source: std::io::Error,
+    }
+
+    impl std::fmt::Display for Wrapping {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "database db0: {}", self.source)
+        }
+    }
+
+    impl std::error::Error for Wrapping {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.source)
+        }
+    }
+
+    #[test]
+    fn error_message_names_each_cause_once() {
+        let inner = std::io::Error::other("write_buffer_size must be at least 4096 bytes");
+        let e = anyhow::Error::new(Wrapping { source: inner }).context("opening");
+        assert_eq!(
+            error_message(&e),
+            "opening: database db0: write_buffer_size must be at least 4096 bytes"
+        );
+        let plain = anyhow::anyhow!("inner").context("outer");
+        assert_eq!(error_message(&plain), "outer: inner");
+    }
 }
