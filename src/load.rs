@@ -1,11 +1,15 @@
 //! `strata load DB FILE`: bulk-loads a tab-separated `key<TAB>value` file (the output of
 //! MapReduce/Hadoop jobs) into a database through `TableWriter` and one `Db::ingest`.
 //!
-//! 1. **Read and sort runs** (`runs.rs`): the input is read in 8 MiB chunks into an arena
-//!    bounded by `--memory`; each full arena is a run, sorted by key (only 24-byte entries move,
-//!    with an 8-byte key prefix so most comparisons stay in the entry), reduced to one pair per
-//!    key, and written to tables in a scratch directory `strata-load-<pid>.tmp/` inside the
-//!    database directory.
+//! 1. **Read and sort runs** (`runs.rs`): the input is read into an arena bounded by
+//!    `--memory`; each full arena is a run, sorted by key (only 24-byte entries move, with an
+//!    8-byte key prefix so most comparisons stay in the entry), reduced to one pair per key, and
+//!    written to tables in a scratch directory `strata-load-<pid>.tmp/` inside the database
+//!    directory. A regular file keeps every core busy: each run is read with one positioned
+//!    read per core into disjoint parts of the arena, parsed by one thread per core (parts cut
+//!    at line ends), sorted as two halves on two threads and merged, and written by one thread
+//!    per core on parts of about equal bytes. Standard input (`-`) or a pipe is read in 8 MiB
+//!    chunks and parsed by one thread.
 //! 2. **Merge** (`merge.rs`), only when runs overlap: a k-way merge of the runs into final
 //!    tables. Sorted input (every run above the previous one) skips this step: its run tables
 //!    are final.
@@ -202,12 +206,34 @@ pub(crate) fn run(args: &LoadArgs) -> anyhow::Result<ExitCode> {
     config.progress = std::io::stderr().is_terminal();
     config.keyspace.clone_from(&args.keyspace);
     let report = if file.as_os_str() == "-" {
-        load(&db, &options, &mut std::io::stdin().lock(), None, &config)
+        let reader = &mut std::io::stdin().lock();
+        load(
+            &db,
+            &options,
+            Input::Stream {
+                reader,
+                total_bytes: None,
+            },
+            &config,
+        )
     } else {
         let mut input =
             std::fs::File::open(file).with_context(|| format!("opening {}", file.display()))?;
-        let len = input.metadata().ok().map(|m| m.len());
-        load(&db, &options, &mut input, len, &config)
+        let meta = input
+            .metadata()
+            .with_context(|| format!("reading the metadata of {}", file.display()))?;
+        let source = if meta.is_file() && meta.len() > 0 {
+            Input::File {
+                file: &input,
+                len: meta.len(),
+            }
+        } else {
+            Input::Stream {
+                reader: &mut input,
+                total_bytes: None,
+            }
+        };
+        load(&db, &options, source, &config)
     };
     let report = report.with_context(|| format!("loading {}", file.display()))?;
     db.close()?;
@@ -268,8 +294,28 @@ impl Drop for ScratchDir {
     }
 }
 
-/// Loads `input` (`total_bytes` long, if known: it sizes the progress bar and the read arena)
-/// into `db`, whose options are `db_options`. On error nothing is ingested.
+/// Where [`load`] reads its pairs.
+pub(crate) enum Input<'a> {
+    /// A stream (stdin, a pipe), read in chunks by one thread; `total_bytes`, if known, sizes
+    /// the progress bar and the read arena.
+    Stream {
+        reader: &'a mut dyn Read,
+        total_bytes: Option<u64>,
+    },
+    /// A regular file of `len` bytes, read and parsed by one thread per core.
+    File { file: &'a std::fs::File, len: u64 },
+}
+
+impl Input<'_> {
+    fn total_bytes(&self) -> Option<u64> {
+        match self {
+            Input::Stream { total_bytes, .. } => *total_bytes,
+            Input::File { len, .. } => Some(*len),
+        }
+    }
+}
+
+/// Loads `input` into `db`, whose options are `db_options`. On error nothing is ingested.
 ///
 /// # Errors
 /// A [`BadLineError`] (find it with `downcast_ref`) for the first bad line without
@@ -277,10 +323,10 @@ impl Drop for ScratchDir {
 pub(crate) fn load(
     db: &Db,
     db_options: &Options,
-    input: &mut dyn Read,
-    total_bytes: Option<u64>,
+    input: Input<'_>,
     config: &LoadConfig,
 ) -> anyhow::Result<LoadReport> {
+    let total_bytes = input.total_bytes();
     let start = Instant::now();
     let scratch = ScratchDir(
         db.path()
@@ -325,7 +371,10 @@ pub(crate) fn load(
         on_bad: &mut on_bad,
     };
     let mut stats = ReadStats::default();
-    let runs = writer.read_all(input, &mut stats)?;
+    let runs = match input {
+        Input::Stream { reader, .. } => writer.read_all(reader, &mut stats)?,
+        Input::File { file, len } => writer.read_file(file, len, &mut stats)?,
+    };
     update(&stats);
     let run_count = runs.len();
     let files = if runs::runs_ordered(&runs) {

@@ -6,7 +6,8 @@
 #            ingest_external_file; benches/src/bin/rocksdb_load), skipped when its binary is `-`
 #   sqlite   sqlite3's `.import` into a table with a primary key (what point lookups need)
 # Each round loads every file with each engine in that order, into a fresh directory, after
-# reading the file once so all three start from the page cache. Time is wall time of the whole
+# reading the file once so all three start from the page cache, and after a `sync` so none waits
+# for the previous one's dirty pages to be written. Time is wall time of the whole
 # process (open, load, close).
 #
 # Usage: benches/scripts/load-vs-sqlite.sh STRATA_BIN ROCKSDB_LOAD_BIN|- ROUNDS FILE...
@@ -33,17 +34,17 @@ for round in $(seq "$rounds"); do
         }
         cat "$file" > /dev/null
         rm -rf "$work/strata"
-        t0=$(now); "$strata" load "$work/strata" "$file" >/dev/null; t1=$(now)
+        sync; t0=$(now); "$strata" load "$work/strata" "$file" >/dev/null; t1=$(now)
         report strata "$t0" "$t1" "$(du -sb "$work/strata" | cut -f1)"
         rm -rf "$work/strata"
         if [ "$rocks" != "-" ]; then
             rm -rf "$work/rocksdb"
-            t0=$(now); "$rocks" "$work/rocksdb" "$file" >/dev/null; t1=$(now)
+            sync; t0=$(now); "$rocks" "$work/rocksdb" "$file" >/dev/null; t1=$(now)
             report rocksdb "$t0" "$t1" "$(du -sb "$work/rocksdb" | cut -f1)"
             rm -rf "$work/rocksdb"
         fi
         rm -f "$work"/sqlite.db*
-        t0=$(now)
+        sync; t0=$(now)
         sqlite3 "$work/sqlite.db" >/dev/null <<SQL
 PRAGMA journal_mode=WAL;
 PRAGMA synchronous=NORMAL;

@@ -141,6 +141,131 @@ impl RunWriter<'_> {
         Ok(runs)
     }
 
+    /// Reads the regular file `file` (`len` bytes) into runs that fit the memory budget and
+    /// writes each, like [`RunWriter::read_all`], but with every core busy: each run is read by
+    /// one thread per core (positioned reads into disjoint parts of the arena), then parsed by
+    /// one thread per core.
+    ///
+    /// # Errors
+    /// As [`RunWriter::read_all`]; also when the file shrinks during the load.
+    pub(crate) fn read_file(
+        &mut self,
+        file: &std::fs::File,
+        len: u64,
+        stats: &mut ReadStats,
+    ) -> anyhow::Result<Vec<RunTables>> {
+        let mut runs: Vec<RunTables> = Vec::new();
+        let mut entries: Vec<Entry> = Vec::new();
+        let mut arena: Vec<u8> = Vec::new();
+        let mut start: u64 = 0;
+        while start < len {
+            let left = len - start;
+            let mut want = self.run_bytes(file, start, left)?;
+            // Read until the arena holds a line end (a line longer than the run budget makes
+            // the run longer) or the end of the file.
+            let used = loop {
+                if arena.len() < want {
+                    // `vec!` of zeros takes fresh zeroed pages: no pass over the memory.
+                    arena = vec![0u8; want];
+                }
+                read_parallel(file, start, &mut arena[..want])?;
+                if want as u64 == left {
+                    break want;
+                }
+                if let Some(i) = memchr::memrchr(b'\n', &arena[..want]) {
+                    break i + 1;
+                }
+                want = want
+                    .saturating_mul(2)
+                    .min(usize::try_from(left).unwrap_or(usize::MAX));
+            };
+            let run = &arena[..used];
+            entries.clear();
+            self.parse_parallel(run, &mut entries, stats)?;
+            stats.bytes += used as u64;
+            (self.progress)(stats);
+            if !entries.is_empty() {
+                let ordered = runs.last().is_none_or(|_| runs_ordered(&runs));
+                let run = self.write_run(run, &mut entries, runs.len(), ordered, runs.last())?;
+                runs.push(run);
+            }
+            start += used as u64;
+        }
+        Ok(runs)
+    }
+
+    /// Bytes to read for the run starting at `start` (`left` bytes remain): the budget less
+    /// the entries its lines will need, estimated from the average line length of the next
+    /// MiB; at most `left`.
+    fn run_bytes(&self, file: &std::fs::File, start: u64, left: u64) -> anyhow::Result<usize> {
+        let left = usize::try_from(left).unwrap_or(usize::MAX);
+        let mut sample = vec![0u8; left.min(1 << 20)];
+        read_parallel(file, start, &mut sample)?;
+        let lines = memchr::memchr_iter(b'\n', &sample).count().max(1);
+        let avg = (sample.len() / lines).max(1);
+        let bytes = (self.memory_bytes / (avg + Entry::SIZE)).saturating_mul(avg);
+        Ok(bytes.clamp(1, left))
+    }
+
+    /// Parses every line of `run` (whole lines; the last may lack its newline) into `entries`
+    /// (offsets into `run`), one part per core, each part split at a line end. Bad lines are
+    /// numbered and reported as [`RunWriter::parse_lines`] would, in input order.
+    fn parse_parallel(
+        &mut self,
+        run: &[u8],
+        entries: &mut Vec<Entry>,
+        stats: &mut ReadStats,
+    ) -> anyhow::Result<()> {
+        let parts = if run.len() < PARALLEL_MIN_PARSE_BYTES {
+            1
+        } else {
+            std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
+        };
+        let mut bounds = vec![0];
+        for p in 1..parts {
+            let at = (run.len() / parts * p).max(bounds[p - 1]);
+            let end = memchr::memchr(b'\n', &run[at..]).map_or(run.len(), |i| at + i + 1);
+            bounds.push(end);
+        }
+        bounds.push(run.len());
+        let (rules, skip_bad) = (self.rules, self.skip_bad);
+        let parsed: Vec<anyhow::Result<ParsedPart>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = bounds
+                .windows(2)
+                .map(|w| {
+                    let (from, to) = (w[0], w[1]);
+                    scope.spawn(move || parse_part(rules, skip_bad, run, from, to))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(anyhow::anyhow!("a parser thread panicked")))
+                })
+                .collect()
+        });
+        entries.reserve(parsed.iter().flatten().map(|p| p.entries.len()).sum());
+        for part in parsed {
+            let part = part?;
+            for (line, reason) in part.bad {
+                let err = BadLineError {
+                    line: stats.lines + line,
+                    reason,
+                };
+                if !skip_bad {
+                    return Err(err.into());
+                }
+                (self.on_bad)(&err);
+            }
+            stats.lines += part.lines;
+            stats.pairs += part.entries.len() as u64;
+            stats.bad_lines += part.bad_lines;
+            entries.extend_from_slice(&part.entries);
+        }
+        Ok(())
+    }
+
     /// Parses every complete line in `arena[from..]`; `scan_from` is where new bytes start
     /// (no newline lies in `arena[from..scan_from]`). Returns the start of the incomplete tail.
     fn parse_lines(
@@ -229,14 +354,16 @@ impl RunWriter<'_> {
         } else {
             std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
         };
-        let per_part = entries.len().div_ceil(parts);
+        let cuts = split_by_bytes(entries, parts);
         let (tmp, table_size, format) = (self.tmp, self.table_size_bytes, self.rules.format);
+        let entries = &entries[..];
         let results: Vec<anyhow::Result<Vec<IngestFile>>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = entries
-                .chunks(per_part)
+            let handles: Vec<_> = cuts
+                .windows(2)
                 .enumerate()
-                .map(|(p, part)| {
-                    let sums = sums.get(p * per_part..).unwrap_or_default();
+                .map(|(p, w)| {
+                    let part = &entries[w[0]..w[1]];
+                    let sums = sums.get(w[0]..).unwrap_or_default();
                     scope.spawn(move || {
                         let stem = format!("run{index:05}-{p:02}");
                         let mut out = TableSink::new(tmp, stem, options, table_size);
@@ -310,27 +437,141 @@ impl RunWriter<'_> {
     }
 }
 
+/// Fills `buf` from `file` at `offset`, one positioned read per core on disjoint parts.
+///
+/// # Errors
+/// I/O errors; `UnexpectedEof` (with context) if the file is shorter than expected.
+fn read_parallel(file: &std::fs::File, offset: u64, buf: &mut [u8]) -> anyhow::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let parts = if buf.len() < PARALLEL_MIN_PARSE_BYTES {
+        1
+    } else {
+        std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
+    };
+    let per_part = buf.len().div_ceil(parts).max(1);
+    let results: Vec<std::io::Result<()>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = buf
+            .chunks_mut(per_part)
+            .enumerate()
+            .map(|(p, chunk)| {
+                let at = offset + (p * per_part) as u64;
+                scope.spawn(move || file.read_exact_at(chunk, at))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(std::io::Error::other("a reader thread panicked")))
+            })
+            .collect()
+    });
+    for r in results {
+        r.context("reading the input (did the file shrink during the load?)")?;
+    }
+    Ok(())
+}
+
+/// Runs smaller than this are parsed by one thread.
+const PARALLEL_MIN_PARSE_BYTES: usize = 1 << 20;
+
+/// What one thread parsed of a run.
+struct ParsedPart {
+    entries: Vec<Entry>,
+    /// Lines parsed, bad ones included.
+    lines: u64,
+    bad_lines: u64,
+    /// Bad lines with their number within the part (1-based); only the first without
+    /// `skip_bad` (parsing stops there), the first `MAX_KEPT_BAD_LINES` with it.
+    bad: Vec<(u64, BadLine)>,
+}
+
+/// Bad lines a part keeps for reporting; the rest are only counted.
+const MAX_KEPT_BAD_LINES: usize = 64;
+
+/// Parses the whole lines of `run[from..to]` (`to` is a line end or the end of `run`).
+fn parse_part(
+    rules: Rules,
+    skip_bad: bool,
+    run: &[u8],
+    from: usize,
+    to: usize,
+) -> anyhow::Result<ParsedPart> {
+    let mut part = ParsedPart {
+        entries: Vec::new(),
+        lines: 0,
+        bad_lines: 0,
+        bad: Vec::new(),
+    };
+    let mut start = from;
+    while start < to {
+        let end = memchr::memchr(b'\n', &run[start..to]).map_or(to, |i| start + i);
+        part.lines += 1;
+        let line = &run[start..end];
+        match rules.check(line) {
+            Ok(klen) => part.entries.push(Entry {
+                prefix: 0, // set by the sort
+                off: start,
+                klen: u32::try_from(klen).context("key length")?,
+                vlen: u32::try_from(line.len() - klen - 1).context("value length")?,
+            }),
+            Err(reason) => {
+                part.bad_lines += 1;
+                if part.bad.len() < MAX_KEPT_BAD_LINES {
+                    part.bad.push((part.lines, reason));
+                }
+                if !skip_bad {
+                    break;
+                }
+            }
+        }
+        start = end + 1;
+    }
+    Ok(part)
+}
+
 /// Sorts entries by key; equal keys keep their input order (the arena offset), so the last
 /// occurrence ends a group. The 8-byte prefix is taken after the prefix all keys of the run
 /// share (JSON keys often start alike), so most comparisons never read the arena.
 fn sort_entries(arena: &[u8], entries: &mut [Entry]) {
-    let Some(first) = entries.first().map(|e| e.key(arena)) else {
-        return;
+    let threads = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    let parallel = entries.len() >= PARALLEL_MIN_ENTRIES && threads >= 2;
+    let mid = if parallel { entries.len() / 2 } else { 0 };
+    // The prefix shared by every key: of each half on its own thread, then of the two.
+    let lcp = {
+        let (left, right) = entries.split_at(mid);
+        let (l, r) = if parallel {
+            std::thread::scope(|scope| {
+                let l = scope.spawn(|| common_prefix(arena, left));
+                let r = common_prefix(arena, right);
+                // A panicked thread (none is expected) leaves the prefix empty: always safe.
+                (l.join().unwrap_or(Some((0, &[][..]))), r)
+            })
+        } else {
+            (None, common_prefix(arena, right))
+        };
+        let Some((rl, rfirst)) = r else {
+            return;
+        };
+        match l {
+            Some((ll, lfirst)) => {
+                let both = lfirst
+                    .iter()
+                    .zip(rfirst)
+                    .take_while(|(a, b)| a == b)
+                    .count();
+                ll.min(rl).min(both)
+            }
+            None => rl,
+        }
     };
-    let mut lcp = first.len();
-    for e in entries.iter() {
-        let key = e.key(arena);
-        lcp = first[..lcp]
-            .iter()
-            .zip(key)
-            .take_while(|(a, b)| a == b)
-            .count();
-    }
-    for e in entries.iter_mut() {
-        e.prefix = key_prefix(&e.key(arena)[lcp..]);
-    }
+    let set_prefixes = |part: &mut [Entry]| {
+        for e in part {
+            e.prefix = key_prefix(&e.key(arena)[lcp..]);
+        }
+    };
     let skip = lcp + 8;
-    entries.sort_unstable_by(|a, b| {
+    let cmp = |a: &Entry, b: &Entry| {
         a.prefix
             .cmp(&b.prefix)
             .then_with(|| {
@@ -340,7 +581,83 @@ fn sort_entries(arena: &[u8], entries: &mut [Entry]) {
                 ka[s..].cmp(&kb[s..])
             })
             .then(a.off.cmp(&b.off))
+    };
+    if !parallel {
+        set_prefixes(entries);
+        entries.sort_unstable_by(cmp);
+        return;
+    }
+    // Two halves sorted on two threads, then merged (the order is total, so the result is the
+    // one a single sort gives).
+    let (left, right) = entries.split_at_mut(mid);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            set_prefixes(left);
+            left.sort_unstable_by(cmp);
+        });
+        set_prefixes(right);
+        right.sort_unstable_by(cmp);
     });
+    if cmp(&entries[mid - 1], &entries[mid]).is_lt() {
+        return; // Sorted input: the halves are already in order.
+    }
+    let mut merged = Vec::with_capacity(entries.len());
+    let (mut i, mut j) = (0, mid);
+    while i < mid && j < entries.len() {
+        if cmp(&entries[j], &entries[i]).is_lt() {
+            merged.push(entries[j]);
+            j += 1;
+        } else {
+            merged.push(entries[i]);
+            i += 1;
+        }
+    }
+    merged.extend_from_slice(&entries[i..mid]);
+    merged.extend_from_slice(&entries[j..]);
+    entries.copy_from_slice(&merged);
+}
+
+/// Cuts sorted `entries` into `parts` consecutive parts of about equal key and value bytes
+/// (LZ4 and the writes cost per byte, and pair sizes vary). Returns `parts + 1` indices, the
+/// first 0 and the last `entries.len()`; parts may be empty.
+fn split_by_bytes(entries: &[Entry], parts: usize) -> Vec<usize> {
+    let bytes = |e: &Entry| u64::from(e.klen) + u64::from(e.vlen) + 1;
+    let total: u64 = entries.iter().map(bytes).sum();
+    let parts = parts.max(1);
+    let mut cuts = Vec::with_capacity(parts + 1);
+    cuts.push(0);
+    let (mut sum, mut next) = (0u64, 1u64);
+    for (i, e) in entries.iter().enumerate() {
+        // Cut before the entry that would take the part past its share.
+        while cuts.len() < parts && (sum + bytes(e)) * parts as u64 > total * next && i > 0 {
+            cuts.push(i);
+            next += 1;
+        }
+        sum += bytes(e);
+    }
+    while cuts.len() <= parts {
+        cuts.push(entries.len());
+    }
+    cuts
+}
+
+/// The length of the prefix every key of `entries` shares, and the first key; `None` when
+/// `entries` is empty.
+fn common_prefix<'a>(arena: &'a [u8], entries: &[Entry]) -> Option<(usize, &'a [u8])> {
+    let first = entries.first()?.key(arena);
+    let mut lcp = first.len();
+    for e in entries {
+        let key = e.key(arena);
+        // Most keys share the whole prefix found so far: one slice comparison.
+        if key.get(..lcp) != Some(&first[..lcp]) {
+            lcp = first[..lcp]
+                .iter()
+                .zip(key)
+                .take_while(|(a, b)| a == b)
+                .count();
+        }
+    }
+    Some((lcp, first))
 }
 
 /// Entries copied to a contiguous buffer at a time before they are written.

@@ -29,8 +29,40 @@ fn run_load(
     input: &str,
     config: &LoadConfig,
 ) -> anyhow::Result<LoadReport> {
-    let mut bytes = input.as_bytes();
-    load(db, options, &mut bytes, Some(input.len() as u64), config)
+    load_file(db, options, input.as_bytes(), config)
+}
+
+/// Loads `input` through a file (positioned reads and parsing on every core).
+fn load_file(
+    db: &Db,
+    options: &Options,
+    input: &[u8],
+    config: &LoadConfig,
+) -> anyhow::Result<LoadReport> {
+    let mut file = tempfile::tempfile().expect("tempfile");
+    std::io::Write::write_all(&mut file, input).expect("write input");
+    let len = input.len() as u64;
+    load(db, options, Input::File { file: &file, len }, config)
+}
+
+/// Loads `input` as a stream (one thread reads and parses).
+fn load_stream(
+    db: &Db,
+    options: &Options,
+    input: &[u8],
+    config: &LoadConfig,
+) -> anyhow::Result<LoadReport> {
+    let reader = &mut { input };
+    let total_bytes = Some(input.len() as u64);
+    load(
+        db,
+        options,
+        Input::Stream {
+            reader,
+            total_bytes,
+        },
+        config,
+    )
 }
 
 /// Unsorted input with duplicates, in `n` lines; returns it and the expected contents.
@@ -169,8 +201,7 @@ fn text_mode_refuses_invalid_utf8_and_limits_apply() {
         skip_bad: true,
         ..LoadConfig::new(&options)
     };
-    let mut bytes = input;
-    let report = load(&db, &options, &mut bytes, None, &config).expect("load");
+    let report = load_stream(&db, &options, input, &config).expect("load");
     assert_eq!((report.pairs, report.bad_lines), (2, 2));
     // The last line had no newline and still counts.
     assert_eq!(db.get(b"d").expect("get").as_deref(), Some(&b"4"[..]));
@@ -243,4 +274,125 @@ fn load_into_a_keyspace_leaves_the_default_keyspace_alone() {
     let ks = db.keyspace("run42").expect("keyspace");
     assert_eq!(ks.get(b"a").expect("get").as_deref(), Some(&b"loaded"[..]));
     assert_eq!(ks.get(b"b").expect("get").as_deref(), Some(&b"2"[..]));
+}
+
+/// Input of about 3 MB (above the size parsed on several threads): unsorted keys with
+/// duplicates, bad lines (no tab) every 997th line when `bad`, and no final newline.
+fn mixed_input(bad: bool) -> Vec<u8> {
+    let mut input = Vec::new();
+    for i in 0u64..60_000 {
+        if bad && i % 997 == 500 {
+            input.extend_from_slice(b"no tab on this line\n");
+            continue;
+        }
+        let k = i.wrapping_mul(7919) % 40_000;
+        input.extend_from_slice(format!("{{\"read\":\"K{k:06}\"}}\t{{\"n\":{i}}}\n").as_bytes());
+    }
+    input.pop();
+    input
+}
+
+#[test]
+fn file_and_stream_loads_agree_on_contents_reports_and_bad_lines() {
+    let options = Options::default();
+    for memory_bytes in [64 << 10, 1 << 20, 4 << 20, 256 << 20] {
+        for (bad, skip_bad) in [(false, false), (true, true), (true, false)] {
+            let input = mixed_input(bad);
+            let config = LoadConfig {
+                memory_bytes,
+                skip_bad,
+                ..LoadConfig::new(&options)
+            };
+            let mut seen = Vec::new();
+            for use_file in [false, true] {
+                let dir = tempfile::tempdir().expect("tempdir");
+                let db = Db::open(dir.path(), options.clone()).expect("open");
+                let loaded = if use_file {
+                    load_file(&db, &options, &input, &config)
+                } else {
+                    load_stream(&db, &options, &input, &config)
+                };
+                let outcome = match loaded {
+                    Ok(r) => Ok((r.bytes, r.pairs, r.bad_lines, r.keys)),
+                    Err(e) => Err(e.downcast_ref::<BadLineError>().map(|b| b.line)),
+                };
+                seen.push((outcome, contents(&db)));
+            }
+            let case = format!("memory {memory_bytes}, bad {bad}, skip {skip_bad}");
+            assert_eq!(seen[0], seen[1], "{case}");
+            match &seen[0].0 {
+                Ok((bytes, pairs, bad_lines, keys)) => {
+                    assert_eq!(*bytes, input.len() as u64, "{case}");
+                    assert_eq!(*pairs + *bad_lines, 60_000, "{case}");
+                    assert_eq!(*bad_lines, if bad { 60 } else { 0 }, "{case}");
+                    // Keys whose every line was bad are missing.
+                    let lost = (0u64..60_000)
+                        .filter(|i| bad && i % 997 == 500)
+                        .map(|i| i.wrapping_mul(7919) % 40_000)
+                        .filter(|k| {
+                            (0u64..60_000)
+                                .all(|i| i % 997 == 500 || i.wrapping_mul(7919) % 40_000 != *k)
+                        })
+                        .count();
+                    assert_eq!(*keys, 40_000 - lost as u64, "{case}");
+                }
+                // The first bad line is line 501; nothing was ingested.
+                Err(line) => {
+                    assert_eq!(*line, Some(501), "{case}");
+                    assert!(seen[0].1.is_empty(), "{case}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn file_load_refuses_a_file_that_shrank() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let options = Options::default();
+    let db = Db::open(dir.path(), options.clone()).expect("open");
+    let mut file = tempfile::tempfile().expect("tempfile");
+    std::io::Write::write_all(&mut file, b"a\t1\nb\t2\n").expect("write");
+    // Told 100 bytes, the file has 8.
+    let err = load(
+        &db,
+        &options,
+        Input::File {
+            file: &file,
+            len: 100,
+        },
+        &LoadConfig::new(&options),
+    )
+    .expect_err("short file");
+    assert!(format!("{err:#}").contains("shrink"), "{err:#}");
+    assert!(contents(&db).is_empty());
+}
+
+/// `strata load` parsed from a command line, as `main` would.
+fn cli(args: &[&std::ffi::OsStr]) -> LoadArgs {
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        load: LoadArgs,
+    }
+    let argv = std::iter::once(std::ffi::OsStr::new("load")).chain(args.iter().copied());
+    <Cli as clap::Parser>::try_parse_from(argv)
+        .expect("arguments")
+        .load
+}
+
+#[test]
+fn the_command_loads_a_file_and_refuses_a_directory() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("db");
+    let input = dir.path().join("pairs.tsv");
+    std::fs::write(&input, mixed_input(false)).expect("write input");
+    let code = run(&cli(&[db.as_os_str(), input.as_os_str()])).expect("load");
+    assert_eq!(code, ExitCode::SUCCESS);
+    let db_handle = Db::open(&db, Options::default()).expect("open");
+    assert_eq!(contents(&db_handle).len(), 40_000);
+    drop(db_handle);
+    // A directory is not a regular file: read as a stream, it fails with the OS's error.
+    let err = run(&cli(&[db.as_os_str(), dir.path().as_os_str()])).expect_err("a directory");
+    assert!(format!("{err:#}").contains("loading"), "{err:#}");
 }

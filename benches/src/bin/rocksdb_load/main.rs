@@ -3,12 +3,13 @@
 //! `DB::ingest_external_file`, doing the work `strata load` does (`src/load.rs`), step for
 //! step, so `benches/scripts/load-vs-sqlite.sh` can time both on the same file.
 //!
-//! 1. **Read and sort runs** (`runs.rs`): the input is read in 8 MiB chunks into an arena
-//!    bounded by `--memory` (arena bytes plus 24 bytes per pair, as Strata counts it); each full
-//!    arena is a run, sorted by key (an 8-byte key prefix taken after the prefix every key of
-//!    the run shares, then the remaining bytes), reduced to the last occurrence of each key,
-//!    and split among the cores, each part written by its own `SstFileWriter` into tables of
-//!    about `--table-size`.
+//! 1. **Read and sort runs** (`runs.rs`): the input file is read in runs bounded by `--memory`
+//!    (arena bytes plus 24 bytes per pair, as Strata counts it), each read by one thread per
+//!    core with positioned reads and parsed by one thread per core; each run is sorted by key
+//!    (an 8-byte key prefix taken after the prefix every key of the run shares, then the
+//!    remaining bytes; two halves on two threads, then merged), reduced to the last occurrence
+//!    of each key, and split among the cores in parts of about equal bytes, each part written
+//!    by its own `SstFileWriter` into tables of about `--table-size`.
 //! 2. **Merge** (`merge.rs`), only when runs overlap: the runs are ingested, oldest first, into
 //!    a scratch RocksDB database with compactions off, and one forward iteration over it (RocksDB's
 //!    own k-way merge, newest run winning) is written into the final tables.
@@ -157,7 +158,7 @@ impl Drop for ScratchDir {
 pub(crate) fn load(
     db: &DB,
     scratch: &Path,
-    input: &mut dyn std::io::Read,
+    input: &std::fs::File,
     config: &LoadConfig,
     start: Instant,
 ) -> Result<LoadReport> {
@@ -174,7 +175,11 @@ pub(crate) fn load(
         max_value_size: strata_engine::Options::default().max_value_size,
     };
     let mut stats = ReadStats::default();
-    let runs = reader.read_all(input, &mut stats)?;
+    let len = input
+        .metadata()
+        .context("reading the input's metadata")?
+        .len();
+    let runs = reader.read_file(input, len, &mut stats)?;
     let run_count = runs.len();
     let merged = !runs::runs_ordered(&runs);
     let files: Vec<PathBuf> = if merged {
@@ -207,7 +212,7 @@ fn main() -> Result<()> {
     let args = Args::parse();
     let start = Instant::now();
     let (db, cache) = open_db(&args.db)?;
-    let mut input = std::fs::File::open(&args.file)
+    let input = std::fs::File::open(&args.file)
         .with_context(|| format!("opening {}", args.file.display()))?;
     let config = LoadConfig {
         memory_bytes: args.memory.max(1).saturating_mul(1 << 20),
@@ -217,7 +222,7 @@ fn main() -> Result<()> {
     let scratch = args
         .db
         .join(format!("rocksdb-load-{}.tmp", std::process::id()));
-    let report = load(&db, &scratch, &mut input, &config, start)
+    let report = load(&db, &scratch, &input, &config, start)
         .with_context(|| format!("loading {}", args.file.display()))?;
     drop(db);
     drop(cache);

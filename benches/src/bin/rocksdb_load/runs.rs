@@ -4,15 +4,11 @@
 //! A run is one arena (`Vec<u8>` holding the input bytes as read) plus one [`Entry`] per pair;
 //! sorting moves only the entries. The memory budget counts both.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use rocksdb::{Options, SstFileWriter};
 use strata_engine::MAX_KEY_SIZE;
-
-/// Bytes read from the input per `read` call.
-const READ_CHUNK_BYTES: usize = 8 << 20;
 
 /// Runs with fewer entries are written by one thread.
 const PARALLEL_MIN_ENTRIES: usize = 10_000;
@@ -77,87 +73,118 @@ pub(crate) fn runs_ordered(runs: &[RunTables]) -> bool {
 }
 
 impl RunReader<'_> {
-    /// Reads all of `input`, writing one [`RunTables`] per run, in input order.
-    pub(crate) fn read_all(
+    /// Reads the regular file `file` (`len` bytes) into runs and writes each, like
+    /// [`RunReader::read_all`] but as `strata load` reads a file: each run is read by one thread
+    /// per core (positioned reads into disjoint parts of the arena) and parsed by one thread
+    /// per core, split at line ends.
+    pub(crate) fn read_file(
         &self,
-        input: &mut dyn Read,
+        file: &std::fs::File,
+        len: u64,
         stats: &mut ReadStats,
     ) -> Result<Vec<RunTables>> {
         let mut runs: Vec<RunTables> = Vec::new();
         let mut arena: Vec<u8> = Vec::new();
-        let mut entries: Vec<Entry> = Vec::new();
-        let mut carry: Vec<u8> = Vec::new();
-        let mut eof = false;
-        while !eof {
-            arena.clear();
-            entries.clear();
-            arena.extend_from_slice(&carry);
-            carry.clear();
-            // Start of the first line not yet parsed.
-            let mut parsed = 0;
-            loop {
-                let used = arena.len() + entries.len() * ENTRY_SIZE;
-                if used >= self.memory_bytes && !entries.is_empty() {
-                    break;
+        let mut start: u64 = 0;
+        while start < len {
+            let left = len - start;
+            let left_usize = usize::try_from(left).unwrap_or(usize::MAX);
+            // The budget less the entries, from the average line of the next MiB.
+            let mut sample = vec![0u8; left_usize.min(1 << 20)];
+            read_parallel(file, start, &mut sample, self.threads)?;
+            let avg = (sample.len() / memchr::memchr_iter(b'\n', &sample).count().max(1)).max(1);
+            let mut want = (self.memory_bytes / (avg + ENTRY_SIZE) * avg).clamp(1, left_usize);
+            let used = loop {
+                if arena.len() < want {
+                    arena = vec![0u8; want];
                 }
-                // Leave room for the entries the new bytes bring: estimate from the average
-                // line so far (half of what is left before the first line is known).
-                let remaining = self.memory_bytes.saturating_sub(used);
-                let want = if entries.is_empty() {
-                    remaining / 2
-                } else {
-                    let avg = (parsed / entries.len()).max(1);
-                    remaining / (avg + ENTRY_SIZE) * avg
-                };
-                let want = want.clamp(4096, READ_CHUNK_BYTES);
-                let scan_from = arena.len();
-                let n = (&mut *input)
-                    .take(want as u64)
-                    .read_to_end(&mut arena)
-                    .context("reading the input")?;
-                stats.bytes += n as u64;
-                if n == 0 {
-                    eof = true;
-                    if parsed < arena.len() {
-                        // A last line without a newline.
-                        let end = arena.len();
-                        self.parse_line(&arena, parsed, end, &mut entries, stats)?;
-                        parsed = end;
-                    }
-                    break;
+                read_parallel(file, start, &mut arena[..want], self.threads)?;
+                if want == left_usize {
+                    break want;
                 }
-                parsed = self.parse_lines(&arena, parsed, scan_from, &mut entries, stats)?;
-            }
-            carry.extend_from_slice(&arena[parsed..]);
-            arena.truncate(parsed);
+                if let Some(i) = memchr::memrchr(b'\n', &arena[..want]) {
+                    break i + 1;
+                }
+                want = want.saturating_mul(2).min(left_usize);
+            };
+            let run = &arena[..used];
+            let mut entries = self.parse_parallel(run, stats)?;
+            stats.bytes += used as u64;
             if !entries.is_empty() {
                 let may_be_final = runs_ordered(&runs);
-                let run = self.write_run(&arena, &mut entries, runs.len(), may_be_final, &runs)?;
+                let run = self.write_run(run, &mut entries, runs.len(), may_be_final, &runs)?;
                 runs.push(run);
             }
+            start += used as u64;
         }
         Ok(runs)
     }
 
-    /// Parses every complete line in `arena[from..]`; no newline lies in
-    /// `arena[from..scan_from]`. Returns the start of the incomplete tail.
-    fn parse_lines(
+    /// Parses the whole lines of `run` on one thread per core, each part split at a line end.
+    fn parse_parallel(&self, run: &[u8], stats: &mut ReadStats) -> Result<Vec<Entry>> {
+        let parts = if run.len() < (1 << 20) {
+            1
+        } else {
+            self.threads
+        };
+        let mut bounds = vec![0];
+        for p in 1..parts {
+            let at = (run.len() / parts * p).max(bounds[p - 1]);
+            bounds.push(memchr::memchr(b'\n', &run[at..]).map_or(run.len(), |i| at + i + 1));
+        }
+        bounds.push(run.len());
+        let parsed: Vec<Result<(Vec<Entry>, ReadStats)>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = bounds
+                .windows(2)
+                .map(|w| {
+                    let (from, to) = (w[0], w[1]);
+                    scope.spawn(move || {
+                        let (mut entries, mut part) = (Vec::new(), ReadStats::default());
+                        self.parse_range(run, from, to, &mut entries, &mut part)?;
+                        Ok((entries, part))
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(anyhow::anyhow!("a parser thread panicked")))
+                })
+                .collect()
+        });
+        let mut entries = Vec::new();
+        for (p, part) in parsed.into_iter().enumerate() {
+            let Ok((part_entries, part)) = part else {
+                // Parse the failed part again, counting from the lines before it, for the
+                // error with the line's number in the input.
+                self.parse_range(run, bounds[p], bounds[p + 1], &mut Vec::new(), stats)?;
+                bail!("a parser thread failed");
+            };
+            stats.lines += part.lines;
+            stats.pairs += part.pairs;
+            entries.extend_from_slice(&part_entries);
+        }
+        Ok(entries)
+    }
+
+    /// Parses the lines of `run[from..to]` (`to` is a line end or the end of `run`), counting
+    /// in `stats` (a bad line's number is `stats.lines` at that line).
+    fn parse_range(
         &self,
-        arena: &[u8],
+        run: &[u8],
         from: usize,
-        scan_from: usize,
+        to: usize,
         entries: &mut Vec<Entry>,
         stats: &mut ReadStats,
-    ) -> Result<usize> {
+    ) -> Result<()> {
         let mut start = from;
-        let mut scan = scan_from.max(from);
-        while let Some(i) = memchr::memchr(b'\n', &arena[scan..]) {
-            let end = scan + i;
-            self.parse_line(arena, start, end, entries, stats)?;
+        while start < to {
+            let end = memchr::memchr(b'\n', &run[start..to]).map_or(to, |i| start + i);
+            self.parse_line(run, start, end, entries, stats)?;
             start = end + 1;
-            scan = start;
         }
-        Ok(start)
+        Ok(())
     }
 
     /// Parses `arena[start..end]`, one line without its newline.
@@ -222,13 +249,15 @@ impl RunReader<'_> {
         } else {
             self.threads
         };
-        let per_part = entries.len().div_ceil(parts);
+        let cuts = split_by_bytes(entries, parts);
         let (tmp, table_size) = (self.tmp, self.table_size_bytes);
+        let entries = &entries[..];
         let results: Vec<Result<Vec<PathBuf>>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = entries
-                .chunks(per_part)
+            let handles: Vec<_> = cuts
+                .windows(2)
                 .enumerate()
-                .map(|(p, part)| {
+                .map(|(p, w)| {
+                    let part = &entries[w[0]..w[1]];
                     let stem = format!("run{index:05}-{p:02}");
                     scope.spawn(move || {
                         write_tables(
@@ -264,23 +293,42 @@ impl RunReader<'_> {
 /// Sorts entries by key; equal keys keep their input order (the arena offset). The 8-byte
 /// prefix is taken after the prefix all keys of the run share (JSON keys often start alike).
 fn sort_entries(arena: &[u8], entries: &mut [Entry]) {
-    let Some(first) = entries.first().map(|e| e.key(arena)) else {
-        return;
+    let threads = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    let parallel = entries.len() >= PARALLEL_MIN_ENTRIES && threads >= 2;
+    let mid = if parallel { entries.len() / 2 } else { 0 };
+    let lcp = {
+        let (left, right) = entries.split_at(mid);
+        let (l, r) = if parallel {
+            std::thread::scope(|scope| {
+                let l = scope.spawn(|| common_prefix(arena, left));
+                let r = common_prefix(arena, right);
+                (l.join().unwrap_or(Some((0, &[][..]))), r)
+            })
+        } else {
+            (None, common_prefix(arena, right))
+        };
+        let Some((rl, rfirst)) = r else {
+            return;
+        };
+        match l {
+            Some((ll, lfirst)) => {
+                let both = lfirst
+                    .iter()
+                    .zip(rfirst)
+                    .take_while(|(a, b)| a == b)
+                    .count();
+                ll.min(rl).min(both)
+            }
+            None => rl,
+        }
     };
-    let mut lcp = first.len();
-    for e in entries.iter() {
-        let key = e.key(arena);
-        lcp = first[..lcp]
-            .iter()
-            .zip(key)
-            .take_while(|(a, b)| a == b)
-            .count();
-    }
-    for e in entries.iter_mut() {
-        e.prefix = prefix_u64(&e.key(arena)[lcp..]);
-    }
+    let set_prefixes = |part: &mut [Entry]| {
+        for e in part {
+            e.prefix = prefix_u64(&e.key(arena)[lcp..]);
+        }
+    };
     let skip = lcp + 8;
-    entries.sort_unstable_by(|a, b| {
+    let cmp = |a: &Entry, b: &Entry| {
         a.prefix
             .cmp(&b.prefix)
             .then_with(|| {
@@ -290,7 +338,104 @@ fn sort_entries(arena: &[u8], entries: &mut [Entry]) {
                 ka[s..].cmp(&kb[s..])
             })
             .then(a.off.cmp(&b.off))
+    };
+    if !parallel {
+        set_prefixes(entries);
+        entries.sort_unstable_by(cmp);
+        return;
+    }
+    // Two halves sorted on two threads, then merged.
+    let (left, right) = entries.split_at_mut(mid);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            set_prefixes(left);
+            left.sort_unstable_by(cmp);
+        });
+        set_prefixes(right);
+        right.sort_unstable_by(cmp);
     });
+    if cmp(&entries[mid - 1], &entries[mid]).is_lt() {
+        return; // Sorted input: the halves are already in order.
+    }
+    let mut merged = Vec::with_capacity(entries.len());
+    let (mut i, mut j) = (0, mid);
+    while i < mid && j < entries.len() {
+        if cmp(&entries[j], &entries[i]).is_lt() {
+            merged.push(entries[j]);
+            j += 1;
+        } else {
+            merged.push(entries[i]);
+            i += 1;
+        }
+    }
+    merged.extend_from_slice(&entries[i..mid]);
+    merged.extend_from_slice(&entries[j..]);
+    entries.copy_from_slice(&merged);
+}
+
+/// The length of the prefix every key of `entries` shares, and the first key.
+fn common_prefix<'a>(arena: &'a [u8], entries: &[Entry]) -> Option<(usize, &'a [u8])> {
+    let first = entries.first()?.key(arena);
+    let mut lcp = first.len();
+    for e in entries {
+        let key = e.key(arena);
+        if key.get(..lcp) != Some(&first[..lcp]) {
+            lcp = first[..lcp]
+                .iter()
+                .zip(key)
+                .take_while(|(a, b)| a == b)
+                .count();
+        }
+    }
+    Some((lcp, first))
+}
+
+/// Cuts sorted `entries` into `parts` consecutive parts of about equal bytes; returns
+/// `parts + 1` indices.
+fn split_by_bytes(entries: &[Entry], parts: usize) -> Vec<usize> {
+    let bytes = |e: &Entry| u64::from(e.klen) + u64::from(e.vlen) + 1;
+    let total: u64 = entries.iter().map(bytes).sum();
+    let parts = parts.max(1);
+    let mut cuts = vec![0];
+    let (mut sum, mut next) = (0u64, 1u64);
+    for (i, e) in entries.iter().enumerate() {
+        while cuts.len() < parts && (sum + bytes(e)) * parts as u64 > total * next && i > 0 {
+            cuts.push(i);
+            next += 1;
+        }
+        sum += bytes(e);
+    }
+    while cuts.len() <= parts {
+        cuts.push(entries.len());
+    }
+    cuts
+}
+
+/// Fills `buf` from `file` at `offset` with up to `threads` positioned reads on disjoint parts.
+fn read_parallel(file: &std::fs::File, offset: u64, buf: &mut [u8], threads: usize) -> Result<()> {
+    use std::os::unix::fs::FileExt;
+    let parts = if buf.len() < (1 << 20) {
+        1
+    } else {
+        threads.max(1)
+    };
+    let per_part = buf.len().div_ceil(parts).max(1);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = buf
+            .chunks_mut(per_part)
+            .enumerate()
+            .map(|(p, chunk)| {
+                let at = offset + (p * per_part) as u64;
+                scope.spawn(move || file.read_exact_at(chunk, at))
+            })
+            .collect();
+        for h in handles {
+            h.join()
+                .unwrap_or_else(|_| Err(std::io::Error::other("a reader thread panicked")))
+                .context("reading the input")?;
+        }
+        Ok(())
+    })
 }
 
 /// The first 8 bytes of `key`, zero-padded, as a big-endian number: prefixes compare as the

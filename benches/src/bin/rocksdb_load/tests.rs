@@ -19,6 +19,13 @@ fn config(memory_bytes: usize) -> LoadConfig {
     }
 }
 
+/// `input` in a temporary file.
+fn file_of(input: &[u8]) -> Result<std::fs::File> {
+    let mut file = tempfile::tempfile()?;
+    std::io::Write::write_all(&mut file, input)?;
+    Ok(file)
+}
+
 /// Loads `input` into a fresh database and returns the report and the database's contents.
 fn load_and_read(input: &[u8], memory_bytes: usize) -> Result<(LoadReport, Pairs)> {
     let dir = tempfile::tempdir()?;
@@ -27,7 +34,7 @@ fn load_and_read(input: &[u8], memory_bytes: usize) -> Result<(LoadReport, Pairs
     let report = load(
         &db,
         &scratch,
-        &mut &input[..],
+        &file_of(input)?,
         &config(memory_bytes),
         Instant::now(),
     )?;
@@ -130,7 +137,7 @@ fn bad_line_stops_the_load_with_its_number_and_ingests_nothing() -> Result<()> {
     let err = load(
         &db,
         &dir.path().join("scratch"),
-        &mut &input[..],
+        &file_of(input)?,
         &config(1 << 20),
         Instant::now(),
     )
@@ -145,5 +152,37 @@ fn empty_input_loads_nothing() -> Result<()> {
     let (report, contents) = load_and_read(b"", 1 << 20)?;
     assert_eq!((report.pairs, report.tables), (0, 0));
     assert!(contents.is_empty());
+    Ok(())
+}
+
+#[test]
+fn runs_read_and_parsed_on_several_threads_load_exactly() -> Result<()> {
+    // 80,000 lines of about 40 bytes (3.2 MB): runs of 2 MiB and 64 MiB are read and parsed
+    // in parts and sorted in halves; duplicates cross the parts.
+    let input = lines(80_000, |i| (i * 7919) % 50_000);
+    for memory_bytes in [2 << 20, 64 << 20] {
+        let (report, contents) = load_and_read(&input, memory_bytes)?;
+        assert_eq!(report.pairs, 80_000, "{report}");
+        assert_eq!(contents, model(&input), "{report}");
+    }
+    Ok(())
+}
+
+#[test]
+fn a_bad_line_in_a_later_part_is_reported_with_its_input_line_number() -> Result<()> {
+    let mut input = lines(80_000, |i| i);
+    input.extend_from_slice(b"no tab here\n");
+    input.extend_from_slice(&lines(10, |i| i));
+    let dir = tempfile::tempdir()?;
+    let (db, _cache) = open_db(&dir.path().join("db"))?;
+    let err = load(
+        &db,
+        &dir.path().join("scratch"),
+        &file_of(&input)?,
+        &config(64 << 20),
+        Instant::now(),
+    )
+    .expect_err("a line without a tab is refused");
+    assert!(format!("{err:#}").contains("line 80001"), "{err:#}");
     Ok(())
 }
