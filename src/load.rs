@@ -5,11 +5,13 @@
 //!    `--memory`; each full arena is a run, sorted by key (only 24-byte entries move, with an
 //!    8-byte key prefix so most comparisons stay in the entry), reduced to one pair per key, and
 //!    written to tables in a scratch directory `strata-load-<pid>.tmp/` inside the database
-//!    directory. A regular file keeps every core busy: each run is read with one positioned
-//!    read per core into disjoint parts of the arena, parsed by one thread per core (parts cut
-//!    at line ends), sorted as two halves on two threads and merged, and written by one thread
-//!    per core on parts of about equal bytes. Standard input (`-`) or a pipe is read in 8 MiB
-//!    chunks and parsed by one thread.
+//!    directory. A regular file keeps every core busy: it is mapped read-only and each run is
+//!    a window of the map (where mapping fails, the run is read with one positioned read per
+//!    core), parsed by one thread per core (parts cut at line ends), sorted as two halves on
+//!    two threads and merged, and written by one thread per core on parts of about equal
+//!    bytes. Standard input (`-`) or a pipe is read in 8 MiB chunks and parsed by one thread.
+//!    A file truncated by another process during the load kills it with SIGBUS before
+//!    anything is ingested.
 //! 2. **Merge** (`merge.rs`), only when runs overlap: a k-way merge of the runs into final
 //!    tables. Sorted input (every run above the previous one) skips this step: its run tables
 //!    are final.
@@ -76,7 +78,8 @@ pub(crate) struct LoadArgs {
     /// Database directory (created if missing); not given with --resp.
     #[arg(value_name = "DB")]
     db: Option<PathBuf>,
-    /// Input file of `key<TAB>value` lines; `-` reads standard input.
+    /// Input file of `key<TAB>value` lines; `-` reads standard input. A regular file is
+    /// memory-mapped: truncating it during the load kills the load (nothing is ingested).
     #[arg(value_name = "FILE")]
     file: Option<PathBuf>,
     /// Send the pairs to a Redis-protocol server instead (a `strata serve` node, or

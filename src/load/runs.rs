@@ -142,44 +142,38 @@ impl RunWriter<'_> {
     }
 
     /// Reads the regular file `file` (`len` bytes) into runs that fit the memory budget and
-    /// writes each, like [`RunWriter::read_all`], but with every core busy: each run is read by
-    /// one thread per core (positioned reads into disjoint parts of the arena), then parsed by
-    /// one thread per core.
+    /// writes each, like [`RunWriter::read_all`], but with every core busy: the file is mapped
+    /// (or, where it cannot be, each run is read with one positioned read per core), each run
+    /// is parsed by one thread per core, sorted by two, and written by one per core.
     ///
     /// # Errors
-    /// As [`RunWriter::read_all`]; also when the file shrinks during the load.
+    /// As [`RunWriter::read_all`]; also when the file is shorter than `len`.
     pub(crate) fn read_file(
         &mut self,
         file: &std::fs::File,
         len: u64,
         stats: &mut ReadStats,
     ) -> anyhow::Result<Vec<RunTables>> {
+        let mut source = Source::open(file, len);
         let mut runs: Vec<RunTables> = Vec::new();
         let mut entries: Vec<Entry> = Vec::new();
-        let mut arena: Vec<u8> = Vec::new();
         let mut start: u64 = 0;
         while start < len {
-            let left = len - start;
-            let mut want = self.run_bytes(file, start, left)?;
-            // Read until the arena holds a line end (a line longer than the run budget makes
-            // the run longer) or the end of the file.
+            let left = usize::try_from(len - start).unwrap_or(usize::MAX);
+            let mut want = self.run_bytes(source.window(start, left.min(1 << 20))?, left);
+            // A run ends at a line end (a line longer than the run budget makes the run
+            // longer) or at the end of the file.
             let used = loop {
-                if arena.len() < want {
-                    // `vec!` of zeros takes fresh zeroed pages: no pass over the memory.
-                    arena = vec![0u8; want];
-                }
-                read_parallel(file, start, &mut arena[..want])?;
-                if want as u64 == left {
+                let window = source.window(start, want)?;
+                if want == left {
                     break want;
                 }
-                if let Some(i) = memchr::memrchr(b'\n', &arena[..want]) {
+                if let Some(i) = memchr::memrchr(b'\n', window) {
                     break i + 1;
                 }
-                want = want
-                    .saturating_mul(2)
-                    .min(usize::try_from(left).unwrap_or(usize::MAX));
+                want = want.saturating_mul(2).min(left);
             };
-            let run = &arena[..used];
+            let run = source.window(start, used)?;
             entries.clear();
             self.parse_parallel(run, &mut entries, stats)?;
             stats.bytes += used as u64;
@@ -194,17 +188,13 @@ impl RunWriter<'_> {
         Ok(runs)
     }
 
-    /// Bytes to read for the run starting at `start` (`left` bytes remain): the budget less
-    /// the entries its lines will need, estimated from the average line length of the next
-    /// MiB; at most `left`.
-    fn run_bytes(&self, file: &std::fs::File, start: u64, left: u64) -> anyhow::Result<usize> {
-        let left = usize::try_from(left).unwrap_or(usize::MAX);
-        let mut sample = vec![0u8; left.min(1 << 20)];
-        read_parallel(file, start, &mut sample)?;
-        let lines = memchr::memchr_iter(b'\n', &sample).count().max(1);
+    /// Bytes of the next run: the budget less the entries its lines will need, estimated
+    /// from the average line length of `sample` (the run's first MiB); from 1 to `left`.
+    fn run_bytes(&self, sample: &[u8], left: usize) -> usize {
+        let lines = memchr::memchr_iter(b'\n', sample).count().max(1);
         let avg = (sample.len() / lines).max(1);
         let bytes = (self.memory_bytes / (avg + Entry::SIZE)).saturating_mul(avg);
-        Ok(bytes.clamp(1, left))
+        bytes.clamp(1, left)
     }
 
     /// Parses every line of `run` (whole lines; the last may lack its newline) into `entries`
@@ -437,6 +427,75 @@ impl RunWriter<'_> {
     }
 }
 
+/// The bytes of an input file, a window at a time: a read-only map of the whole file, or
+/// (where the file cannot be mapped) an arena filled with positioned reads.
+enum Source<'f> {
+    Mapped(memmap2::Mmap),
+    Read {
+        file: &'f std::fs::File,
+        arena: Vec<u8>,
+        /// File offset and length of what `arena` holds.
+        holds: (u64, usize),
+    },
+}
+
+impl<'f> Source<'f> {
+    /// Maps `file` (`len` bytes) if it can, else prepares to read it.
+    fn open(file: &'f std::fs::File, len: u64) -> Self {
+        let read = Source::read(file);
+        if usize::try_from(len).is_err() {
+            return read;
+        }
+        // SAFETY: `Mmap::map` is unsafe because the map's bytes change if another process
+        // writes the file, and reading past a truncated end raises SIGBUS. The map is
+        // read-only and as long as the file is now. Every slice of it is bounds-checked
+        // against that length and taken below `len`, the length when the load started. A concurrent write can only give a torn line, or keys
+        // out of the sorted order, which the table writer refuses as an error. A truncation
+        // kills the process before the ingest, which leaves the database as it was. Both are
+        // documented for `strata load`. Tested by `load::tests` (every `run_load` maps its
+        // input file).
+        #[expect(unsafe_code, reason = "a memory map of the input file; see SAFETY")]
+        let map = unsafe { memmap2::Mmap::map(file) };
+        match map {
+            Ok(map) => Source::Mapped(map),
+            Err(_) => read,
+        }
+    }
+
+    /// A source that reads `file` with positioned reads.
+    fn read(file: &'f std::fs::File) -> Self {
+        Source::Read {
+            file,
+            arena: Vec::new(),
+            holds: (0, 0),
+        }
+    }
+
+    /// `len` bytes of the file from `offset`.
+    ///
+    /// # Errors
+    /// I/O errors, and a file shorter than `offset + len`.
+    fn window(&mut self, offset: u64, len: usize) -> anyhow::Result<&[u8]> {
+        match self {
+            Source::Mapped(map) => usize::try_from(offset)
+                .ok()
+                .and_then(|at| map.get(at..at.checked_add(len)?))
+                .context("the input file is shorter than when the load started"),
+            Source::Read { file, arena, holds } => {
+                if holds.0 != offset || holds.1 < len {
+                    if arena.len() < len {
+                        // `vec!` of zeros takes fresh zeroed pages: no pass over the memory.
+                        *arena = vec![0u8; len];
+                    }
+                    read_parallel(file, offset, &mut arena[..len])?;
+                    *holds = (offset, len);
+                }
+                Ok(&arena[..len])
+            }
+        }
+    }
+}
+
 /// Fills `buf` from `file` at `offset`, one positioned read per core on disjoint parts.
 ///
 /// # Errors
@@ -467,7 +526,7 @@ fn read_parallel(file: &std::fs::File, offset: u64, buf: &mut [u8]) -> anyhow::R
             .collect()
     });
     for r in results {
-        r.context("reading the input (did the file shrink during the load?)")?;
+        r.context("reading the input (is it shorter than when the load started?)")?;
     }
     Ok(())
 }
@@ -780,5 +839,38 @@ impl<'a> TableSink<'a> {
             self.done.push(w.finish()?);
         }
         Ok(self.done)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::expect_used, reason = "a panic is how a test fails")]
+
+    use super::*;
+
+    #[test]
+    fn mapped_and_read_sources_give_the_same_windows() {
+        let mut file = tempfile::tempfile().expect("tempfile");
+        let data: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+        std::io::Write::write_all(&mut file, &data).expect("write");
+        let len = data.len() as u64;
+        let mut mapped = Source::open(&file, len);
+        assert!(matches!(mapped, Source::Mapped(_)));
+        let mut read = Source::read(&file);
+        for (offset, n) in [
+            (0, 10),
+            (0, 2_000_000),
+            (5, 1 << 20),
+            (2_999_000, 1_000),
+            (0, 3_000_000),
+        ] {
+            let want = &data[offset..offset + n];
+            let offset = offset as u64;
+            assert_eq!(mapped.window(offset, n).expect("mapped"), want);
+            assert_eq!(read.window(offset, n).expect("read"), want);
+        }
+        // Past the end: an error, not a short window.
+        assert!(mapped.window(2_999_999, 2).is_err());
+        assert!(read.window(2_999_999, 2).is_err());
     }
 }

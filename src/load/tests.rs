@@ -364,7 +364,7 @@ fn file_load_refuses_a_file_that_shrank() {
         &LoadConfig::new(&options),
     )
     .expect_err("short file");
-    assert!(format!("{err:#}").contains("shrink"), "{err:#}");
+    assert!(format!("{err:#}").contains("shorter"), "{err:#}");
     assert!(contents(&db).is_empty());
 }
 

@@ -3,9 +3,9 @@
 //! `DB::ingest_external_file`, doing the work `strata load` does (`src/load.rs`), step for
 //! step, so `benches/scripts/load-vs-sqlite.sh` can time both on the same file.
 //!
-//! 1. **Read and sort runs** (`runs.rs`): the input file is read in runs bounded by `--memory`
-//!    (arena bytes plus 24 bytes per pair, as Strata counts it), each read by one thread per
-//!    core with positioned reads and parsed by one thread per core; each run is sorted by key
+//! 1. **Read and sort runs** (`runs.rs`): the input file is mapped and cut into runs bounded by
+//!    `--memory` (run bytes plus 24 bytes per pair, as Strata counts it), each parsed by one
+//!    thread per core; each run is sorted by key
 //!    (an 8-byte key prefix taken after the prefix every key of the run shares, then the
 //!    remaining bytes; two halves on two threads, then merged), reduced to the last occurrence
 //!    of each key, and split among the cores in parts of about equal bytes, each part written

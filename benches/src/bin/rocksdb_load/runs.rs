@@ -73,10 +73,9 @@ pub(crate) fn runs_ordered(runs: &[RunTables]) -> bool {
 }
 
 impl RunReader<'_> {
-    /// Reads the regular file `file` (`len` bytes) into runs and writes each, like
-    /// [`RunReader::read_all`] but as `strata load` reads a file: each run is read by one thread
-    /// per core (positioned reads into disjoint parts of the arena) and parsed by one thread
-    /// per core, split at line ends.
+    /// Reads the regular file `file` (`len` bytes) into runs and writes each, as `strata load`
+    /// reads a file: the file is mapped, and each run (a window of the map) is parsed by one
+    /// thread per core, split at line ends.
     pub(crate) fn read_file(
         &self,
         file: &std::fs::File,
@@ -84,30 +83,35 @@ impl RunReader<'_> {
         stats: &mut ReadStats,
     ) -> Result<Vec<RunTables>> {
         let mut runs: Vec<RunTables> = Vec::new();
-        let mut arena: Vec<u8> = Vec::new();
-        let mut start: u64 = 0;
-        while start < len {
-            let left = len - start;
-            let left_usize = usize::try_from(left).unwrap_or(usize::MAX);
+        // SAFETY: as in `strata load` (src/load/runs.rs, `Source::open`): a read-only map,
+        // every slice bounds-checked against its length; a concurrent truncation of the input
+        // kills the process before anything is ingested. Exercised by this binary's tests.
+        #[expect(
+            unsafe_code,
+            reason = "a memory map of the input file, as strata load's"
+        )]
+        let map = unsafe { memmap2::Mmap::map(file) }.context("mapping the input")?;
+        let data = usize::try_from(len)
+            .ok()
+            .and_then(|len| map.get(..len))
+            .context("the input file is shorter than when the load started")?;
+        let mut start = 0;
+        while start < data.len() {
+            let left = data.len() - start;
             // The budget less the entries, from the average line of the next MiB.
-            let mut sample = vec![0u8; left_usize.min(1 << 20)];
-            read_parallel(file, start, &mut sample, self.threads)?;
-            let avg = (sample.len() / memchr::memchr_iter(b'\n', &sample).count().max(1)).max(1);
-            let mut want = (self.memory_bytes / (avg + ENTRY_SIZE) * avg).clamp(1, left_usize);
+            let sample = &data[start..start + left.min(1 << 20)];
+            let avg = (sample.len() / memchr::memchr_iter(b'\n', sample).count().max(1)).max(1);
+            let mut want = (self.memory_bytes / (avg + ENTRY_SIZE) * avg).clamp(1, left);
             let used = loop {
-                if arena.len() < want {
-                    arena = vec![0u8; want];
-                }
-                read_parallel(file, start, &mut arena[..want], self.threads)?;
-                if want == left_usize {
+                if want == left {
                     break want;
                 }
-                if let Some(i) = memchr::memrchr(b'\n', &arena[..want]) {
+                if let Some(i) = memchr::memrchr(b'\n', &data[start..start + want]) {
                     break i + 1;
                 }
-                want = want.saturating_mul(2).min(left_usize);
+                want = want.saturating_mul(2).min(left);
             };
-            let run = &arena[..used];
+            let run = &data[start..start + used];
             let mut entries = self.parse_parallel(run, stats)?;
             stats.bytes += used as u64;
             if !entries.is_empty() {
@@ -115,7 +119,7 @@ impl RunReader<'_> {
                 let run = self.write_run(run, &mut entries, runs.len(), may_be_final, &runs)?;
                 runs.push(run);
             }
-            start += used as u64;
+            start += used;
         }
         Ok(runs)
     }
@@ -409,33 +413,6 @@ fn split_by_bytes(entries: &[Entry], parts: usize) -> Vec<usize> {
         cuts.push(entries.len());
     }
     cuts
-}
-
-/// Fills `buf` from `file` at `offset` with up to `threads` positioned reads on disjoint parts.
-fn read_parallel(file: &std::fs::File, offset: u64, buf: &mut [u8], threads: usize) -> Result<()> {
-    use std::os::unix::fs::FileExt;
-    let parts = if buf.len() < (1 << 20) {
-        1
-    } else {
-        threads.max(1)
-    };
-    let per_part = buf.len().div_ceil(parts).max(1);
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = buf
-            .chunks_mut(per_part)
-            .enumerate()
-            .map(|(p, chunk)| {
-                let at = offset + (p * per_part) as u64;
-                scope.spawn(move || file.read_exact_at(chunk, at))
-            })
-            .collect();
-        for h in handles {
-            h.join()
-                .unwrap_or_else(|_| Err(std::io::Error::other("a reader thread panicked")))
-                .context("reading the input")?;
-        }
-        Ok(())
-    })
 }
 
 /// The first 8 bytes of `key`, zero-padded, as a big-endian number: prefixes compare as the
