@@ -43,9 +43,9 @@ pub struct ServeArgs {
     /// Largest RESP bulk string (one argument or value), in bytes.
     #[arg(long, default_value_t = 512 << 20)]
     pub proto_max_bulk_len: usize,
-    /// Memtable size per database, in MiB.
-    #[arg(long, default_value_t = 4)]
-    pub write_buffer_mb: usize,
+    /// Memtable size per database, in MiB, 1 to 4096.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub write_buffer_mb: u32,
     /// Memtables merged into each level-0 table, 1 to 1024. Twice as many may be in memory:
     /// 2 x write-buffer-mb x this MiB per database (128 MiB by default).
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=1024))]
@@ -70,7 +70,9 @@ impl ServeArgs {
         config.max_clients = self.maxclients;
         config.idle_timeout = (self.timeout > 0).then(|| Duration::from_secs(self.timeout));
         config.limits.max_bulk_bytes = self.proto_max_bulk_len;
-        config.write_buffer_size = self.write_buffer_mb.saturating_mul(1 << 20);
+        config.write_buffer_size = usize::try_from(self.write_buffer_mb)
+            .unwrap_or(usize::MAX)
+            .saturating_mul(1 << 20);
         config.memtables_per_flush = usize::from(self.memtables_per_flush);
         config.block_cache_size = self.cache_mb.saturating_mul(1 << 20);
         if self.threads > 0 {
@@ -119,5 +121,14 @@ mod tests {
             .map(|e| e.to_string())
             .unwrap_or_default();
         assert!(err.contains("--memtables-per-flush"), "{err}");
+        // A zero memtable size is refused when the arguments are parsed, not at the first
+        // database open.
+        for bad in ["0", "4097"] {
+            let err = Cli::try_parse_from(["serve", "--write-buffer-mb", bad])
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(err.contains("--write-buffer-mb"), "{err}");
+        }
     }
 }
