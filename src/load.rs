@@ -6,12 +6,12 @@
 //!    8-byte key prefix so most comparisons stay in the entry), reduced to one pair per key, and
 //!    written to tables in a scratch directory `strata-load-<pid>.tmp/` inside the database
 //!    directory. A regular file keeps every core busy: it is mapped read-only and each run is
-//!    a window of the map (where mapping fails, the run is read with one positioned read per
-//!    core), parsed by one thread per core (parts cut at line ends), sorted as two halves on
-//!    two threads and merged, and written by one thread per core on parts of about equal
-//!    bytes. Standard input (`-`) or a pipe is read in 8 MiB chunks and parsed by one thread.
-//!    A file truncated by another process during the load kills it with SIGBUS before
-//!    anything is ingested.
+//!    a slice of the map, parsed by one thread per core (parts cut at line ends), sorted as
+//!    two halves on two threads and merged, and written by one thread per core on parts of
+//!    about equal bytes (the budget then counts two 24-byte entries per pair). Standard input
+//!    (`-`), a pipe, or a file that cannot be mapped is read in 8 MiB chunks and parsed by one
+//!    thread. A file truncated by another process during the load kills it with SIGBUS
+//!    before anything is ingested.
 //! 2. **Merge** (`merge.rs`), only when runs overlap: a k-way merge of the runs into final
 //!    tables. Sorted input (every run above the previous one) skips this step: its run tables
 //!    are final.
@@ -225,16 +225,19 @@ pub(crate) fn run(args: &LoadArgs) -> anyhow::Result<ExitCode> {
         let meta = input
             .metadata()
             .with_context(|| format!("reading the metadata of {}", file.display()))?;
-        let source = if meta.is_file() && meta.len() > 0 {
-            Input::File {
-                file: &input,
-                len: meta.len(),
-            }
+        // A regular file is mapped; anything else, or a file that cannot be mapped (an
+        // empty file, some file systems, sysfs), is read as a stream.
+        let map = if meta.is_file() {
+            runs::map_file(&input)
         } else {
-            Input::Stream {
+            None
+        };
+        let source = match &map {
+            Some(map) => Input::Mapped(map),
+            None => Input::Stream {
                 reader: &mut input,
                 total_bytes: None,
-            }
+            },
         };
         load(&db, &options, source, &config)
     };
@@ -305,15 +308,16 @@ pub(crate) enum Input<'a> {
         reader: &'a mut dyn Read,
         total_bytes: Option<u64>,
     },
-    /// A regular file of `len` bytes, read and parsed by one thread per core.
-    File { file: &'a std::fs::File, len: u64 },
+    /// The whole input in memory, typically a regular file mapped with
+    /// [`runs::map_file`]: parsed and sorted by one thread per core, never copied.
+    Mapped(&'a [u8]),
 }
 
 impl Input<'_> {
     fn total_bytes(&self) -> Option<u64> {
         match self {
             Input::Stream { total_bytes, .. } => *total_bytes,
-            Input::File { len, .. } => Some(*len),
+            Input::Mapped(data) => Some(data.len() as u64),
         }
     }
 }
@@ -376,7 +380,7 @@ pub(crate) fn load(
     let mut stats = ReadStats::default();
     let runs = match input {
         Input::Stream { reader, .. } => writer.read_all(reader, &mut stats)?,
-        Input::File { file, len } => writer.read_file(file, len, &mut stats)?,
+        Input::Mapped(data) => writer.read_mapped(data, &mut stats)?,
     };
     update(&stats);
     let run_count = runs.len();

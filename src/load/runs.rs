@@ -67,7 +67,8 @@ pub(crate) struct RunWriter<'a> {
     pub(crate) skip_bad: bool,
     /// Called with bytes read and pairs accepted so far, after every read.
     pub(crate) progress: &'a dyn Fn(&ReadStats),
-    /// Called for every skipped line.
+    /// Called for skipped lines in input order: every one on the stream path; on the mapped
+    /// path at most `MAX_KEPT_BAD_LINES` per part (all are counted in [`ReadStats`]).
     pub(crate) on_bad: &'a mut dyn FnMut(&BadLineError),
 }
 
@@ -141,41 +142,47 @@ impl RunWriter<'_> {
         Ok(runs)
     }
 
-    /// Reads the regular file `file` (`len` bytes) into runs that fit the memory budget and
-    /// writes each, like [`RunWriter::read_all`], but with every core busy: the file is mapped
-    /// (or, where it cannot be, each run is read with one positioned read per core), each run
-    /// is parsed by one thread per core, sorted by two, and written by one per core.
+    /// Splits `data` (a whole input file, mapped with [`map_file`]) into runs that fit the
+    /// memory budget and writes each, like [`RunWriter::read_all`] but without copying the
+    /// input and with every core busy: each run is a slice of `data`, parsed by one thread per
+    /// core, sorted by two and written by one per core.
     ///
-    /// # Errors
-    /// As [`RunWriter::read_all`]; also when the file is shorter than `len`.
-    pub(crate) fn read_file(
+    /// Budget: a run's bytes plus **two** entries per pair (the parts' entry lists and the
+    /// combined one, then the merge of the two sorted halves, each hold up to two), so a run of
+    /// `R` bytes holds at most `(memory - R) / 48` pairs. The run's size is first estimated
+    /// from the average line of its first MiB; a part that reaches its share of that entry
+    /// limit ends the run early, so input whose lines get shorter cannot overrun the budget.
+    pub(crate) fn read_mapped(
         &mut self,
-        file: &std::fs::File,
-        len: u64,
+        data: &[u8],
         stats: &mut ReadStats,
     ) -> anyhow::Result<Vec<RunTables>> {
-        let mut source = Source::open(file, len);
         let mut runs: Vec<RunTables> = Vec::new();
         let mut entries: Vec<Entry> = Vec::new();
-        let mut start: u64 = 0;
-        while start < len {
-            let left = usize::try_from(len - start).unwrap_or(usize::MAX);
-            let mut want = self.run_bytes(source.window(start, left.min(1 << 20))?, left);
+        let mut start = 0;
+        while start < data.len() {
+            let rest = &data[start..];
+            let sample = &rest[..rest.len().min(1 << 20)];
+            let lines = memchr::memchr_iter(b'\n', sample).count().max(1);
+            let avg = (sample.len() / lines).max(1);
+            let mut want = (self.memory_bytes / (avg + 2 * Entry::SIZE))
+                .saturating_mul(avg)
+                .clamp(1, rest.len());
             // A run ends at a line end (a line longer than the run budget makes the run
-            // longer) or at the end of the file.
-            let used = loop {
-                let window = source.window(start, want)?;
-                if want == left {
+            // longer) or at the end of the input.
+            let end = loop {
+                if want == rest.len() {
                     break want;
                 }
-                if let Some(i) = memchr::memrchr(b'\n', window) {
+                if let Some(i) = memchr::memrchr(b'\n', &rest[..want]) {
                     break i + 1;
                 }
-                want = want.saturating_mul(2).min(left);
+                want = want.saturating_mul(2).min(rest.len());
             };
-            let run = source.window(start, used)?;
+            let cap = (self.memory_bytes.saturating_sub(end) / (2 * Entry::SIZE)).max(1);
             entries.clear();
-            self.parse_parallel(run, &mut entries, stats)?;
+            let used = self.parse_parallel(&rest[..end], avg, cap, &mut entries, stats)?;
+            let run = &rest[..used];
             stats.bytes += used as u64;
             (self.progress)(stats);
             if !entries.is_empty() {
@@ -183,29 +190,25 @@ impl RunWriter<'_> {
                 let run = self.write_run(run, &mut entries, runs.len(), ordered, runs.last())?;
                 runs.push(run);
             }
-            start += used as u64;
+            start += used;
         }
         Ok(runs)
     }
 
-    /// Bytes of the next run: the budget less the entries its lines will need, estimated
-    /// from the average line length of `sample` (the run's first MiB); from 1 to `left`.
-    fn run_bytes(&self, sample: &[u8], left: usize) -> usize {
-        let lines = memchr::memchr_iter(b'\n', sample).count().max(1);
-        let avg = (sample.len() / lines).max(1);
-        let bytes = (self.memory_bytes / (avg + Entry::SIZE)).saturating_mul(avg);
-        bytes.clamp(1, left)
-    }
-
-    /// Parses every line of `run` (whole lines; the last may lack its newline) into `entries`
-    /// (offsets into `run`), one part per core, each part split at a line end. Bad lines are
+    /// Parses the lines of `run` (whole lines; the last may lack its newline) into `entries`
+    /// (offsets into `run`), one part per core, each part cut at a line end, at most about
+    /// `cap` entries in all (each part gets its share; `avg` is the estimated line length).
+    /// Returns how many bytes of `run` were parsed: all of it, or up to the line where a part
+    /// reached its share (later parts are dropped; the next run starts there). Bad lines are
     /// numbered and reported as [`RunWriter::parse_lines`] would, in input order.
     fn parse_parallel(
         &mut self,
         run: &[u8],
+        avg: usize,
+        cap: usize,
         entries: &mut Vec<Entry>,
         stats: &mut ReadStats,
-    ) -> anyhow::Result<()> {
+    ) -> anyhow::Result<usize> {
         let parts = if run.len() < PARALLEL_MIN_PARSE_BYTES {
             1
         } else {
@@ -224,7 +227,15 @@ impl RunWriter<'_> {
                 .windows(2)
                 .map(|w| {
                     let (from, to) = (w[0], w[1]);
-                    scope.spawn(move || parse_part(rules, skip_bad, run, from, to))
+                    // This part's share of the entries, in proportion to its bytes.
+                    let share =
+                        u128::from(cap as u64) * (to - from) as u128 / (run.len().max(1) as u128);
+                    let share = usize::try_from(share).unwrap_or(usize::MAX).max(1);
+                    let limits = PartLimits {
+                        cap: share,
+                        reserve: share.min((to - from) / avg.max(1) + 1),
+                    };
+                    scope.spawn(move || parse_part(rules, skip_bad, run, from, to, limits))
                 })
                 .collect();
             handles
@@ -235,8 +246,8 @@ impl RunWriter<'_> {
                 })
                 .collect()
         });
-        entries.reserve(parsed.iter().flatten().map(|p| p.entries.len()).sum());
-        for part in parsed {
+        let mut used = run.len();
+        for (part, w) in parsed.into_iter().zip(bounds.windows(2)) {
             let part = part?;
             for (line, reason) in part.bad {
                 let err = BadLineError {
@@ -252,8 +263,13 @@ impl RunWriter<'_> {
             stats.pairs += part.entries.len() as u64;
             stats.bad_lines += part.bad_lines;
             entries.extend_from_slice(&part.entries);
+            if part.end < w[1] {
+                // The part reached its share of the budget: the run ends here.
+                used = part.end;
+                break;
+            }
         }
-        Ok(())
+        Ok(used)
     }
 
     /// Parses every complete line in `arena[from..]`; `scan_from` is where new bytes start
@@ -427,116 +443,38 @@ impl RunWriter<'_> {
     }
 }
 
-/// The bytes of an input file, a window at a time: a read-only map of the whole file, or
-/// (where the file cannot be mapped) an arena filled with positioned reads.
-enum Source<'f> {
-    Mapped(memmap2::Mmap),
-    Read {
-        file: &'f std::fs::File,
-        arena: Vec<u8>,
-        /// File offset and length of what `arena` holds.
-        holds: (u64, usize),
-    },
-}
-
-impl<'f> Source<'f> {
-    /// Maps `file` (`len` bytes) if it can, else prepares to read it.
-    fn open(file: &'f std::fs::File, len: u64) -> Self {
-        let read = Source::read(file);
-        if usize::try_from(len).is_err() {
-            return read;
-        }
-        // SAFETY: `Mmap::map` is unsafe because the map's bytes change if another process
-        // writes the file, and reading past a truncated end raises SIGBUS. The map is
-        // read-only and as long as the file is now. Every slice of it is bounds-checked
-        // against that length and taken below `len`, the length when the load started. A concurrent write can only give a torn line, or keys
-        // out of the sorted order, which the table writer refuses as an error. A truncation
-        // kills the process before the ingest, which leaves the database as it was. Both are
-        // documented for `strata load`. Tested by `load::tests` (every `run_load` maps its
-        // input file).
-        #[expect(unsafe_code, reason = "a memory map of the input file; see SAFETY")]
-        let map = unsafe { memmap2::Mmap::map(file) };
-        match map {
-            Ok(map) => Source::Mapped(map),
-            Err(_) => read,
-        }
-    }
-
-    /// A source that reads `file` with positioned reads.
-    fn read(file: &'f std::fs::File) -> Self {
-        Source::Read {
-            file,
-            arena: Vec::new(),
-            holds: (0, 0),
-        }
-    }
-
-    /// `len` bytes of the file from `offset`.
-    ///
-    /// # Errors
-    /// I/O errors, and a file shorter than `offset + len`.
-    fn window(&mut self, offset: u64, len: usize) -> anyhow::Result<&[u8]> {
-        match self {
-            Source::Mapped(map) => usize::try_from(offset)
-                .ok()
-                .and_then(|at| map.get(at..at.checked_add(len)?))
-                .context("the input file is shorter than when the load started"),
-            Source::Read { file, arena, holds } => {
-                if holds.0 != offset || holds.1 < len {
-                    if arena.len() < len {
-                        // `vec!` of zeros takes fresh zeroed pages: no pass over the memory.
-                        *arena = vec![0u8; len];
-                    }
-                    read_parallel(file, offset, &mut arena[..len])?;
-                    *holds = (offset, len);
-                }
-                Ok(&arena[..len])
-            }
-        }
-    }
-}
-
-/// Fills `buf` from `file` at `offset`, one positioned read per core on disjoint parts.
-///
-/// # Errors
-/// I/O errors; `UnexpectedEof` (with context) if the file is shorter than expected.
-fn read_parallel(file: &std::fs::File, offset: u64, buf: &mut [u8]) -> anyhow::Result<()> {
-    use std::os::unix::fs::FileExt;
-    let parts = if buf.len() < PARALLEL_MIN_PARSE_BYTES {
-        1
-    } else {
-        std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
-    };
-    let per_part = buf.len().div_ceil(parts).max(1);
-    let results: Vec<std::io::Result<()>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = buf
-            .chunks_mut(per_part)
-            .enumerate()
-            .map(|(p, chunk)| {
-                let at = offset + (p * per_part) as u64;
-                scope.spawn(move || file.read_exact_at(chunk, at))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(std::io::Error::other("a reader thread panicked")))
-            })
-            .collect()
-    });
-    for r in results {
-        r.context("reading the input (is it shorter than when the load started?)")?;
-    }
-    Ok(())
+/// Maps `file` read-only for [`RunWriter::read_mapped`], or `None` where it cannot be mapped
+/// (some file systems, an empty file, address space limits): the caller then reads it as a
+/// stream.
+pub(crate) fn map_file(file: &std::fs::File) -> Option<memmap2::Mmap> {
+    // SAFETY: `Mmap::map` is unsafe because the map's bytes change if another process writes
+    // the file, and reading past a truncated end raises SIGBUS. The map is read-only, and
+    // every slice of it is bounds-checked against its length at mapping time. A concurrent
+    // write can only give a torn line, or keys out of the sorted order, which the table
+    // writer refuses as an error. A truncation kills the process before the ingest, which
+    // leaves the database as it was. Both are documented for `strata load`. Tested by
+    // `load::tests` (every `run_load` maps its input file) and `map_file_maps_the_whole_file`.
+    #[expect(unsafe_code, reason = "a memory map of the input file; see SAFETY")]
+    let map = unsafe { memmap2::Mmap::map(file) };
+    map.ok().filter(|m| !m.is_empty())
 }
 
 /// Runs smaller than this are parsed by one thread.
 const PARALLEL_MIN_PARSE_BYTES: usize = 1 << 20;
 
+/// How many entries one parser thread may produce, and reserves up front.
+#[derive(Debug, Clone, Copy)]
+struct PartLimits {
+    cap: usize,
+    reserve: usize,
+}
+
 /// What one thread parsed of a run.
 struct ParsedPart {
     entries: Vec<Entry>,
+    /// Where parsing stopped: the part's end, or the first line not parsed once `cap`
+    /// entries were reached.
+    end: usize,
     /// Lines parsed, bad ones included.
     lines: u64,
     bad_lines: u64,
@@ -548,22 +486,29 @@ struct ParsedPart {
 /// Bad lines a part keeps for reporting; the rest are only counted.
 const MAX_KEPT_BAD_LINES: usize = 64;
 
-/// Parses the whole lines of `run[from..to]` (`to` is a line end or the end of `run`).
+/// Parses the whole lines of `run[from..to]` (`to` is a line end or the end of `run`), up to
+/// `limits.cap` entries.
 fn parse_part(
     rules: Rules,
     skip_bad: bool,
     run: &[u8],
     from: usize,
     to: usize,
+    limits: PartLimits,
 ) -> anyhow::Result<ParsedPart> {
     let mut part = ParsedPart {
-        entries: Vec::new(),
+        entries: Vec::with_capacity(limits.reserve),
+        end: to,
         lines: 0,
         bad_lines: 0,
         bad: Vec::new(),
     };
     let mut start = from;
     while start < to {
+        if part.entries.len() >= limits.cap {
+            part.end = start;
+            break;
+        }
         let end = memchr::memchr(b'\n', &run[start..to]).map_or(to, |i| start + i);
         part.lines += 1;
         let line = &run[start..end];
@@ -660,20 +605,22 @@ fn sort_entries(arena: &[u8], entries: &mut [Entry]) {
     if cmp(&entries[mid - 1], &entries[mid]).is_lt() {
         return; // Sorted input: the halves are already in order.
     }
-    let mut merged = Vec::with_capacity(entries.len());
-    let (mut i, mut j) = (0, mid);
-    while i < mid && j < entries.len() {
-        if cmp(&entries[j], &entries[i]).is_lt() {
-            merged.push(entries[j]);
+    // Merge in place with a copy of the left half only: the output position `k` never
+    // passes the right half's `j` (k = i + (j - mid) < j while i < mid).
+    let left = entries[..mid].to_vec();
+    let (mut i, mut j, mut k) = (0, mid, 0);
+    while i < left.len() && j < entries.len() {
+        if cmp(&entries[j], &left[i]).is_lt() {
+            entries[k] = entries[j];
             j += 1;
         } else {
-            merged.push(entries[i]);
+            entries[k] = left[i];
             i += 1;
         }
+        k += 1;
     }
-    merged.extend_from_slice(&entries[i..mid]);
-    merged.extend_from_slice(&entries[j..]);
-    entries.copy_from_slice(&merged);
+    // What is left of the right half is already in place.
+    entries[k..k + (left.len() - i)].copy_from_slice(&left[i..]);
 }
 
 /// Cuts sorted `entries` into `parts` consecutive parts of about equal key and value bytes
@@ -849,28 +796,39 @@ mod tests {
     use super::*;
 
     #[test]
-    fn mapped_and_read_sources_give_the_same_windows() {
+    fn map_file_maps_the_whole_file() {
         let mut file = tempfile::tempfile().expect("tempfile");
         let data: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
         std::io::Write::write_all(&mut file, &data).expect("write");
-        let len = data.len() as u64;
-        let mut mapped = Source::open(&file, len);
-        assert!(matches!(mapped, Source::Mapped(_)));
-        let mut read = Source::read(&file);
-        for (offset, n) in [
-            (0, 10),
-            (0, 2_000_000),
-            (5, 1 << 20),
-            (2_999_000, 1_000),
-            (0, 3_000_000),
-        ] {
-            let want = &data[offset..offset + n];
-            let offset = offset as u64;
-            assert_eq!(mapped.window(offset, n).expect("mapped"), want);
-            assert_eq!(read.window(offset, n).expect("read"), want);
+        let map = map_file(&file).expect("a regular file maps");
+        assert_eq!(&map[..], &data[..]);
+        // An empty file is read as a stream instead.
+        let empty = tempfile::tempfile().expect("tempfile");
+        assert!(map_file(&empty).is_none());
+    }
+
+    #[test]
+    fn merging_sorted_halves_in_place_orders_and_keeps_input_order_of_equal_keys() {
+        // 30,000 entries (parallel sort): keys with many duplicates, shuffled.
+        let mut arena = Vec::new();
+        let mut entries = Vec::new();
+        for i in 0u64..30_000 {
+            let key = format!("k{:05}", (i * 7919) % 9_000);
+            let off = arena.len();
+            arena.extend_from_slice(key.as_bytes());
+            arena.extend_from_slice(b"\tv\n");
+            entries.push(Entry {
+                prefix: 0,
+                off,
+                klen: key.len() as u32,
+                vlen: 1,
+            });
         }
-        // Past the end: an error, not a short window.
-        assert!(mapped.window(2_999_999, 2).is_err());
-        assert!(read.window(2_999_999, 2).is_err());
+        let mut want = entries.clone();
+        want.sort_by(|a, b| a.key(&arena).cmp(b.key(&arena)).then(a.off.cmp(&b.off)));
+        sort_entries(&arena, &mut entries);
+        let got: Vec<usize> = entries.iter().map(|e| e.off).collect();
+        let want: Vec<usize> = want.iter().map(|e| e.off).collect();
+        assert_eq!(got, want);
     }
 }

@@ -32,7 +32,7 @@ fn run_load(
     load_file(db, options, input.as_bytes(), config)
 }
 
-/// Loads `input` through a file (positioned reads and parsing on every core).
+/// Loads `input` through a mapped file (parsing and sorting on every core).
 fn load_file(
     db: &Db,
     options: &Options,
@@ -41,8 +41,11 @@ fn load_file(
 ) -> anyhow::Result<LoadReport> {
     let mut file = tempfile::tempfile().expect("tempfile");
     std::io::Write::write_all(&mut file, input).expect("write input");
-    let len = input.len() as u64;
-    load(db, options, Input::File { file: &file, len }, config)
+    match runs::map_file(&file) {
+        Some(map) => load(db, options, Input::Mapped(&map), config),
+        // An empty file does not map.
+        None => load_stream(db, options, input, config),
+    }
 }
 
 /// Loads `input` as a stream (one thread reads and parses).
@@ -346,28 +349,6 @@ fn file_and_stream_loads_agree_on_contents_reports_and_bad_lines() {
     }
 }
 
-#[test]
-fn file_load_refuses_a_file_that_shrank() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let options = Options::default();
-    let db = Db::open(dir.path(), options.clone()).expect("open");
-    let mut file = tempfile::tempfile().expect("tempfile");
-    std::io::Write::write_all(&mut file, b"a\t1\nb\t2\n").expect("write");
-    // Told 100 bytes, the file has 8.
-    let err = load(
-        &db,
-        &options,
-        Input::File {
-            file: &file,
-            len: 100,
-        },
-        &LoadConfig::new(&options),
-    )
-    .expect_err("short file");
-    assert!(format!("{err:#}").contains("shorter"), "{err:#}");
-    assert!(contents(&db).is_empty());
-}
-
 /// `strata load` parsed from a command line, as `main` would.
 fn cli(args: &[&std::ffi::OsStr]) -> LoadArgs {
     #[derive(clap::Parser)]
@@ -395,4 +376,29 @@ fn the_command_loads_a_file_and_refuses_a_directory() {
     // A directory is not a regular file: read as a stream, it fails with the OS's error.
     let err = run(&cli(&[db.as_os_str(), dir.path().as_os_str()])).expect_err("a directory");
     assert!(format!("{err:#}").contains("loading"), "{err:#}");
+}
+
+#[test]
+fn file_runs_stay_within_the_budget_when_lines_get_shorter() {
+    // The first MiB is one 2 MiB line, so the run's size is estimated from one long line;
+    // 300,000 short lines follow. Counting each pair's entries (48 bytes) against 4 MiB, the
+    // long line is a run of its own and the short lines need several runs, instead of one run
+    // holding 250,000 entries (6 MB of entries alone).
+    let dir = tempfile::tempdir().expect("tempdir");
+    let options = Options::default();
+    let db = Db::open(dir.path(), options.clone()).expect("open");
+    let mut input = format!("long\t{}\n", "L".repeat(2 << 20));
+    for i in 0..300_000 {
+        input.push_str(&format!("k{i:06}\t\n"));
+    }
+    let config = LoadConfig {
+        memory_bytes: 4 << 20,
+        ..LoadConfig::new(&options)
+    };
+    let report = run_load(&db, &options, &input, &config).expect("load");
+    assert_eq!((report.pairs, report.keys), (300_001, 300_001));
+    // 300,000 entries of 48 bytes need at least 4 runs of 4 MiB, plus the long line.
+    assert!(report.runs >= 5, "{report:?}");
+    assert_eq!(contents(&db).len(), 300_001);
+    assert_eq!(db.get(b"k299999").expect("get").as_deref(), Some(&b""[..]));
 }

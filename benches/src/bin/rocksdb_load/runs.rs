@@ -98,10 +98,11 @@ impl RunReader<'_> {
         let mut start = 0;
         while start < data.len() {
             let left = data.len() - start;
-            // The budget less the entries, from the average line of the next MiB.
+            // The budget less two entries per pair (as `strata load` counts a mapped file),
+            // from the average line of the next MiB.
             let sample = &data[start..start + left.min(1 << 20)];
             let avg = (sample.len() / memchr::memchr_iter(b'\n', sample).count().max(1)).max(1);
-            let mut want = (self.memory_bytes / (avg + ENTRY_SIZE) * avg).clamp(1, left);
+            let mut want = (self.memory_bytes / (avg + 2 * ENTRY_SIZE) * avg).clamp(1, left);
             let used = loop {
                 if want == left {
                     break want;
@@ -361,20 +362,20 @@ fn sort_entries(arena: &[u8], entries: &mut [Entry]) {
     if cmp(&entries[mid - 1], &entries[mid]).is_lt() {
         return; // Sorted input: the halves are already in order.
     }
-    let mut merged = Vec::with_capacity(entries.len());
-    let (mut i, mut j) = (0, mid);
-    while i < mid && j < entries.len() {
-        if cmp(&entries[j], &entries[i]).is_lt() {
-            merged.push(entries[j]);
+    // Merge in place with a copy of the left half only (as `strata load` does).
+    let left = entries[..mid].to_vec();
+    let (mut i, mut j, mut k) = (0, mid, 0);
+    while i < left.len() && j < entries.len() {
+        if cmp(&entries[j], &left[i]).is_lt() {
+            entries[k] = entries[j];
             j += 1;
         } else {
-            merged.push(entries[i]);
+            entries[k] = left[i];
             i += 1;
         }
+        k += 1;
     }
-    merged.extend_from_slice(&entries[i..mid]);
-    merged.extend_from_slice(&entries[j..]);
-    entries.copy_from_slice(&merged);
+    entries[k..k + (left.len() - i)].copy_from_slice(&left[i..]);
 }
 
 /// The length of the prefix every key of `entries` shares, and the first key.
