@@ -12,7 +12,7 @@ use strata_engine::sstable::{Table, TableIter};
 use strata_engine::{FileNumber, IngestFile, Options};
 
 use super::parse::Format;
-use super::runs::{RunTables, TableSink, sum_counts};
+use super::runs::{RunTables, TableSink, final_count, sum_counts};
 
 /// A cursor over one run: its tables one after the other.
 struct RunCursor {
@@ -109,20 +109,14 @@ pub(crate) fn merge_runs(
         key.extend_from_slice(c.key().unwrap_or_default());
         value.clear();
         value.extend_from_slice(c.value());
-        let mut sum: i64 = 0;
+        let mut sum: i128 = 0;
         // Take every cursor positioned on `key`, newest run first.
         while let Some(&top) = heap.first() {
             if cursors[top].key() != Some(&key[..]) {
                 break;
             }
             if format == Format::Counts {
-                let n = sum_counts(std::iter::once(cursors[top].value()), &key)?;
-                sum = sum.checked_add(n).with_context(|| {
-                    format!(
-                        "the counts of key {:?} overflow a 64-bit integer",
-                        String::from_utf8_lossy(&key)
-                    )
-                })?;
+                sum += sum_counts(std::iter::once(cursors[top].value()), &key)?;
             }
             cursors[top].advance()?;
             if cursors[top].key().is_none() {
@@ -134,7 +128,7 @@ pub(crate) fn merge_runs(
         }
         match format {
             Format::Tsv => out.put(&key, &value)?,
-            Format::Counts => out.merge(&key, sum.to_string().as_bytes())?,
+            Format::Counts => out.merge(&key, final_count(sum, &key)?.to_string().as_bytes())?,
         }
     }
     out.finish()

@@ -9,7 +9,6 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use bytes::Bytes;
-use strata_engine::merge::parse_counter;
 use strata_engine::{IngestFile, Options, TableWriter};
 
 use super::parse::{BadLine, Entry, Format, Rules, key_prefix};
@@ -380,10 +379,18 @@ impl RunWriter<'_> {
                                 match format {
                                     Format::Tsv => out.put(key, value)?,
                                     Format::Counts => {
-                                        let sum = sums
+                                        let sum = *sums
                                             .get(b * GATHER_ENTRIES + i)
                                             .context("count missing")?;
-                                        out.merge(key, sum.to_string().as_bytes())?;
+                                        // Tables that may be ingested as they are hold the
+                                        // 64-bit total; runs merged again keep the partial
+                                        // sum, which may not fit yet.
+                                        let text = if maybe_final {
+                                            final_count(sum, key)?.to_string()
+                                        } else {
+                                            sum.to_string()
+                                        };
+                                        out.merge(key, text.as_bytes())?;
                                     }
                                 }
                             }
@@ -413,7 +420,7 @@ impl RunWriter<'_> {
 
     /// Keeps one entry per key in sorted `entries`: the last occurrence (`tsv`), or the first
     /// with the sum of the group's counts in the returned vector (`counts`, one per entry).
-    fn reduce(&self, arena: &[u8], entries: &mut Vec<Entry>) -> anyhow::Result<Vec<i64>> {
+    fn reduce(&self, arena: &[u8], entries: &mut Vec<Entry>) -> anyhow::Result<Vec<i128>> {
         let mut sums = Vec::new();
         let (mut kept, mut i) = (0, 0);
         while i < entries.len() {
@@ -709,23 +716,38 @@ pub(crate) fn runs_ordered(runs: &[RunTables]) -> bool {
     })
 }
 
-/// Adds decimal counts, failing on overflow.
+/// Adds decimal counts (input counts, which fit an `i64`, or a run's partial sums, which may
+/// not) in 128 bits, so whether a load fails does not depend on where runs were cut: only the
+/// total of a key must fit a 64-bit counter ([`final_count`]).
 pub(crate) fn sum_counts<'a>(
     counts: impl Iterator<Item = &'a [u8]>,
     key: &[u8],
-) -> anyhow::Result<i64> {
-    let mut sum: i64 = 0;
+) -> anyhow::Result<i128> {
+    let mut sum: i128 = 0;
     for c in counts {
-        let n = parse_counter(c)
+        let n = std::str::from_utf8(c)
+            .ok()
+            .filter(|t| !t.is_empty() && !t.starts_with('+') && t.len() <= 40)
+            .and_then(|t| t.parse::<i128>().ok())
             .with_context(|| format!("bad count {:?}", String::from_utf8_lossy(c)))?;
-        sum = sum.checked_add(n).with_context(|| {
-            format!(
-                "the counts of key {:?} overflow a 64-bit integer",
-                String::from_utf8_lossy(key)
-            )
-        })?;
+        sum = sum.checked_add(n).with_context(|| overflow(key))?;
     }
     Ok(sum)
+}
+
+/// A key's total count as the 64-bit counter `CounterAdd` reads.
+///
+/// # Errors
+/// When the total does not fit an `i64`.
+pub(crate) fn final_count(sum: i128, key: &[u8]) -> anyhow::Result<i64> {
+    i64::try_from(sum).with_context(|| overflow(key))
+}
+
+fn overflow(key: &[u8]) -> String {
+    format!(
+        "the counts of key {:?} overflow a 64-bit integer",
+        String::from_utf8_lossy(key)
+    )
 }
 
 /// Writes sorted pairs to numbered tables `<dir>/<stem>-NNNNN.sst`, cutting at a size.

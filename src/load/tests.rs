@@ -402,3 +402,37 @@ fn file_runs_stay_within_the_budget_when_lines_get_shorter() {
     assert_eq!(contents(&db).len(), 300_001);
     assert_eq!(db.get(b"k299999").expect("get").as_deref(), Some(&b""[..]));
 }
+
+#[test]
+fn counts_whose_partial_sums_overflow_load_when_the_total_fits() {
+    // "a" gets -10 in the first run and i64::MAX and 5 in a later one: that run's partial sum
+    // does not fit 64 bits, the total does. Both paths must load it; a total that does not
+    // fit is refused.
+    let options = Options::default().merge_operator(Some(Arc::new(CounterAdd)));
+    let mut input = String::from("a\t-10\n");
+    for j in 0..20_000 {
+        input.push_str(&format!("f{j:07}\t1\n"));
+    }
+    input.push_str(&format!("a\t{}\na\t5\n", i64::MAX));
+    let config = LoadConfig {
+        format: Format::Counts,
+        memory_bytes: 64 << 10,
+        ..LoadConfig::new(&options)
+    };
+    for use_file in [false, true] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = Db::open(dir.path(), options.clone()).expect("open");
+        let report = if use_file {
+            run_load(&db, &options, &input, &config)
+        } else {
+            load_stream(&db, &options, input.as_bytes(), &config)
+        }
+        .expect("load");
+        assert!(report.runs > 2, "{report:?}");
+        let total = db.get(b"a").expect("get").expect("present");
+        assert_eq!(&total[..], (i64::MAX - 5).to_string().as_bytes());
+        let err = run_load(&db, &options, "b\t9223372036854775807\nb\t1\n", &config)
+            .expect_err("the total overflows");
+        assert!(format!("{err:#}").contains("overflow"), "{err:#}");
+    }
+}
