@@ -236,7 +236,8 @@ pub(crate) fn run(args: &LoadArgs) -> anyhow::Result<ExitCode> {
             Some(map) => Input::Mapped(map),
             None => Input::Stream {
                 reader: &mut input,
-                total_bytes: None,
+                // Sizes the arena and the progress bar; only a hint (sysfs files say 4096).
+                total_bytes: meta.is_file().then_some(meta.len()),
             },
         };
         load(&db, &options, source, &config)

@@ -4,12 +4,12 @@
 //! step, so `benches/scripts/load-vs-sqlite.sh` can time both on the same file.
 //!
 //! 1. **Read and sort runs** (`runs.rs`): the input file is mapped and cut into runs bounded by
-//!    `--memory` (run bytes plus 24 bytes per pair, as Strata counts it), each parsed by one
-//!    thread per core; each run is sorted by key
-//!    (an 8-byte key prefix taken after the prefix every key of the run shares, then the
-//!    remaining bytes; two halves on two threads, then merged), reduced to the last occurrence
-//!    of each key, and split among the cores in parts of about equal bytes, each part written
-//!    by its own `SstFileWriter` into tables of about `--table-size`.
+//!    `--memory` (run bytes plus two 24-byte entries per pair, as Strata counts a mapped file),
+//!    each parsed by one thread per core; each run is sorted by key (an 8-byte key prefix taken
+//!    after the prefix every key of the run shares, then the remaining bytes; two halves on two
+//!    threads, then merged), reduced to the last occurrence of each key, and split among the
+//!    cores in parts of about equal bytes, each part written by its own `SstFileWriter` into
+//!    tables of about `--table-size`.
 //! 2. **Merge** (`merge.rs`), only when runs overlap: the runs are ingested, oldest first, into
 //!    a scratch RocksDB database with compactions off, and one forward iteration over it (RocksDB's
 //!    own k-way merge, newest run winning) is written into the final tables.
