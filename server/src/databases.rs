@@ -116,10 +116,18 @@ impl Database {
     /// # Errors
     /// Engine write errors; nothing of the batch is applied then.
     pub fn write(&self, batch: KvBatch) -> strata_engine::Result<()> {
-        if batch.0.is_empty() {
+        if batch.batch.is_empty() {
             return Ok(());
         }
-        self.db.write(batch.0, &self.write_options)?;
+        // Checked here so the error names the client's key length, not the engine's (which
+        // counts the prefix byte).
+        if batch.longest_key > MAX_REDIS_KEY_SIZE {
+            return Err(strata_engine::Error::InvalidArgument(format!(
+                "key of {} bytes exceeds the limit of {MAX_REDIS_KEY_SIZE} bytes",
+                batch.longest_key
+            )));
+        }
+        self.db.write(batch.batch, &self.write_options)?;
         self.mark_dirty();
         Ok(())
     }
@@ -227,9 +235,17 @@ impl Iterator for KvScan {
     }
 }
 
+/// The longest Redis key, in bytes: the engine's [`strata_engine::MAX_KEY_SIZE`] less the
+/// one-byte [`KV_PREFIX`].
+pub const MAX_REDIS_KEY_SIZE: usize = strata_engine::MAX_KEY_SIZE - 1;
+
 /// A write batch over Redis keys (adds the prefix).
 #[derive(Debug, Default)]
-pub struct KvBatch(WriteBatch);
+pub struct KvBatch {
+    batch: WriteBatch,
+    /// Length of the longest Redis key in the batch, in bytes.
+    longest_key: usize,
+}
 
 impl KvBatch {
     /// An empty batch.
@@ -239,22 +255,24 @@ impl KvBatch {
 
     /// Sets `key` to `value`.
     pub fn put(&mut self, key: &[u8], value: &[u8]) {
-        self.0.put(&storage_key(key), value);
+        self.longest_key = self.longest_key.max(key.len());
+        self.batch.put(&storage_key(key), value);
     }
 
     /// Deletes `key`.
     pub fn delete(&mut self, key: &[u8]) {
-        self.0.delete(&storage_key(key));
+        self.longest_key = self.longest_key.max(key.len());
+        self.batch.delete(&storage_key(key));
     }
 
     /// Number of entries.
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.batch.len()
     }
 
     /// True when empty.
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.batch.is_empty()
     }
 }
 
@@ -484,6 +502,21 @@ mod tests {
             .collect::<Result<_, _>>()?;
         assert_eq!(from_b, vec![&b"b"[..], &[0xFF]]);
         assert_eq!(dbs.list(), vec!["db0".to_owned()]);
+        // The longest key is 64 KiB - 1 bytes; the error names the client's key length.
+        let mut batch = KvBatch::new();
+        batch.put(&vec![b'x'; MAX_REDIS_KEY_SIZE], b"fits");
+        db.write(batch)?;
+        let mut batch = KvBatch::new();
+        batch.put(&vec![b'x'; MAX_REDIS_KEY_SIZE + 1], b"too long");
+        let err = db
+            .write(batch)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            err.contains("key of 65536 bytes exceeds the limit of 65535 bytes"),
+            "{err}"
+        );
         dbs.close_all()?;
         assert!(matches!(
             dbs.get_or_open("db0"),
