@@ -109,6 +109,21 @@ impl Rules {
         }
         Ok(tab)
     }
+
+    /// Checks the line `line` that starts at `off` in its arena, as [`Rules::check`] does,
+    /// and describes it as an [`Entry`] (its sort prefix not set yet).
+    pub(crate) fn entry(&self, line: &[u8], off: usize) -> Result<Entry, BadLine> {
+        let klen = self.check(line)?;
+        // `check` bounds both lengths; these conversions cannot fail past it.
+        let vlen = line.len() - klen - 1;
+        Ok(Entry {
+            prefix: 0,
+            off,
+            klen: u32::try_from(klen).map_err(|_| BadLine::KeyTooLong(klen))?,
+            vlen: u32::try_from(vlen)
+                .map_err(|_| BadLine::ValueTooLong(vlen, self.max_value_size))?,
+        })
+    }
 }
 
 #[cfg(test)]

@@ -221,7 +221,7 @@ impl RunWriter<'_> {
         }
         bounds.push(run.len());
         let (rules, skip_bad) = (self.rules, self.skip_bad);
-        let parsed: Vec<anyhow::Result<ParsedPart>> = std::thread::scope(|scope| {
+        let parsed: Vec<ParsedPart> = std::thread::scope(|scope| {
             let handles: Vec<_> = bounds
                 .windows(2)
                 .map(|w| {
@@ -237,17 +237,10 @@ impl RunWriter<'_> {
                     scope.spawn(move || parse_part(rules, skip_bad, run, from, to, limits))
                 })
                 .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| Err(anyhow::anyhow!("a parser thread panicked")))
-                })
-                .collect()
-        });
+            join_all(handles, "parser")
+        })?;
         let mut used = run.len();
         for (part, w) in parsed.into_iter().zip(bounds.windows(2)) {
-            let part = part?;
             for (line, reason) in part.bad {
                 let err = BadLineError {
                     line: stats.lines + line,
@@ -302,16 +295,10 @@ impl RunWriter<'_> {
         stats: &mut ReadStats,
     ) -> anyhow::Result<()> {
         stats.lines += 1;
-        let line = &arena[start..end];
-        match self.rules.check(line) {
-            Ok(klen) => {
+        match self.rules.entry(&arena[start..end], start) {
+            Ok(entry) => {
                 stats.pairs += 1;
-                entries.push(Entry {
-                    prefix: 0, // set by the sort
-                    off: start,
-                    klen: u32::try_from(klen).context("key length")?,
-                    vlen: u32::try_from(line.len() - klen - 1).context("value length")?,
-                });
+                entries.push(entry);
                 Ok(())
             }
             Err(reason) => {
@@ -362,7 +349,7 @@ impl RunWriter<'_> {
         let cuts = split_by_bytes(entries, parts);
         let (tmp, table_size, format) = (self.tmp, self.table_size_bytes, self.rules.format);
         let entries = &entries[..];
-        let results: Vec<anyhow::Result<Vec<IngestFile>>> = std::thread::scope(|scope| {
+        let results = std::thread::scope(|scope| {
             let handles: Vec<_> = cuts
                 .windows(2)
                 .enumerate()
@@ -399,14 +386,8 @@ impl RunWriter<'_> {
                     })
                 })
                 .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| Err(anyhow::anyhow!("a table writer thread panicked")))
-                })
-                .collect()
-        });
+            join_all(handles, "table writer")
+        })?;
         let mut files = Vec::new();
         for r in results {
             files.extend(r?);
@@ -466,6 +447,19 @@ pub(crate) fn map_file(file: &std::fs::File) -> Option<memmap2::Mmap> {
     map.ok().filter(|m| !m.is_empty())
 }
 
+/// Joins every thread of a scope, in order; a thread that panicked becomes an error naming
+/// `what` it was (the others are still joined, so the scope does not panic).
+fn join_all<T>(
+    handles: Vec<std::thread::ScopedJoinHandle<'_, T>>,
+    what: &str,
+) -> anyhow::Result<Vec<T>> {
+    let joined: Vec<_> = handles.into_iter().map(|h| h.join()).collect();
+    joined
+        .into_iter()
+        .map(|r| r.map_err(|_| anyhow::anyhow!("a {what} thread panicked")))
+        .collect()
+}
+
 /// Runs smaller than this are parsed by one thread.
 const PARALLEL_MIN_PARSE_BYTES: usize = 1 << 20;
 
@@ -502,7 +496,7 @@ fn parse_part(
     from: usize,
     to: usize,
     limits: PartLimits,
-) -> anyhow::Result<ParsedPart> {
+) -> ParsedPart {
     let mut part = ParsedPart {
         entries: Vec::with_capacity(limits.reserve),
         end: to,
@@ -518,14 +512,8 @@ fn parse_part(
         }
         let end = memchr::memchr(b'\n', &run[start..to]).map_or(to, |i| start + i);
         part.lines += 1;
-        let line = &run[start..end];
-        match rules.check(line) {
-            Ok(klen) => part.entries.push(Entry {
-                prefix: 0, // set by the sort
-                off: start,
-                klen: u32::try_from(klen).context("key length")?,
-                vlen: u32::try_from(line.len() - klen - 1).context("value length")?,
-            }),
+        match rules.entry(&run[start..end], start) {
+            Ok(entry) => part.entries.push(entry),
             Err(reason) => {
                 part.bad_lines += 1;
                 if part.bad.len() < MAX_KEPT_BAD_LINES {
@@ -538,7 +526,7 @@ fn parse_part(
         }
         start = end + 1;
     }
-    Ok(part)
+    part
 }
 
 /// Sorts entries by key; equal keys keep their input order (the arena offset), so the last

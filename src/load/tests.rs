@@ -48,6 +48,22 @@ fn load_file(
     }
 }
 
+/// Loads `input` through a mapped file (`use_file`) or as a stream: the two paths the
+/// comparison tests hold to the same results.
+fn load_via(
+    use_file: bool,
+    db: &Db,
+    options: &Options,
+    input: &[u8],
+    config: &LoadConfig,
+) -> anyhow::Result<LoadReport> {
+    if use_file {
+        load_file(db, options, input, config)
+    } else {
+        load_stream(db, options, input, config)
+    }
+}
+
 /// Loads `input` as a stream (one thread reads and parses).
 fn load_stream(
     db: &Db,
@@ -310,12 +326,7 @@ fn file_and_stream_loads_agree_on_contents_reports_and_bad_lines() {
             for use_file in [false, true] {
                 let dir = tempfile::tempdir().expect("tempdir");
                 let db = Db::open(dir.path(), options.clone()).expect("open");
-                let loaded = if use_file {
-                    load_file(&db, &options, &input, &config)
-                } else {
-                    load_stream(&db, &options, &input, &config)
-                };
-                let outcome = match loaded {
+                let outcome = match load_via(use_file, &db, &options, &input, &config) {
                     Ok(r) => Ok((r.bytes, r.pairs, r.bad_lines, r.keys)),
                     Err(e) => Err(e.downcast_ref::<BadLineError>().map(|b| b.line)),
                 };
@@ -422,12 +433,7 @@ fn counts_whose_partial_sums_overflow_load_when_the_total_fits() {
     for use_file in [false, true] {
         let dir = tempfile::tempdir().expect("tempdir");
         let db = Db::open(dir.path(), options.clone()).expect("open");
-        let report = if use_file {
-            run_load(&db, &options, &input, &config)
-        } else {
-            load_stream(&db, &options, input.as_bytes(), &config)
-        }
-        .expect("load");
+        let report = load_via(use_file, &db, &options, input.as_bytes(), &config).expect("load");
         assert!(report.runs > 2, "{report:?}");
         let total = db.get(b"a").expect("get").expect("present");
         assert_eq!(&total[..], (i64::MAX - 5).to_string().as_bytes());
