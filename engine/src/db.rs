@@ -33,6 +33,7 @@ use bytes::Bytes;
 pub use keyspace::{Keyspace, MAX_KEYSPACE_NAME_LEN};
 pub use read::{DbCursor, DbRange, prefix_successor};
 use state::DbInner;
+pub use write::WriteFuture;
 
 use crate::batch::WriteBatch;
 use crate::error::Result;
@@ -133,6 +134,38 @@ impl Db {
     /// - [`crate::Error::Closed`], [`crate::Error::SeqNoExhausted`].
     pub fn write(&self, batch: WriteBatch, options: &WriteOptions) -> Result<()> {
         self.inner().write(batch, options.sync)
+    }
+
+    /// Like [`Db::write`], but the caller's thread does not wait for the commit: the batch is
+    /// queued for the next commit group and the returned [`WriteFuture`] resolves when that
+    /// group is in the WAL (fsynced with `options.sync`) and the memtables. For async servers:
+    /// a runtime's worker thread goes on serving other connections meanwhile, and their writes
+    /// join the same group.
+    ///
+    /// The batch is validated and queued during this call; if no group commit is in progress
+    /// it is committed during this call, in the calling thread. The first call starts the
+    /// database's committer thread, which leads the commit groups of queued asynchronous
+    /// writes (see `docs/design.md`, "Group commit"). Dropping the future before it resolves
+    /// blocks until the batch is committed; the write is never cancelled. Writes are ordered
+    /// as with [`Db::write`]: once the future resolves, reads see the batch.
+    ///
+    /// # Errors
+    /// The future resolves to the errors of [`Db::write`]; the thread start failing gives
+    /// [`crate::Error::Io`].
+    pub fn write_async(&self, batch: WriteBatch, options: &WriteOptions) -> WriteFuture {
+        self.inner().write_async(batch, options.sync)
+    }
+
+    /// Returns once every write queued before this call ([`Db::write`] and
+    /// [`Db::write_async`] from any thread) is committed and visible to reads. For
+    /// read-modify-write code that must see writes other threads queued but whose futures
+    /// have not resolved yet.
+    ///
+    /// # Errors
+    /// [`crate::Error::Poisoned`], [`crate::Error::Closed`]; the errors of the group commit it
+    /// waits for.
+    pub fn wait_for_queued_writes(&self) -> Result<()> {
+        self.inner().write_barrier()
     }
 
     /// The latest value of `key`, or `Ok(None)` when it is absent or deleted.

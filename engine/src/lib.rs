@@ -52,7 +52,9 @@ pub mod wal;
 
 pub use batch::WriteBatch;
 pub use bytes::Bytes;
-pub use db::{Db, DbCursor, DbRange, Keyspace, MAX_KEYSPACE_NAME_LEN, prefix_successor};
+pub use db::{
+    Db, DbCursor, DbRange, Keyspace, MAX_KEYSPACE_NAME_LEN, WriteFuture, prefix_successor,
+};
 pub use error::{Error, Result};
 pub use ingest::{IngestFile, TableWriter};
 pub use merge::{CounterAdd, MergeOperator};

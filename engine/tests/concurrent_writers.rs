@@ -137,3 +137,121 @@ fn keyspace_flush_during_other_writes_is_never_left_waiting() {
         );
     }
 }
+
+/// Runs `future` on this thread, parking while it is pending.
+fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    struct Unpark(std::thread::Thread);
+    impl std::task::Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = std::task::Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = std::task::Context::from_waker(&waker);
+    let mut future = std::pin::pin!(future);
+    loop {
+        if let std::task::Poll::Ready(v) = future.as_mut().poll(&mut cx) {
+            return v;
+        }
+        std::thread::park();
+    }
+}
+
+/// Asynchronous writers (several futures in flight per thread, some dropped unawaited) beside
+/// blocking ones: every write lands, a resolved write is readable at once, and the committer
+/// thread's groups survive reopen.
+#[test]
+fn async_and_blocking_writers_mixed() {
+    const IN_FLIGHT: usize = 16;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let options = Options::default().write_buffer_size(256 << 10);
+    let db = Db::open(dir.path(), options.clone()).expect("open");
+    let barrier = Arc::new(std::sync::Barrier::new(THREADS));
+    let handles: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let db = db.clone();
+            let barrier = Arc::clone(&barrier);
+            std::thread::spawn(move || {
+                barrier.wait();
+                if t % 2 == 0 {
+                    for i in 0..WRITES {
+                        db.put(&key(t, i), &value(t, i)).expect("put");
+                    }
+                    return;
+                }
+                for chunk in (0..WRITES).collect::<Vec<_>>().chunks(IN_FLIGHT) {
+                    let futures: Vec<_> = chunk
+                        .iter()
+                        .map(|&i| {
+                            let mut b = WriteBatch::new();
+                            b.put(&key(t, i), &value(t, i));
+                            let sync = i % 997 == 0;
+                            (
+                                i,
+                                db.write_async(
+                                    b,
+                                    &WriteOptions {
+                                        sync,
+                                        ..Default::default()
+                                    },
+                                ),
+                            )
+                        })
+                        .collect();
+                    for (i, future) in futures {
+                        if i % 101 == 0 {
+                            // Dropping blocks until the write is committed.
+                            drop(future);
+                        } else {
+                            block_on(future).expect("write_async");
+                        }
+                        assert_eq!(
+                            db.get(&key(t, i)).expect("get").as_deref(),
+                            Some(&value(t, i)[..]),
+                            "thread {t} write {i} not visible once resolved"
+                        );
+                    }
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().expect("writer panicked");
+    }
+    // Nothing is queued any more: the barrier returns at once.
+    db.wait_for_queued_writes().expect("barrier");
+    verify(&db);
+    db.close().expect("close");
+    let db = Db::open(dir.path(), options).expect("reopen");
+    verify(&db);
+    assert_eq!(db.iter(&Default::default()).count(), THREADS * WRITES);
+    db.close().expect("close");
+}
+
+/// `write_async` on a closed handle resolves to `Closed`; an invalid batch to its error,
+/// without queueing anything.
+#[test]
+fn async_write_errors() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(dir.path(), Options::default().max_value_size(10)).expect("open");
+    let mut b = WriteBatch::new();
+    b.put(b"k", &[0u8; 11]);
+    let err = block_on(db.write_async(b, &WriteOptions::default())).expect_err("too big");
+    assert!(
+        matches!(err, strata_engine::Error::InvalidArgument(_)),
+        "{err:?}"
+    );
+    let mut b = WriteBatch::new();
+    b.put(b"k", b"v");
+    block_on(db.write_async(b, &WriteOptions::default())).expect("write");
+    let other = db.clone();
+    db.close().expect("close");
+    let mut b = WriteBatch::new();
+    b.put(b"k2", b"v");
+    let err = block_on(other.write_async(b, &WriteOptions::default())).expect_err("closed");
+    assert!(matches!(err, strata_engine::Error::Closed), "{err:?}");
+    assert!(matches!(
+        other.wait_for_queued_writes(),
+        Err(strata_engine::Error::Closed)
+    ));
+}

@@ -15,11 +15,17 @@
 //! key, while blind writes still run (and group-commit) concurrently. Stripes are always
 //! taken in increasing index order, which rules out deadlock. Locks are never held across
 //! an `.await`.
+//!
+//! A pipeline's blind writes are queued with [`Database::write_async`], which holds the
+//! stripes shared only while the batch is queued (not while it commits) and counts it as in
+//! flight on its stripes until it is committed. A read-modify-write that takes a stripe with
+//! writes in flight first waits for the write queue ([`Db::wait_for_queued_writes`]), so its
+//! read sees them: the same order as if the blind write had held its stripes throughout.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use bytes::Bytes;
 use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -76,6 +82,8 @@ pub struct Database {
     /// Set by every write in [`SyncMode::Batch`]; cleared by the background sync.
     dirty: AtomicBool,
     stripes: Box<[RwLock<()>]>,
+    /// Per stripe: blind writes queued by [`Database::write_async`] and not yet committed.
+    in_flight: Box<[AtomicU32]>,
     /// The SQL layer over this database, loaded on first use.
     sql: Mutex<Option<Arc<SqlDatabase>>>,
 }
@@ -119,17 +127,52 @@ impl Database {
         if batch.batch.is_empty() {
             return Ok(());
         }
-        // Checked here so the error names the client's key length, not the engine's (which
-        // counts the prefix byte).
-        if batch.longest_key > MAX_REDIS_KEY_SIZE {
-            return Err(strata_engine::Error::InvalidArgument(format!(
-                "key of {} bytes exceeds the limit of {MAX_REDIS_KEY_SIZE} bytes",
-                batch.longest_key
-            )));
-        }
+        check_key_length(&batch)?;
         self.db.write(batch.batch, &self.write_options)?;
         self.mark_dirty();
         Ok(())
+    }
+
+    /// Applies a batch of blind writes to `keys` (the Redis keys `batch` writes) like
+    /// [`Database::write`] with their stripes locked shared, but without blocking the thread
+    /// while the group commit runs. The batch is checked and queued during this call (with the
+    /// stripes held shared only while it is queued, not while it commits); it counts as in
+    /// flight on its stripes until it is committed (see the module docs). The returned future
+    /// resolves to the write's result; dropping it early blocks until the batch is committed.
+    ///
+    /// # Errors
+    /// As [`Database::write`].
+    pub fn write_async<'a>(
+        &'a self,
+        batch: KvBatch,
+        keys: &[Bytes],
+    ) -> impl Future<Output = strata_engine::Result<()>> + Send + use<'a> {
+        let queued = if batch.batch.is_empty() {
+            Ok(None)
+        } else {
+            check_key_length(&batch).map(|()| {
+                let mut in_flight = InFlight::new(self, keys);
+                let future = {
+                    let _locks = self.lock_stripes(&in_flight.idx, false);
+                    in_flight.mark();
+                    self.db.write_async(batch.batch, &self.write_options)
+                };
+                Some(QueuedWrite {
+                    future,
+                    _in_flight: in_flight,
+                })
+            })
+        };
+        async move {
+            let Some(mut queued) = queued? else {
+                return Ok(());
+            };
+            let result = (&mut queued.future).await;
+            drop(queued);
+            result?;
+            self.mark_dirty();
+            Ok(())
+        }
     }
 
     /// Records that the WAL has unsynced writes (for [`SyncMode::Batch`]).
@@ -160,26 +203,54 @@ impl Database {
         KvScan { range }
     }
 
-    /// Locks the stripes of `keys`, shared or exclusive, in increasing stripe order.
+    /// Locks the stripes of `keys`, shared or exclusive, in increasing stripe order. Exclusive
+    /// stripes with blind writes in flight wait for the write queue first, so a read made
+    /// under the locks sees those writes.
     pub fn lock_keys<K: AsRef<[u8]>>(
         &self,
         keys: impl IntoIterator<Item = K>,
         exclusive: bool,
     ) -> KeyLocks<'_> {
-        let mut idx: Vec<usize> = keys.into_iter().map(|k| stripe_of(k.as_ref())).collect();
-        idx.sort_unstable();
-        idx.dedup();
-        let stripes = idx.into_iter().filter_map(|i| self.stripes.get(i));
+        self.lock_stripes(&stripes_of(keys), exclusive)
+    }
+
+    /// [`Database::lock_keys`] for stripes `idx`, in increasing order.
+    fn lock_stripes(&self, idx: &[usize], exclusive: bool) -> KeyLocks<'_> {
         if exclusive {
-            KeyLocks::Exclusive(stripes.map(RwLock::write).collect())
+            let guards = idx
+                .iter()
+                .filter_map(|&i| self.stripes.get(i))
+                .map(RwLock::write)
+                .collect();
+            self.wait_for_in_flight(idx);
+            KeyLocks::Exclusive(guards)
         } else {
-            KeyLocks::Shared(stripes.map(RwLock::read).collect())
+            KeyLocks::Shared(
+                idx.iter()
+                    .filter_map(|&i| self.stripes.get(i))
+                    .map(RwLock::read)
+                    .collect(),
+            )
         }
     }
 
     /// Locks every stripe exclusively (`FLUSHDB`).
     pub fn lock_all(&self) -> KeyLocks<'_> {
-        KeyLocks::Exclusive(self.stripes.iter().map(RwLock::write).collect())
+        let guards = self.stripes.iter().map(RwLock::write).collect();
+        self.wait_for_in_flight(&(0..STRIPES).collect::<Vec<_>>());
+        KeyLocks::Exclusive(guards)
+    }
+
+    /// Waits for the write queue when a stripe of `idx` (held exclusively) has blind writes
+    /// in flight. An error is left to the caller's own write, which meets the same state.
+    fn wait_for_in_flight(&self, idx: &[usize]) {
+        let busy = idx
+            .iter()
+            .filter_map(|&i| self.in_flight.get(i))
+            .any(|n| n.load(Ordering::Acquire) > 0);
+        if busy && let Err(e) = self.db.wait_for_queued_writes() {
+            tracing::debug!(database = %self.name, error = %e, "waiting for queued writes failed");
+        }
     }
 
     /// The SQL layer over this database (loading its catalog on first use; may block).
@@ -273,6 +344,69 @@ impl KvBatch {
     /// True when empty.
     pub fn is_empty(&self) -> bool {
         self.batch.is_empty()
+    }
+}
+
+/// Refuses a batch with a Redis key over [`MAX_REDIS_KEY_SIZE`] bytes. Checked here so the
+/// error names the client's key length, not the engine's (which counts the prefix byte).
+fn check_key_length(batch: &KvBatch) -> strata_engine::Result<()> {
+    if batch.longest_key > MAX_REDIS_KEY_SIZE {
+        return Err(strata_engine::Error::InvalidArgument(format!(
+            "key of {} bytes exceeds the limit of {MAX_REDIS_KEY_SIZE} bytes",
+            batch.longest_key
+        )));
+    }
+    Ok(())
+}
+
+/// The distinct stripes of `keys`, in increasing order.
+fn stripes_of<K: AsRef<[u8]>>(keys: impl IntoIterator<Item = K>) -> Vec<usize> {
+    let mut idx: Vec<usize> = keys.into_iter().map(|k| stripe_of(k.as_ref())).collect();
+    idx.sort_unstable();
+    idx.dedup();
+    idx
+}
+
+/// A write queued by [`Database::write_async`]. The fields drop in order: the future first
+/// (blocking until the batch is committed), then the in-flight count.
+struct QueuedWrite<'a> {
+    future: strata_engine::WriteFuture,
+    /// Held for its `Drop`.
+    _in_flight: InFlight<'a>,
+}
+
+/// Counts a queued blind write as in flight on its stripes until dropped.
+struct InFlight<'a> {
+    db: &'a Database,
+    idx: Vec<usize>,
+    marked: bool,
+}
+
+impl<'a> InFlight<'a> {
+    fn new<K: AsRef<[u8]>>(db: &'a Database, keys: impl IntoIterator<Item = K>) -> Self {
+        InFlight {
+            db,
+            idx: stripes_of(keys),
+            marked: false,
+        }
+    }
+
+    /// Counts the write (called with the stripes held, before it is queued).
+    fn mark(&mut self) {
+        for n in self.idx.iter().filter_map(|&i| self.db.in_flight.get(i)) {
+            n.fetch_add(1, Ordering::AcqRel);
+        }
+        self.marked = true;
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        if self.marked {
+            for n in self.idx.iter().filter_map(|&i| self.db.in_flight.get(i)) {
+                n.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
     }
 }
 
@@ -370,6 +504,7 @@ impl Databases {
             },
             dirty: AtomicBool::new(false),
             stripes: (0..STRIPES).map(|_| RwLock::new(())).collect(),
+            in_flight: (0..STRIPES).map(|_| AtomicU32::new(0)).collect(),
             sql: Mutex::new(None),
         });
         open.insert(name.to_owned(), Arc::clone(&database));
@@ -467,6 +602,89 @@ mod tests {
         ] {
             assert!(validate_name(bad).is_err(), "{bad}");
         }
+    }
+
+    /// A read under exclusive stripes sees every blind write queued on them before the locks
+    /// were taken, committed or not (the wait in `Database::lock_keys`). A third thread keeps
+    /// the group-commit leader busy so queued writes do wait.
+    #[test]
+    fn exclusive_stripes_see_queued_blind_writes() -> Result<(), Box<dyn std::error::Error>> {
+        use std::sync::atomic::AtomicU64;
+        const WRITES: u64 = 2_000;
+        let dir = tempfile::tempdir()?;
+        let dbs = Databases::new(&Config::ephemeral(dir.path()))?;
+        let db = dbs.get_or_open("db0")?;
+        let queued = AtomicU64::new(0);
+        let done = AtomicBool::new(false);
+        let key = [Bytes::from_static(b"k")];
+        std::thread::scope(|s| -> Result<(), Box<dyn std::error::Error>> {
+            s.spawn(|| {
+                let mut j = 0u64;
+                while !done.load(Ordering::Acquire) {
+                    let mut batch = KvBatch::new();
+                    for _ in 0..500 {
+                        j += 1;
+                        batch.put(format!("filler{j}").as_bytes(), &[7u8; 200]);
+                    }
+                    if db.write(batch).is_err() {
+                        break;
+                    }
+                }
+            });
+            let writer = s.spawn(|| -> Result<(), String> {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .build()
+                    .map_err(|e| e.to_string())?;
+                rt.block_on(async {
+                    let mut in_flight = std::collections::VecDeque::new();
+                    for i in 1..=WRITES {
+                        let mut batch = KvBatch::new();
+                        batch.put(b"k", i.to_string().as_bytes());
+                        in_flight.push_back(db.write_async(batch, &key));
+                        queued.store(i, Ordering::Release);
+                        if in_flight.len() >= 8
+                            && let Some(f) = in_flight.pop_front()
+                        {
+                            f.await.map_err(|e| e.to_string())?;
+                        }
+                    }
+                    for f in in_flight {
+                        f.await.map_err(|e| e.to_string())?;
+                    }
+                    Ok(())
+                })
+            });
+            let mut checks = 0;
+            let mut stale = None;
+            while !writer.is_finished() {
+                let before = queued.load(Ordering::Acquire);
+                let locks = db.lock_keys(&key, true);
+                let seen = match db.get(b"k")? {
+                    Some(v) => std::str::from_utf8(&v)?.parse::<u64>()?,
+                    None => 0,
+                };
+                drop(locks);
+                if seen < before {
+                    stale = Some(format!(
+                        "read {seen} under the lock after write {before} was queued"
+                    ));
+                    break;
+                }
+                checks += 1;
+                // Let the writer take the stripe between checks.
+                std::thread::sleep(std::time::Duration::from_micros(50));
+            }
+            done.store(true, Ordering::Release);
+            writer.join().map_err(|_| "writer panicked")??;
+            assert_eq!(stale, None);
+            assert!(checks > 0);
+            Ok(())
+        })?;
+        assert_eq!(
+            db.get(b"k")?.as_deref(),
+            Some(WRITES.to_string().as_bytes())
+        );
+        Ok(())
     }
 
     #[test]

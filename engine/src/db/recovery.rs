@@ -170,6 +170,7 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Arc<DbInner>> {
         default_ks,
         keyspaces: RwLock::new(states),
         queue: Mutex::new(WriteQueue::default()),
+        committer_cv: Condvar::new(),
         log: Mutex::new(LogState {
             wal: Some(wal_writer),
             wal_number,

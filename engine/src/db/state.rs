@@ -170,6 +170,12 @@ pub(crate) struct LogState {
 pub(crate) struct WriteQueue {
     pub(crate) pending: VecDeque<PendingWrite>,
     pub(crate) leader_active: bool,
+    /// The committer thread runs (started by the first `write_async`).
+    pub(crate) committer_started: bool,
+    /// Leadership was handed to the committer thread.
+    pub(crate) committer_lead: bool,
+    /// The database is closing: the committer exits once it is not leading.
+    pub(crate) committer_stop: bool,
 }
 
 /// Background-work state, guarded by `DbInner::bg` and signalled through `DbInner::bg_cv`.
@@ -204,6 +210,8 @@ pub(crate) struct DbInner {
     /// Every live keyspace by id. Lock order: after `versions`.
     pub(crate) keyspaces: RwLock<BTreeMap<u32, Arc<KeyspaceState>>>,
     pub(crate) queue: Mutex<WriteQueue>,
+    /// Signals the committer thread (with `queue`).
+    pub(crate) committer_cv: Condvar,
     pub(crate) log: Mutex<LogState>,
     pub(crate) versions: Mutex<VersionSet>,
     pub(crate) table_cache: Arc<TableCache>,
@@ -337,6 +345,8 @@ impl DbInner {
             bg.shutting_down = true;
         }
         self.bg_cv.notify_all();
+        self.queue.lock().committer_stop = true;
+        self.committer_cv.notify_all();
         let handles = std::mem::take(&mut *self.bg_threads.lock());
         for handle in handles {
             if handle.join().is_err() {

@@ -6,9 +6,25 @@
 //! member asked for `sync`, inserts them into the memtable, publishes the new visible sequence
 //! number, wakes the members, and hands leadership to the next queued writer. So concurrent
 //! synced writers share fsyncs instead of paying one each.
+//!
+//! # Asynchronous writers
+//! [`crate::Db::write_async`] queues a batch without blocking the calling thread while it
+//! waits: its [`WriteFuture`] is woken when the group holding it is committed. Leadership is
+//! never handed to an asynchronous writer, because its task might not be polled until the
+//! thread that would poll it is free (an async runtime's worker blocked in a synchronous write
+//! waiting for that very leader would deadlock). When the next queued writer is
+//! asynchronous, leadership goes to the database's **committer thread** instead, started by the
+//! first `write_async`, which leads group after group until the queue is empty or its front is
+//! a blocking writer. An asynchronous writer that finds no leader at all leads its own group
+//! in the calling thread, at once, as a blocking writer would. This is the role of RocksDB's
+//! write thread for `allow_concurrent_memtable_write = false`, with the waiting moved out of
+//! the caller's thread.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -33,25 +49,160 @@ pub(crate) struct PendingWrite {
     sync: bool,
     /// Keys plus values in the batch, for statistics.
     user_bytes: u64,
+    /// Queued by [`crate::Db::write_async`]: never handed leadership.
+    asynchronous: bool,
     slot: Arc<Slot>,
 }
 
 enum SlotState {
     Waiting,
-    /// This writer must lead the next group.
+    /// This writer must lead the next group (blocking writers only).
     Leader,
     Done(Result<()>),
+    /// The result was taken by the writer.
+    Taken,
+}
+
+struct SlotInner {
+    state: SlotState,
+    /// The task of an asynchronous writer that is waiting.
+    waker: Option<Waker>,
 }
 
 struct Slot {
-    state: Mutex<SlotState>,
+    inner: Mutex<SlotInner>,
     cv: Condvar,
 }
 
 impl Slot {
+    fn new(state: SlotState) -> Arc<Slot> {
+        Arc::new(Slot {
+            inner: Mutex::new(SlotInner { state, waker: None }),
+            cv: Condvar::new(),
+        })
+    }
+
     fn set(&self, state: SlotState) {
-        *self.state.lock() = state;
+        let waker = {
+            let mut inner = self.inner.lock();
+            inner.state = state;
+            inner.waker.take()
+        };
         self.cv.notify_one();
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+
+    /// Blocks until the write is done, leading a group if handed leadership.
+    fn wait(&self, db: &DbInner, me: &Arc<Slot>) -> Result<()> {
+        let mut inner = self.inner.lock();
+        loop {
+            match std::mem::replace(&mut inner.state, SlotState::Waiting) {
+                SlotState::Waiting => self.cv.wait(&mut inner),
+                SlotState::Done(result) => {
+                    inner.state = SlotState::Taken;
+                    return result;
+                }
+                SlotState::Taken => {
+                    inner.state = SlotState::Taken;
+                    return Ok(());
+                }
+                SlotState::Leader => {
+                    drop(inner);
+                    return db.lead_group(me);
+                }
+            }
+        }
+    }
+}
+
+/// What a leader does after its group.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum AfterGroup {
+    /// Leadership was passed on (or nobody is queued).
+    Stop,
+    /// The committer leads the next group too.
+    Continue,
+}
+
+/// The commit of a batch queued by [`crate::Db::write_async`]; resolves to the write's result.
+///
+/// The batch is queued (or, if no group commit is in progress, committed in the calling
+/// thread) when `write_async` is called, not when the future is first polled. Dropping the
+/// future before it resolves **blocks** until the batch is committed: the write is not
+/// cancelled, and every resource the caller tied to it (locks, counters) stays held until it
+/// is in the WAL and memtable.
+#[must_use = "the write is committed anyway, but its result is only known by awaiting"]
+pub struct WriteFuture {
+    db: Arc<DbInner>,
+    state: FutureState,
+}
+
+enum FutureState {
+    Ready(Option<Result<()>>),
+    Queued(Arc<Slot>),
+}
+
+impl std::fmt::Debug for WriteFuture {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let queued = matches!(self.state, FutureState::Queued(_));
+        f.debug_struct("WriteFuture")
+            .field("queued", &queued)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Future for WriteFuture {
+    type Output = Result<()>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
+        let this = &mut *self;
+        let slot = match &mut this.state {
+            FutureState::Ready(result) => return Poll::Ready(result.take().unwrap_or(Ok(()))),
+            FutureState::Queued(slot) => Arc::clone(slot),
+        };
+        let mut inner = slot.inner.lock();
+        match std::mem::replace(&mut inner.state, SlotState::Waiting) {
+            SlotState::Waiting => {
+                if !inner
+                    .waker
+                    .as_ref()
+                    .is_some_and(|w| w.will_wake(cx.waker()))
+                {
+                    inner.waker = Some(cx.waker().clone());
+                }
+                Poll::Pending
+            }
+            SlotState::Done(result) => {
+                inner.state = SlotState::Taken;
+                drop(inner);
+                this.state = FutureState::Ready(None);
+                Poll::Ready(result)
+            }
+            SlotState::Taken => {
+                inner.state = SlotState::Taken;
+                drop(inner);
+                this.state = FutureState::Ready(None);
+                Poll::Ready(Ok(()))
+            }
+            SlotState::Leader => {
+                // Not handed to asynchronous writers; lead rather than stall if it ever is.
+                drop(inner);
+                this.state = FutureState::Ready(None);
+                Poll::Ready(this.db.lead_group(&slot))
+            }
+        }
+    }
+}
+
+impl Drop for WriteFuture {
+    fn drop(&mut self) {
+        if let FutureState::Queued(slot) = &self.state {
+            slot.inner.lock().waker = None;
+            // The result was the caller's to see; the write itself goes on either way.
+            let _ = slot.wait(&self.db, slot);
+        }
     }
 }
 
@@ -63,34 +214,106 @@ impl DbInner {
         if batch.is_empty() && !sync {
             return Ok(());
         }
-        let slot = Arc::new(Slot {
-            state: Mutex::new(SlotState::Waiting),
-            cv: Condvar::new(),
-        });
-        {
-            let mut q = self.queue.lock();
-            let lead = !q.leader_active;
+        let slot = self.enqueue(batch, sync, user_bytes, false);
+        slot.wait(self, &slot)
+    }
+
+    /// Returns once every write queued before the call is committed (in the WAL and the
+    /// memtables, visible to reads); see [`crate::Db::wait_for_queued_writes`].
+    pub(crate) fn write_barrier(&self) -> Result<()> {
+        self.check_writable()?;
+        let slot = self.enqueue(WriteBatch::new(), false, 0, false);
+        slot.wait(self, &slot)
+    }
+
+    /// Queues `batch` without waiting; see [`crate::Db::write_async`].
+    pub(crate) fn write_async(self: &Arc<Self>, batch: WriteBatch, sync: bool) -> WriteFuture {
+        let ready = |result| WriteFuture {
+            db: Arc::clone(self),
+            state: FutureState::Ready(Some(result)),
+        };
+        if let Err(e) = self.check_writable() {
+            return ready(Err(e));
+        }
+        let user_bytes = match self.validate_batch(&batch) {
+            Ok(n) => n,
+            Err(e) => return ready(Err(e)),
+        };
+        if batch.is_empty() && !sync {
+            return ready(Ok(()));
+        }
+        if let Err(e) = self.start_committer() {
+            return ready(Err(e));
+        }
+        let slot = self.enqueue(batch, sync, user_bytes, true);
+        let lead = matches!(slot.inner.lock().state, SlotState::Leader);
+        if lead {
+            return ready(self.lead_group(&slot));
+        }
+        WriteFuture {
+            db: Arc::clone(self),
+            state: FutureState::Queued(slot),
+        }
+    }
+
+    /// Appends a write to the queue; its slot says `Leader` when no leader was active.
+    fn enqueue(
+        &self,
+        batch: WriteBatch,
+        sync: bool,
+        user_bytes: u64,
+        asynchronous: bool,
+    ) -> Arc<Slot> {
+        let slot = Slot::new(SlotState::Waiting);
+        let mut q = self.queue.lock();
+        if !q.leader_active {
             q.leader_active = true;
-            q.pending.push_back(PendingWrite {
-                batch,
-                sync,
-                user_bytes,
-                slot: Arc::clone(&slot),
-            });
-            if lead {
-                *slot.state.lock() = SlotState::Leader;
+            slot.inner.lock().state = SlotState::Leader;
+        }
+        q.pending.push_back(PendingWrite {
+            batch,
+            sync,
+            user_bytes,
+            asynchronous,
+            slot: Arc::clone(&slot),
+        });
+        slot
+    }
+
+    /// Starts the committer thread unless it runs already.
+    fn start_committer(self: &Arc<Self>) -> Result<()> {
+        let mut threads = self.bg_threads.lock();
+        {
+            let q = self.queue.lock();
+            if q.committer_started {
+                return Ok(());
             }
         }
-        let mut state = slot.state.lock();
+        let inner = Arc::clone(self);
+        let handle = std::thread::Builder::new()
+            .name("strata-commit".to_owned())
+            .spawn(move || inner.committer_main())
+            .map_err(|e| Error::io(std::path::Path::new("<thread>"), e))?;
+        threads.push(handle);
+        self.queue.lock().committer_started = true;
+        Ok(())
+    }
+
+    /// The committer thread: leads whenever leadership is handed to it, until the database
+    /// closes.
+    fn committer_main(&self) {
         loop {
-            match std::mem::replace(&mut *state, SlotState::Waiting) {
-                SlotState::Waiting => slot.cv.wait(&mut state),
-                SlotState::Done(result) => return result,
-                SlotState::Leader => {
-                    drop(state);
-                    return self.lead_group(&slot);
+            {
+                let mut q = self.queue.lock();
+                while !q.committer_lead {
+                    if q.committer_stop {
+                        return;
+                    }
+                    self.committer_cv.wait(&mut q);
                 }
+                q.committer_lead = false;
             }
+            while self.lead_one_group(None, true).1 == AfterGroup::Continue {}
         }
     }
 
@@ -140,6 +363,23 @@ impl DbInner {
     /// Runs one commit group as leader, then passes leadership on. Returns the leader's own
     /// result.
     fn lead_group(&self, me: &Arc<Slot>) -> Result<()> {
+        let (mine, mut after) = self.lead_one_group(Some(me), false);
+        // Only while closing (the committer thread may be gone): lead until the queue is empty.
+        while after == AfterGroup::Continue {
+            after = self.lead_one_group(None, false).1;
+        }
+        mine.unwrap_or(Ok(()))
+    }
+
+    /// Commits the group at the front of the queue and decides who leads next: the next
+    /// blocking writer, the committer thread (for an asynchronous one), or nobody when the
+    /// queue is empty. Returns the result of `me`'s write (when `me` is in the group), and
+    /// whether the committer (`committer` true) goes on to lead the next group itself.
+    fn lead_one_group(
+        &self,
+        me: Option<&Arc<Slot>>,
+        committer: bool,
+    ) -> (Option<Result<()>>, AfterGroup) {
         let mut group = {
             let mut q = self.queue.lock();
             let mut group = Vec::new();
@@ -160,26 +400,38 @@ impl DbInner {
         // Hand leadership on before waking the members, so the next group's WAL write and
         // fsync overlap the wake-ups instead of waiting for them (measured in
         // docs/benchmarks.md: waking 60 members one by one took 5-7 ms on a busy machine).
-        {
+        let after = {
             let mut q = self.queue.lock();
             match q.pending.front() {
-                Some(next) => next.slot.set(SlotState::Leader),
-                None => q.leader_active = false,
+                None => {
+                    q.leader_active = false;
+                    AfterGroup::Stop
+                }
+                Some(next) if !next.asynchronous => {
+                    next.slot.set(SlotState::Leader);
+                    AfterGroup::Stop
+                }
+                Some(_) if committer || q.committer_stop => AfterGroup::Continue,
+                Some(_) => {
+                    q.committer_lead = true;
+                    self.committer_cv.notify_one();
+                    AfterGroup::Stop
+                }
             }
-        }
+        };
         let mut mine = None;
         for w in group {
             let r = match &result {
                 Ok(()) => Ok(()),
                 Err(e) => Err(share_error(e)),
             };
-            if Arc::ptr_eq(&w.slot, me) {
+            if me.is_some_and(|me| Arc::ptr_eq(&w.slot, me)) {
                 mine = Some(r);
             } else {
                 w.slot.set(SlotState::Done(r));
             }
         }
-        mine.unwrap_or(result)
+        (mine.or(me.map(|_| result)), after)
     }
 
     fn commit_group(&self, group: &mut [PendingWrite]) -> Result<()> {

@@ -96,7 +96,8 @@ pub(crate) async fn serve_connection(
                     Err(_) => return,
                 }
             } else {
-                session.run_batch(batch);
+                session.run_commands(&batch);
+                session.flush_pending_async().await;
             }
         }
         if let Some(e) = protocol_error {

@@ -7,6 +7,9 @@
 //! other command runs and at the end of the pipeline, and always before any reply reaches
 //! the socket, so a client never sees `+OK` for a write that is not in the WAL. If the
 //! engine refuses the batch, the gathered `+OK`s are replaced by one error per command.
+//! The write at the end of a pipeline is awaited ([`Session::flush_pending_async`]), so the
+//! worker thread serves other connections while the group commit runs; writes forced out
+//! in the middle of a pipeline (before a command that is not a blind write) block.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -102,15 +105,23 @@ impl Session {
         })
     }
 
-    /// Runs `batch` in order, encoding the replies into `self.out`.
+    /// Runs `batch` in order, encoding the replies into `self.out`, and writes the pending
+    /// blind writes (blocking).
     pub fn run_batch(&mut self, batch: Vec<Vec<Bytes>>) {
-        for args in &batch {
+        self.run_commands(&batch);
+        self.flush_pending();
+    }
+
+    /// Runs `batch` in order, encoding the replies into `self.out`; blind writes at its end
+    /// may stay pending: the caller must await [`Session::flush_pending_async`] before the
+    /// replies are sent.
+    pub fn run_commands(&mut self, batch: &[Vec<Bytes>]) {
+        for args in batch {
             if self.quit {
                 break;
             }
             self.execute(args);
         }
-        self.flush_pending();
     }
 
     fn execute(&mut self, args: &[Bytes]) {
@@ -225,16 +236,38 @@ impl Session {
         }
     }
 
-    /// Writes the pending blind writes (see the module docs).
+    /// Writes the pending blind writes (see the module docs), blocking the thread until they
+    /// are committed. Used before a command that is not a blind write, and on the blocking
+    /// pool.
     pub fn flush_pending(&mut self) {
         if self.pending.commands == 0 {
             return;
         }
-        let pending = std::mem::take(&mut self.pending);
+        let mut pending = std::mem::take(&mut self.pending);
+        let batch = std::mem::take(&mut pending.batch);
         let result = {
             let _locks = self.db.lock_keys(&pending.keys, false);
-            self.db.write(pending.batch)
+            self.db.write(batch)
         };
+        self.settle(&pending, result);
+    }
+
+    /// [`Session::flush_pending`] without blocking the thread while the group commit runs:
+    /// the runtime's worker serves other connections meanwhile, and their writes join the
+    /// same group (see [`Database::write_async`]).
+    pub async fn flush_pending_async(&mut self) {
+        if self.pending.commands == 0 {
+            return;
+        }
+        let mut pending = std::mem::take(&mut self.pending);
+        let batch = std::mem::take(&mut pending.batch);
+        let db = Arc::clone(&self.db);
+        let result = db.write_async(batch, &pending.keys).await;
+        self.settle(&pending, result);
+    }
+
+    /// Replaces the gathered `+OK`s by one error each when the write failed.
+    fn settle(&mut self, pending: &Pending, result: strata_engine::Result<()>) {
         if let Err(e) = result {
             self.out.truncate(pending.reply_start);
             let line = resp_engine_error(&e);
