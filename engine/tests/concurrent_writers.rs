@@ -243,7 +243,14 @@ fn async_write_errors() {
     );
     let mut b = WriteBatch::new();
     b.put(b"k", b"v");
-    block_on(db.write_async(b, &WriteOptions::default())).expect("write");
+    let mut future = db.write_async(b, &WriteOptions::default());
+    block_on(&mut future).expect("write");
+    // A resolved future polled again says so instead of repeating a result.
+    let err = block_on(&mut future).expect_err("polled again");
+    assert!(
+        matches!(err, strata_engine::Error::InvalidArgument(_)),
+        "{err:?}"
+    );
     let other = db.clone();
     db.close().expect("close");
     let mut b = WriteBatch::new();

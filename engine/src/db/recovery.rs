@@ -171,6 +171,7 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Arc<DbInner>> {
         keyspaces: RwLock::new(states),
         queue: Mutex::new(WriteQueue::default()),
         committer_cv: Condvar::new(),
+        committer_started: AtomicBool::new(false),
         log: Mutex::new(LogState {
             wal: Some(wal_writer),
             wal_number,

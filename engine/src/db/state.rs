@@ -170,8 +170,6 @@ pub(crate) struct LogState {
 pub(crate) struct WriteQueue {
     pub(crate) pending: VecDeque<PendingWrite>,
     pub(crate) leader_active: bool,
-    /// The committer thread runs (started by the first `write_async`).
-    pub(crate) committer_started: bool,
     /// Leadership was handed to the committer thread.
     pub(crate) committer_lead: bool,
     /// The database is closing: the committer exits once it is not leading.
@@ -212,6 +210,8 @@ pub(crate) struct DbInner {
     pub(crate) queue: Mutex<WriteQueue>,
     /// Signals the committer thread (with `queue`).
     pub(crate) committer_cv: Condvar,
+    /// The committer thread was started (by the first `write_async`).
+    pub(crate) committer_started: AtomicBool,
     pub(crate) log: Mutex<LogState>,
     pub(crate) versions: Mutex<VersionSet>,
     pub(crate) table_cache: Arc<TableCache>,
@@ -349,6 +349,11 @@ impl DbInner {
         self.committer_cv.notify_all();
         let handles = std::mem::take(&mut *self.bg_threads.lock());
         for handle in handles {
+            // The last handle can be dropped on the committer thread (by a task its wake-up
+            // ran): that thread exits by itself once `committer_stop` is seen.
+            if handle.thread().id() == std::thread::current().id() {
+                continue;
+            }
             if handle.join().is_err() {
                 tracing::error!("background thread panicked");
             }

@@ -159,7 +159,13 @@ impl Future for WriteFuture {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
         let this = &mut *self;
         let slot = match &mut this.state {
-            FutureState::Ready(result) => return Poll::Ready(result.take().unwrap_or(Ok(()))),
+            FutureState::Ready(result) => {
+                return Poll::Ready(result.take().unwrap_or_else(|| {
+                    Err(Error::InvalidArgument(
+                        "WriteFuture polled again after it resolved".to_owned(),
+                    ))
+                }));
+            }
             FutureState::Queued(slot) => Arc::clone(slot),
         };
         let mut inner = slot.inner.lock();
@@ -282,12 +288,12 @@ impl DbInner {
 
     /// Starts the committer thread unless it runs already.
     fn start_committer(self: &Arc<Self>) -> Result<()> {
+        if self.committer_started.load(Ordering::Acquire) {
+            return Ok(());
+        }
         let mut threads = self.bg_threads.lock();
-        {
-            let q = self.queue.lock();
-            if q.committer_started {
-                return Ok(());
-            }
+        if self.committer_started.load(Ordering::Acquire) {
+            return Ok(());
         }
         let inner = Arc::clone(self);
         let handle = std::thread::Builder::new()
@@ -295,7 +301,7 @@ impl DbInner {
             .spawn(move || inner.committer_main())
             .map_err(|e| Error::io(std::path::Path::new("<thread>"), e))?;
         threads.push(handle);
-        self.queue.lock().committer_started = true;
+        self.committer_started.store(true, Ordering::Release);
         Ok(())
     }
 
