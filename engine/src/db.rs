@@ -145,7 +145,7 @@ impl Db {
     /// The batch is validated and queued during this call; if no group commit is in progress
     /// it is committed during this call, in the calling thread. The first call starts the
     /// database's committer thread, which leads the commit groups of queued asynchronous
-    /// writes (see `docs/design.md`, "Group commit"). Dropping the future before it resolves
+    /// writes (see `docs/design.md`, "Write path"). Dropping the future before it resolves
     /// blocks until the batch is committed; the write is never cancelled. Writes are ordered
     /// as with [`Db::write`]: once the future resolves, reads see the batch.
     ///
