@@ -58,9 +58,8 @@ enum SlotState {
     Waiting,
     /// This writer must lead the next group (blocking writers only).
     Leader,
+    /// Set once by the leader; its writer takes the result exactly once.
     Done(Result<()>),
-    /// The result was taken by the writer.
-    Taken,
 }
 
 struct SlotInner {
@@ -75,9 +74,12 @@ struct Slot {
 }
 
 impl Slot {
-    fn new(state: SlotState) -> Arc<Slot> {
+    fn new() -> Arc<Slot> {
         Arc::new(Slot {
-            inner: Mutex::new(SlotInner { state, waker: None }),
+            inner: Mutex::new(SlotInner {
+                state: SlotState::Waiting,
+                waker: None,
+            }),
             cv: Condvar::new(),
         })
     }
@@ -100,14 +102,7 @@ impl Slot {
         loop {
             match std::mem::replace(&mut inner.state, SlotState::Waiting) {
                 SlotState::Waiting => self.cv.wait(&mut inner),
-                SlotState::Done(result) => {
-                    inner.state = SlotState::Taken;
-                    return result;
-                }
-                SlotState::Taken => {
-                    inner.state = SlotState::Taken;
-                    return Ok(());
-                }
+                SlotState::Done(result) => return result,
                 SlotState::Leader => {
                     drop(inner);
                     return db.lead_group(me);
@@ -181,16 +176,9 @@ impl Future for WriteFuture {
                 Poll::Pending
             }
             SlotState::Done(result) => {
-                inner.state = SlotState::Taken;
                 drop(inner);
                 this.state = FutureState::Ready(None);
                 Poll::Ready(result)
-            }
-            SlotState::Taken => {
-                inner.state = SlotState::Taken;
-                drop(inner);
-                this.state = FutureState::Ready(None);
-                Poll::Ready(Ok(()))
             }
             SlotState::Leader => {
                 // Not handed to asynchronous writers; lead rather than stall if it ever is.
@@ -270,7 +258,7 @@ impl DbInner {
         user_bytes: u64,
         asynchronous: bool,
     ) -> Arc<Slot> {
-        let slot = Slot::new(SlotState::Waiting);
+        let slot = Slot::new();
         let mut q = self.queue.lock();
         if !q.leader_active {
             q.leader_active = true;
