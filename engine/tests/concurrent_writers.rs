@@ -34,10 +34,11 @@ fn verify(db: &Db) {
     }
 }
 
-#[test]
-fn eight_writer_threads_each_write_ten_thousand_values() {
+/// Opens a database with a small write buffer (so flushes run beside the writers), runs
+/// `writer(db, t)` for every thread `t` on [`THREADS`] threads started together, then checks
+/// that every value is there, also after reopen.
+fn run_writers_and_verify(writer: fn(&Db, usize)) {
     let dir = tempfile::tempdir().expect("tempdir");
-    // A small write buffer so flushes run concurrently with the writers.
     let options = Options::default().write_buffer_size(256 << 10);
     let db = Db::open(dir.path(), options.clone()).expect("open");
     let barrier = Arc::new(std::sync::Barrier::new(THREADS));
@@ -47,34 +48,44 @@ fn eight_writer_threads_each_write_ten_thousand_values() {
             let barrier = Arc::clone(&barrier);
             std::thread::spawn(move || {
                 barrier.wait();
-                for i in 0..WRITES {
-                    if i % 100 == 0 {
-                        // Some synced multi-entry batches in the mix.
-                        let mut b = WriteBatch::new();
-                        b.put(&key(t, i), &value(t, i));
-                        db.write(
-                            b,
-                            &WriteOptions {
-                                sync: i % 1000 == 0,
-                                ..Default::default()
-                            },
-                        )
-                        .expect("write");
-                    } else {
-                        db.put(&key(t, i), &value(t, i)).expect("put");
-                    }
-                }
+                writer(&db, t);
             })
         })
         .collect();
     for h in handles {
         h.join().expect("writer panicked");
     }
+    // Nothing is queued any more: the barrier returns at once.
+    db.wait_for_queued_writes().expect("barrier");
     verify(&db);
     db.close().expect("close");
     let db = Db::open(dir.path(), options).expect("reopen");
     verify(&db);
     assert_eq!(db.iter(&Default::default()).count(), THREADS * WRITES);
+    db.close().expect("close");
+}
+
+#[test]
+fn eight_writer_threads_each_write_ten_thousand_values() {
+    run_writers_and_verify(|db, t| {
+        for i in 0..WRITES {
+            if i % 100 == 0 {
+                // Some synced multi-entry batches in the mix.
+                let mut b = WriteBatch::new();
+                b.put(&key(t, i), &value(t, i));
+                db.write(
+                    b,
+                    &WriteOptions {
+                        sync: i % 1000 == 0,
+                        ..Default::default()
+                    },
+                )
+                .expect("write");
+            } else {
+                db.put(&key(t, i), &value(t, i)).expect("put");
+            }
+        }
+    });
 }
 
 /// A keyspace flush while another keyspace's writes keep the background thread busy must not
@@ -163,69 +174,42 @@ fn block_on<F: std::future::Future>(future: F) -> F::Output {
 #[test]
 fn async_and_blocking_writers_mixed() {
     const IN_FLIGHT: usize = 16;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let options = Options::default().write_buffer_size(256 << 10);
-    let db = Db::open(dir.path(), options.clone()).expect("open");
-    let barrier = Arc::new(std::sync::Barrier::new(THREADS));
-    let handles: Vec<_> = (0..THREADS)
-        .map(|t| {
-            let db = db.clone();
-            let barrier = Arc::clone(&barrier);
-            std::thread::spawn(move || {
-                barrier.wait();
-                if t % 2 == 0 {
-                    for i in 0..WRITES {
-                        db.put(&key(t, i), &value(t, i)).expect("put");
-                    }
-                    return;
+    run_writers_and_verify(|db, t| {
+        if t % 2 == 0 {
+            for i in 0..WRITES {
+                db.put(&key(t, i), &value(t, i)).expect("put");
+            }
+            return;
+        }
+        for chunk in (0..WRITES).collect::<Vec<_>>().chunks(IN_FLIGHT) {
+            let futures: Vec<_> = chunk
+                .iter()
+                .map(|&i| {
+                    let mut b = WriteBatch::new();
+                    b.put(&key(t, i), &value(t, i));
+                    let sync = i % 997 == 0;
+                    let options = WriteOptions {
+                        sync,
+                        ..Default::default()
+                    };
+                    (i, db.write_async(b, &options))
+                })
+                .collect();
+            for (i, future) in futures {
+                if i % 101 == 0 {
+                    // Dropping blocks until the write is committed.
+                    drop(future);
+                } else {
+                    block_on(future).expect("write_async");
                 }
-                for chunk in (0..WRITES).collect::<Vec<_>>().chunks(IN_FLIGHT) {
-                    let futures: Vec<_> = chunk
-                        .iter()
-                        .map(|&i| {
-                            let mut b = WriteBatch::new();
-                            b.put(&key(t, i), &value(t, i));
-                            let sync = i % 997 == 0;
-                            (
-                                i,
-                                db.write_async(
-                                    b,
-                                    &WriteOptions {
-                                        sync,
-                                        ..Default::default()
-                                    },
-                                ),
-                            )
-                        })
-                        .collect();
-                    for (i, future) in futures {
-                        if i % 101 == 0 {
-                            // Dropping blocks until the write is committed.
-                            drop(future);
-                        } else {
-                            block_on(future).expect("write_async");
-                        }
-                        assert_eq!(
-                            db.get(&key(t, i)).expect("get").as_deref(),
-                            Some(&value(t, i)[..]),
-                            "thread {t} write {i} not visible once resolved"
-                        );
-                    }
-                }
-            })
-        })
-        .collect();
-    for h in handles {
-        h.join().expect("writer panicked");
-    }
-    // Nothing is queued any more: the barrier returns at once.
-    db.wait_for_queued_writes().expect("barrier");
-    verify(&db);
-    db.close().expect("close");
-    let db = Db::open(dir.path(), options).expect("reopen");
-    verify(&db);
-    assert_eq!(db.iter(&Default::default()).count(), THREADS * WRITES);
-    db.close().expect("close");
+                assert_eq!(
+                    db.get(&key(t, i)).expect("get").as_deref(),
+                    Some(&value(t, i)[..]),
+                    "thread {t} write {i} not visible once resolved"
+                );
+            }
+        }
+    });
 }
 
 /// `write_async` on a closed handle resolves to `Closed`; an invalid batch to its error,
