@@ -79,6 +79,27 @@ fn check_all(db: &Db, model: &Model, snaps: &[(Snapshot, Model)], seed: u64, ste
             "{ctx} key {k:?}"
         );
     }
+    // One multi-get of every key the model or a snapshot holds, present now or not.
+    let mut keys: Vec<&Vec<u8>> = model
+        .keys()
+        .chain(snaps.iter().flat_map(|(_, at)| at.keys()))
+        .collect();
+    keys.sort();
+    keys.dedup();
+    let views = std::iter::once((ReadOptions::default(), model))
+        .chain(snaps.iter().map(|(snap, at)| (ReadOptions::at(snap), at)));
+    for (ro, expected) in views {
+        let got = db.multi_get(&ro, &keys);
+        assert_eq!(got.len(), keys.len(), "{ctx} multi_get");
+        for (k, value) in keys.iter().zip(got) {
+            assert_eq!(
+                value.expect("multi_get").as_deref(),
+                expected.get(*k).map(Vec::as_slice),
+                "{ctx} multi_get key {k:?} at {:?}",
+                ro.snapshot.as_ref().map(Snapshot::seqno)
+            );
+        }
+    }
     let expected: Vec<_> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     assert_eq!(
         scan(db, &ReadOptions::default()),

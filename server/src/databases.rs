@@ -119,6 +119,16 @@ impl Database {
         self.db.get(&storage_key(key))
     }
 
+    /// The values of the Redis keys `keys`, in their order, read at one sequence number
+    /// (`strata_engine::Db::multi_get`).
+    ///
+    /// # Errors
+    /// Per key, as [`Database::get`].
+    pub fn multi_get(&self, keys: &[&[u8]]) -> Vec<strata_engine::Result<Option<Bytes>>> {
+        let stored: Vec<Vec<u8>> = keys.iter().map(|k| storage_key(k)).collect();
+        self.db.multi_get(&ReadOptions::default(), &stored)
+    }
+
     /// Applies `batch` (built with [`KvBatch`]) with the server's sync mode.
     ///
     /// # Errors

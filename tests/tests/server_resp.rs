@@ -275,6 +275,69 @@ fn pipelined_commands_run_in_order_and_share_a_sync() -> TestResult {
     Ok(())
 }
 
+/// Consecutive GETs in a pipeline are answered by one engine multi-get: the replies, their
+/// order, read-your-writes after pending SETs and the INFO counters are those of single GETs.
+#[test]
+fn pipelined_gets_answer_like_single_gets() -> TestResult {
+    let server = TestServer::start(|_| {});
+    let mut c = server.client();
+    let info: String = redis::cmd("INFO").arg("stats").query(&mut c)?;
+    let processed_before: u64 = info_field(&info, "total_commands_processed")
+        .ok_or("no total_commands_processed")?
+        .trim()
+        .parse()?;
+    let (hits_before, misses_before) = hits_misses(&mut c)?;
+    let mut pipe = redis::pipe();
+    for i in 0..50 {
+        pipe.cmd("SET").arg(format!("g{i}")).arg(format!("v{i}"));
+    }
+    for i in 0..60 {
+        // Mixed case, as clients may send it; g50..g59 do not exist.
+        pipe.cmd(if i % 2 == 0 { "GET" } else { "get" })
+            .arg(format!("g{i}"));
+    }
+    pipe.cmd("SET").arg("g3").arg("changed");
+    pipe.cmd("GET").arg("g3");
+    pipe.cmd("GET").arg("g51");
+    pipe.cmd("GET").arg("g3").arg("extra");
+    pipe.cmd("GET").arg("g4");
+    let replies: Vec<redis::RedisResult<Value>> = pipe.ignore_errors().query(&mut c)?;
+    let replies: Vec<Result<Value, String>> = replies
+        .into_iter()
+        .map(|r| r.map_err(|e| e.to_string()))
+        .collect();
+    assert_eq!(replies.len(), 115);
+    assert!(replies[..50].iter().all(|v| *v == Ok(Value::Okay)));
+    for i in 0..60 {
+        let expected = if i < 50 {
+            Value::BulkString(format!("v{i}").into_bytes())
+        } else {
+            Value::Nil
+        };
+        assert_eq!(replies[50 + i], Ok(expected), "GET g{i}");
+    }
+    assert_eq!(replies[110], Ok(Value::Okay));
+    assert_eq!(replies[111], Ok(Value::BulkString(b"changed".to_vec())));
+    assert_eq!(replies[112], Ok(Value::Nil));
+    assert!(
+        matches!(&replies[113], Err(e) if e.contains("wrong number of arguments for 'get'")),
+        "{:?}",
+        replies[113]
+    );
+    assert_eq!(replies[114], Ok(Value::BulkString(b"v4".to_vec())));
+    let (hits, misses) = hits_misses(&mut c)?;
+    assert_eq!((hits - hits_before, misses - misses_before), (52, 11));
+    let info: String = redis::cmd("INFO").arg("stats").query(&mut c)?;
+    let processed: u64 = info_field(&info, "total_commands_processed")
+        .ok_or("no total_commands_processed")?
+        .trim()
+        .parse()?;
+    // The pipeline's 115 commands and three INFOs: the first one (counted, as in Redis, after
+    // it ran) and the two of `hits_misses`; this last one is not counted yet.
+    assert_eq!(processed - processed_before, 115 + 3);
+    Ok(())
+}
+
 fn info_field(info: &str, field: &str) -> Option<String> {
     info.lines()
         .find_map(|l| l.strip_prefix(&format!("{field}:")).map(str::to_owned))

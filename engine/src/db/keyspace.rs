@@ -136,6 +136,19 @@ impl Keyspace {
         self.inner().get(&self.state, options, key)
     }
 
+    /// The values of `keys` in this keyspace, read at one sequence number; see
+    /// [`Db::multi_get`].
+    ///
+    /// # Errors
+    /// Per key, as [`Keyspace::get_opt`].
+    pub fn multi_get<K: AsRef<[u8]>>(
+        &self,
+        options: &ReadOptions,
+        keys: &[K],
+    ) -> Vec<Result<Option<Bytes>>> {
+        self.inner().multi_get(&self.state, options, keys)
+    }
+
     /// Iterates this keyspace's pairs with keys in `range`; see [`Db::range`]. After a drop the
     /// iterator yields one [`Error::InvalidArgument`].
     pub fn range<'a, R>(&self, options: &ReadOptions, range: R) -> DbRange

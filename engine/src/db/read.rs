@@ -19,8 +19,9 @@ use crate::iterator::level::LevelIterator;
 use crate::iterator::merging::MergingIterator;
 use crate::iterator::range::Range;
 use crate::options::ReadOptions;
-use crate::sstable::BlockCachePolicy;
-use crate::types::{InternalKeyRef, SeqNo, ValueKind};
+use crate::sstable::{BlockCachePolicy, Table};
+use crate::types::{FileNumber, InternalKeyRef, SeqNo, ValueKind};
+use crate::version::FileMeta;
 
 /// Iterator over `(key, value)` pairs returned by [`crate::Db::range`] and [`crate::Db::iter`].
 ///
@@ -95,6 +96,27 @@ impl DoubleEndedIterator for DbRange {
     }
 }
 
+/// Most tables a multi-get keeps open between its lookups; beyond this the list starts over
+/// (it is searched linearly, and one pipeline's keys rarely touch more).
+const MULTI_GET_TABLES: usize = 64;
+
+/// The open table for `file` from `open`, else from the table cache (then kept in `open`).
+fn open_table<'a>(
+    open: &'a mut Vec<(FileNumber, Arc<Table>)>,
+    cache: &TableCache,
+    file: &FileMeta,
+) -> Result<&'a Arc<Table>> {
+    if let Some(i) = open.iter().position(|(n, _)| *n == file.number) {
+        return Ok(&open[i].1);
+    }
+    if open.len() >= MULTI_GET_TABLES {
+        open.clear();
+    }
+    let table = cache.get(file.number, file.global_seqno)?;
+    open.push((file.number, table));
+    Ok(&open[open.len() - 1].1)
+}
+
 impl DbInner {
     /// Point lookup in keyspace `ks`; see [`crate::Db::get`].
     pub(crate) fn get(
@@ -106,20 +128,61 @@ impl DbInner {
         self.check_open()?;
         ks.check_live()?;
         let (seqno, sv) = self.read_view(ks, options.snapshot.as_ref());
+        self.get_in_view(ks, &sv, seqno, key, options.cache_policy(), None)
+    }
+
+    /// Point lookups of `keys` in keyspace `ks`, all at one sequence number and through one
+    /// super version; see [`crate::Db::multi_get`].
+    pub(crate) fn multi_get<K: AsRef<[u8]>>(
+        &self,
+        ks: &KeyspaceState,
+        options: &ReadOptions,
+        keys: &[K],
+    ) -> Vec<Result<Option<Bytes>>> {
+        let (seqno, sv) = self.read_view(ks, options.snapshot.as_ref());
+        let mut tables = Vec::new();
+        keys.iter()
+            .map(|key| {
+                self.check_open()?;
+                ks.check_live()?;
+                let memo = Some(&mut tables);
+                self.get_in_view(ks, &sv, seqno, key.as_ref(), options.cache_policy(), memo)
+            })
+            .collect()
+    }
+
+    /// The lookup of [`DbInner::get`] in a read view taken by the caller. With `tables`, the
+    /// tables it opens are kept there and reused by the next lookups of a multi-get, which then
+    /// take each table from the shared table cache (a mutex) once.
+    fn get_in_view(
+        &self,
+        ks: &KeyspaceState,
+        sv: &Arc<SuperVersion>,
+        seqno: SeqNo,
+        key: &[u8],
+        policy: BlockCachePolicy,
+        mut tables: Option<&mut Vec<(FileNumber, Arc<Table>)>>,
+    ) -> Result<Option<Bytes>> {
         let mems = std::iter::once(&sv.mem).chain(sv.imms.iter().map(|imm| &imm.mem));
         // Hashed once for every memtable's bloom filter (there may be many:
         // `min_write_buffer_number_to_merge`).
         let hash = crate::sstable::filter::key_hash(key);
         for mem in mems {
             if let Some((_, kind, value)) = mem.get_hashed(key, hash, seqno) {
-                return self.resolve(ks, &sv, seqno, key, kind, value, options.cache_policy());
+                return self.resolve(ks, sv, seqno, key, kind, value, policy);
             }
         }
         let target = InternalKeyRef::new(key, seqno, ValueKind::FOR_SEEK);
         for (_, file) in sv.version.files_for_get(key) {
-            let table = self.table_cache.get(file.number, file.global_seqno)?;
-            if let Some((_, kind, value)) = table.get(target, options.cache_policy())? {
-                return self.resolve(ks, &sv, seqno, key, kind, value, options.cache_policy());
+            let found = match tables.as_deref_mut() {
+                None => self
+                    .table_cache
+                    .get(file.number, file.global_seqno)?
+                    .get(target, policy)?,
+                Some(open) => open_table(open, &self.table_cache, file)?.get(target, policy)?,
+            };
+            if let Some((_, kind, value)) = found {
+                return self.resolve(ks, sv, seqno, key, kind, value, policy);
             }
         }
         Ok(None)

@@ -412,3 +412,63 @@ fn memtables_waiting_to_merge_do_not_keep_the_oldest_wal_alive() -> TestResult {
     );
     Ok(())
 }
+
+#[test]
+fn multi_get_matches_get_across_many_tables_merges_and_errors() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    // L0 compaction held off, so the lookups below see far more tables than a multi-get keeps
+    // open at once (MULTI_GET_TABLES).
+    let opts = || {
+        tiny()
+            .level0_file_num_compaction_trigger(200)
+            .level0_slowdown_writes_trigger(400)
+            .level0_stop_writes_trigger(500)
+            .merge_operator(Some(std::sync::Arc::new(crate::CounterAdd)))
+    };
+    let db = Db::open(dir.path(), opts())?;
+    for i in 0..100u32 {
+        db.put(format!("key{i:03}").as_bytes(), format!("v{i}").as_bytes())?;
+        db.flush()?;
+    }
+    db.merge(b"count", b"2")?;
+    db.flush()?;
+    db.merge(b"count", b"3")?;
+    db.delete(b"key007")?;
+    let snap = db.snapshot();
+    db.put(b"key050", b"after the snapshot")?;
+    let mut keys: Vec<Vec<u8>> = (0..110u32)
+        .rev()
+        .map(|i| format!("key{i:03}").into_bytes())
+        .collect();
+    keys.push(b"count".to_vec());
+    keys.push(Vec::new());
+    for ro in [ReadOptions::default(), ReadOptions::at(&snap)] {
+        let got = db.multi_get(&ro, &keys);
+        assert_eq!(got.len(), keys.len());
+        for (k, value) in keys.iter().zip(got) {
+            assert_eq!(value?, db.get_opt(&ro, k)?, "key {k:?}");
+        }
+    }
+    let got = db.multi_get(
+        &ReadOptions::default(),
+        &[&b"key050"[..], b"count", b"key007"],
+    );
+    let got: Vec<_> = got.into_iter().collect::<Result<_>>()?;
+    assert_eq!(
+        got,
+        vec![
+            Some(Bytes::from("after the snapshot")),
+            Some(Bytes::from("5")),
+            None
+        ]
+    );
+    assert!(
+        db.multi_get::<&[u8]>(&ReadOptions::default(), &[])
+            .is_empty()
+    );
+    let clone = db.clone();
+    db.close()?;
+    let got = clone.multi_get(&ReadOptions::default(), &[b"key001", b"key002"]);
+    assert!(got.iter().all(|r| matches!(r, Err(Error::Closed))));
+    Ok(())
+}

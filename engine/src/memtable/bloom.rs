@@ -14,9 +14,13 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Bits tested per key. With about 10 bits per key this gives roughly 1-2% false positives in
-/// the blocked layout.
-const PROBES: u32 = 3;
+/// Bits tested per key. All probes land in one cache line, so more probes cost no extra cache
+/// misses, only a few instructions. At the default sizing (`memtable_bloom_size_ratio` 0.02
+/// with about 90 bytes per entry: some 36 keys per line, 14 bits per key) 6 probes give about
+/// 0.2% false positives where 3 gave 0.7% (the blocked filter's false-positive rate, summed
+/// over the Poisson-distributed number of keys per line, as in Putze et al.); 6 is close to
+/// the optimum from 14 down to 10 bits per key.
+const PROBES: u32 = 6;
 
 /// 64-bit words per cache line.
 const WORDS_PER_LINE: usize = 8;
@@ -47,9 +51,13 @@ impl MemBloom {
         // gives 9-bit positions inside it.
         let line = usize::try_from((u128::from(hash >> 32) * u128::from(self.lines)) >> 32)
             .unwrap_or_default();
-        let low = hash & 0xffff_ffff;
-        (0..PROBES).map(move |i| {
-            let bit = (low >> (i * 9)) & 511;
+        // Double hashing inside the line (Kirsch and Mitzenmacher, "Less hashing, same
+        // performance", 2006): probe i tests bit `first + i * step` mod 512, with an odd
+        // step so the probes are distinct.
+        let first = hash & 511;
+        let step = ((hash >> 9) & 511) | 1;
+        (0..u64::from(PROBES)).map(move |i| {
+            let bit = (first + i * step) & 511;
             let word = line * WORDS_PER_LINE + (bit / 64) as usize;
             (word, 1u64 << (bit % 64))
         })
@@ -57,7 +65,19 @@ impl MemBloom {
 
     /// Adds the key whose [`crate::sstable::filter::key_hash`] is `hash`.
     pub(crate) fn insert(&self, hash: u64) {
+        // One atomic OR per word of the line that gets bits, not one per probe.
+        let mut masks = [(0usize, 0u64); PROBES as usize];
+        let mut used = 0;
         for (word, mask) in self.probes(hash) {
+            match masks[..used].iter_mut().find(|(w, _)| *w == word) {
+                Some((_, m)) => *m |= mask,
+                None => {
+                    masks[used] = (word, mask);
+                    used += 1;
+                }
+            }
+        }
+        for &(word, mask) in &masks[..used] {
             if let Some(w) = self.words.get(word) {
                 w.fetch_or(mask, Ordering::Relaxed);
             }
@@ -94,6 +114,25 @@ mod tests {
         assert!(
             false_positives < 5_000,
             "{false_positives} false positives in 100,000"
+        );
+    }
+
+    #[test]
+    fn false_positives_at_the_default_sizing_are_rare() {
+        // 36 keys per cache line, as a memtable sized by the default ratio holds.
+        let lines = 1_000;
+        let bloom = MemBloom::with_bytes(lines * WORDS_PER_LINE * 8);
+        let keys = 36 * lines as u32;
+        for i in 0..keys {
+            bloom.insert(key_hash(&i.to_le_bytes()));
+        }
+        let false_positives = (keys..keys + 200_000)
+            .filter(|i| bloom.may_contain(key_hash(&i.to_le_bytes())))
+            .count();
+        // About 0.2% expected (0.7% with 3 probes); allow 0.4%.
+        assert!(
+            false_positives < 800,
+            "{false_positives} false positives in 200,000"
         );
     }
 

@@ -67,23 +67,27 @@ impl Version {
     /// Files whose user-key range may contain `user_key`, in the order a point lookup must
     /// consult them: every overlapping L0 file newest first, then at most one file per level 1..
     /// (found by binary search).
-    pub fn files_for_get(&self, user_key: &[u8]) -> Vec<(usize, Arc<FileMeta>)> {
-        let mut out: Vec<(usize, Arc<FileMeta>)> = self
+    ///
+    /// Borrows from the version (no allocation, no reference counts touched), so a point
+    /// lookup costs no shared-memory writes here.
+    pub fn files_for_get<'a>(
+        &'a self,
+        user_key: &'a [u8],
+    ) -> impl Iterator<Item = (usize, &'a Arc<FileMeta>)> + 'a {
+        let level0 = self
             .files(0)
             .iter()
-            .filter(|f| f.contains_user_key(user_key))
-            .map(|f| (0, Arc::clone(f)))
-            .collect();
-        for level in 1..self.levels.len() {
+            .filter(move |f| f.contains_user_key(user_key))
+            .map(|f| (0, f));
+        let deeper = (1..self.levels.len()).filter_map(move |level| {
             let files = self.files(level);
             let i = files.partition_point(|f| &f.largest.user_key[..] < user_key);
-            if let Some(f) = files.get(i)
-                && &f.smallest.user_key[..] <= user_key
-            {
-                out.push((level, Arc::clone(f)));
-            }
-        }
-        out
+            files
+                .get(i)
+                .filter(|f| &f.smallest.user_key[..] <= user_key)
+                .map(|f| (level, f))
+        });
+        level0.chain(deeper)
     }
 
     /// Files in `level` overlapping the user-key range `[smallest, largest]` (`None` =

@@ -115,23 +115,68 @@ impl Session {
     /// Runs `batch` in order, encoding the replies into `self.out`; blind writes at its end
     /// may stay pending: the caller must await [`Session::flush_pending_async`] before the
     /// replies are sent.
+    ///
+    /// Consecutive plain `GET`s are answered by one engine multi-get (one read view and one
+    /// table-cache lookup per table for all of them, see `strata_engine::Db::multi_get`);
+    /// the replies are the ones single `GET`s give.
     pub fn run_commands(&mut self, batch: &[Vec<Bytes>]) {
-        for args in batch {
-            if self.quit {
-                break;
-            }
-            self.execute(args);
+        let mut rest = batch;
+        let mut processed = 0;
+        while !rest.is_empty() && !self.quit {
+            let gets = if self.authenticated && !self.refused_multi {
+                rest.iter().take_while(|args| is_plain_get(args)).count()
+            } else {
+                0
+            };
+            let ran = if gets >= 2 {
+                self.multi_get(&rest[..gets]);
+                gets
+            } else {
+                self.execute(&rest[0]);
+                usize::from(!rest[0].is_empty())
+            };
+            processed += ran;
+            rest = &rest[gets.max(1)..];
         }
+        // Counted once per batch: one shared counter bumped by every command would bounce its
+        // cache line between the worker threads' cores.
+        self.shared
+            .stats
+            .commands_processed
+            .fetch_add(processed as u64, Ordering::Relaxed);
+    }
+
+    /// Runs `gets`, all plain `GET key` commands, as one multi-get.
+    fn multi_get(&mut self, gets: &[Vec<Bytes>]) {
+        self.flush_pending();
+        self.last_command = "GET";
+        let keys: Vec<&[u8]> = gets
+            .iter()
+            .map(|args| args.get(1).map_or(&[][..], |k| &k[..]))
+            .collect();
+        let (mut hits, mut misses) = (0, 0);
+        for value in self.db.multi_get(&keys) {
+            match value {
+                Ok(v) => {
+                    if v.is_some() {
+                        hits += 1;
+                    } else {
+                        misses += 1;
+                    }
+                    self.out.bulk_or_null(v.as_deref());
+                }
+                Err(e) => self.out.error(&resp_engine_error(&e)),
+            }
+        }
+        let stats = &self.shared.stats;
+        stats.keyspace_hits.fetch_add(hits, Ordering::Relaxed);
+        stats.keyspace_misses.fetch_add(misses, Ordering::Relaxed);
     }
 
     fn execute(&mut self, args: &[Bytes]) {
         let Some(name) = args.first() else {
             return;
         };
-        self.shared
-            .stats
-            .commands_processed
-            .fetch_add(1, Ordering::Relaxed);
         // Cross-protocol scripting: a browser's HTTP request sent to this port arrives as
         // inline commands ("POST / HTTP/1.1", "Host: ..."), with a body that could hold real
         // commands. Close the connection at once, as Redis does.
@@ -276,6 +321,11 @@ impl Session {
             }
         }
     }
+}
+
+/// `GET key`: two arguments, the first `GET` in any case.
+fn is_plain_get(args: &[Bytes]) -> bool {
+    matches!(args, [name, _] if name.eq_ignore_ascii_case(b"GET"))
 }
 
 fn arity_ok(spec: &CommandSpec, argc: usize) -> bool {
