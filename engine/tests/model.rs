@@ -84,6 +84,9 @@ fn check_all(db: &Db, model: &Model, snaps: &[(Snapshot, Model)], seed: u64, ste
         .keys()
         .chain(snaps.iter().flat_map(|(_, at)| at.keys()))
         .collect();
+    // And keys never written (0xfe is not in the random keys' alphabet).
+    let absent: Vec<Vec<u8>> = (0..8u8).map(|i| vec![0xfe, i, 0xfe]).collect();
+    keys.extend(absent.iter());
     keys.sort();
     keys.dedup();
     let views = std::iter::once((ReadOptions::default(), model))

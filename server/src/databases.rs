@@ -68,9 +68,15 @@ pub fn validate_name(name: &str) -> Result<(), String> {
 /// The engine key of Redis key `key`.
 pub fn storage_key(key: &[u8]) -> Vec<u8> {
     let mut k = Vec::with_capacity(key.len() + 1);
-    k.push(KV_PREFIX);
-    k.extend_from_slice(key);
+    set_storage_key(&mut k, key);
     k
+}
+
+/// Replaces the contents of `out` with the storage key of Redis key `key`.
+fn set_storage_key(out: &mut Vec<u8>, key: &[u8]) {
+    out.clear();
+    out.push(KV_PREFIX);
+    out.extend_from_slice(key);
 }
 
 /// One open database.
@@ -125,7 +131,21 @@ impl Database {
     /// # Errors
     /// Per key, as [`Database::get`].
     pub fn multi_get(&self, keys: &[&[u8]]) -> Vec<strata_engine::Result<Option<Bytes>>> {
-        let stored: Vec<Vec<u8>> = keys.iter().map(|k| storage_key(k)).collect();
+        // The storage keys side by side in one buffer: one allocation, not one per key.
+        let mut buffer = Vec::with_capacity(keys.iter().map(|k| k.len() + 1).sum());
+        for key in keys {
+            buffer.push(KV_PREFIX);
+            buffer.extend_from_slice(key);
+        }
+        let mut rest = &buffer[..];
+        let stored: Vec<&[u8]> = keys
+            .iter()
+            .map(|key| {
+                let (this, after) = rest.split_at(key.len() + 1);
+                rest = after;
+                this
+            })
+            .collect();
         self.db.multi_get(&ReadOptions::default(), &stored)
     }
 
@@ -326,6 +346,8 @@ pub struct KvBatch {
     batch: WriteBatch,
     /// Length of the longest Redis key in the batch, in bytes.
     longest_key: usize,
+    /// The storage key being added, reused so a put allocates nothing once warm.
+    scratch: Vec<u8>,
 }
 
 impl KvBatch {
@@ -334,16 +356,27 @@ impl KvBatch {
         KvBatch::default()
     }
 
+    /// An empty batch with room for about `bytes` bytes of keys and values, so a pipeline's
+    /// writes fill it without reallocating.
+    pub fn with_capacity(bytes: usize) -> Self {
+        KvBatch {
+            batch: WriteBatch::with_capacity(bytes),
+            ..KvBatch::default()
+        }
+    }
+
     /// Sets `key` to `value`.
     pub fn put(&mut self, key: &[u8], value: &[u8]) {
         self.longest_key = self.longest_key.max(key.len());
-        self.batch.put(&storage_key(key), value);
+        set_storage_key(&mut self.scratch, key);
+        self.batch.put(&self.scratch, value);
     }
 
     /// Deletes `key`.
     pub fn delete(&mut self, key: &[u8]) {
         self.longest_key = self.longest_key.max(key.len());
-        self.batch.delete(&storage_key(key));
+        set_storage_key(&mut self.scratch, key);
+        self.batch.delete(&self.scratch);
     }
 
     /// Number of entries.

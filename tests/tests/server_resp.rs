@@ -301,12 +301,14 @@ fn pipelined_gets_answer_like_single_gets() -> TestResult {
     pipe.cmd("GET").arg("g51");
     pipe.cmd("GET").arg("g3").arg("extra");
     pipe.cmd("GET").arg("g4");
+    // An INFO in the pipeline sees every command before it, not itself (as in Redis).
+    pipe.cmd("INFO").arg("stats");
     let replies: Vec<redis::RedisResult<Value>> = pipe.ignore_errors().query(&mut c)?;
     let replies: Vec<Result<Value, String>> = replies
         .into_iter()
         .map(|r| r.map_err(|e| e.to_string()))
         .collect();
-    assert_eq!(replies.len(), 115);
+    assert_eq!(replies.len(), 116);
     assert!(replies[..50].iter().all(|v| *v == Ok(Value::Okay)));
     for i in 0..60 {
         let expected = if i < 50 {
@@ -325,6 +327,16 @@ fn pipelined_gets_answer_like_single_gets() -> TestResult {
         replies[113]
     );
     assert_eq!(replies[114], Ok(Value::BulkString(b"v4".to_vec())));
+    let Ok(in_pipeline) = &replies[115] else {
+        return Err(format!("INFO failed: {:?}", replies[115]).into());
+    };
+    let in_pipeline: String = redis::FromRedisValue::from_redis_value(in_pipeline.clone())?;
+    let processed_in_pipeline: u64 = info_field(&in_pipeline, "total_commands_processed")
+        .ok_or("no total_commands_processed")?
+        .trim()
+        .parse()?;
+    // The 115 commands before it, the first INFO (counted after it ran) and hits_misses's.
+    assert_eq!(processed_in_pipeline - processed_before, 115 + 2);
     let (hits, misses) = hits_misses(&mut c)?;
     assert_eq!((hits - hits_before, misses - misses_before), (52, 11));
     let info: String = redis::cmd("INFO").arg("stats").query(&mut c)?;
@@ -332,9 +344,9 @@ fn pipelined_gets_answer_like_single_gets() -> TestResult {
         .ok_or("no total_commands_processed")?
         .trim()
         .parse()?;
-    // The pipeline's 115 commands and three INFOs: the first one (counted, as in Redis, after
+    // The pipeline's 116 commands and three INFOs: the first one (counted, as in Redis, after
     // it ran) and the two of `hits_misses`; this last one is not counted yet.
-    assert_eq!(processed - processed_before, 115 + 3);
+    assert_eq!(processed - processed_before, 116 + 3);
     Ok(())
 }
 

@@ -29,6 +29,8 @@ use crate::server::Shared;
 const PENDING_MAX_BYTES: usize = 4 << 20;
 /// Flush the pending batch once it holds this many commands.
 const PENDING_MAX_COMMANDS: usize = 1024;
+/// Bytes reserved for a new pending batch.
+const PENDING_START_BYTES: usize = 1024;
 
 /// Blind writes gathered from a pipeline, not yet written.
 #[derive(Debug, Default)]
@@ -56,6 +58,9 @@ pub(crate) struct Session {
     pub created: Instant,
     pub last_command: &'static str,
     pending: Pending,
+    /// Commands run but not yet added to `total_commands_processed` (see
+    /// `Session::count_commands`).
+    uncounted_commands: u64,
     /// A `MULTI` was refused: commands are refused until `EXEC` or `DISCARD`, so a client's
     /// transaction (redis-py's default pipeline) never half-runs.
     refused_multi: bool,
@@ -76,6 +81,7 @@ impl Session {
             created: Instant::now(),
             last_command: "NULL",
             pending: Pending::default(),
+            uncounted_commands: 0,
             refused_multi: false,
         }
     }
@@ -121,7 +127,6 @@ impl Session {
     /// the replies are the ones single `GET`s give.
     pub fn run_commands(&mut self, batch: &[Vec<Bytes>]) {
         let mut rest = batch;
-        let mut processed = 0;
         while !rest.is_empty() && !self.quit {
             let gets = if self.authenticated && !self.refused_multi {
                 rest.iter().take_while(|args| is_plain_get(args)).count()
@@ -135,15 +140,24 @@ impl Session {
                 self.execute(&rest[0]);
                 usize::from(!rest[0].is_empty())
             };
-            processed += ran;
+            self.uncounted_commands += ran as u64;
             rest = &rest[gets.max(1)..];
         }
-        // Counted once per batch: one shared counter bumped by every command would bounce its
-        // cache line between the worker threads' cores.
-        self.shared
-            .stats
-            .commands_processed
-            .fetch_add(processed as u64, Ordering::Relaxed);
+        self.count_commands();
+    }
+
+    /// Adds the commands run since the last call to `total_commands_processed`. Called once
+    /// per batch and before `INFO` (which then sees every command before it, not itself, as
+    /// in Redis): one shared counter bumped by every command would bounce its cache line
+    /// between the worker threads' cores.
+    fn count_commands(&mut self) {
+        let n = std::mem::take(&mut self.uncounted_commands);
+        if n > 0 {
+            self.shared
+                .stats
+                .commands_processed
+                .fetch_add(n, Ordering::Relaxed);
+        }
     }
 
     /// Runs `gets`, all plain `GET key` commands, as one multi-get.
@@ -206,6 +220,9 @@ impl Session {
         if !spec.batchable {
             self.flush_pending();
         }
+        if spec.name == "INFO" {
+            self.count_commands();
+        }
         self.last_command = spec.name;
         (spec.handler)(self, args);
     }
@@ -265,6 +282,9 @@ impl Session {
     pub fn pend_put(&mut self, pairs: &[Bytes]) {
         if self.pending.commands == 0 {
             self.pending.reply_start = self.out.len();
+            // Room for a typical pipeline (16 small SETs) without reallocating.
+            self.pending.batch = KvBatch::with_capacity(PENDING_START_BYTES);
+            self.pending.keys.reserve(16);
         }
         for pair in pairs.chunks_exact(2) {
             if let [key, value] = pair {
