@@ -48,7 +48,7 @@ impl MemBloom {
     /// The word index and bit mask of each probe for `hash`.
     fn probes(&self, hash: u64) -> impl Iterator<Item = (usize, u64)> {
         // The high half picks the line (multiply-shift instead of a modulo); the low half
-        // gives 9-bit positions inside it.
+        // gives the bit positions inside it.
         let line = usize::try_from((u128::from(hash >> 32) * u128::from(self.lines)) >> 32)
             .unwrap_or_default();
         // Double hashing inside the line (Kirsch and Mitzenmacher, "Less hashing, same
