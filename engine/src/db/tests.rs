@@ -418,14 +418,12 @@ fn multi_get_matches_get_across_many_tables_merges_and_errors() -> TestResult {
     let dir = tempfile::tempdir()?;
     // L0 compaction held off, so the lookups below see far more tables than a multi-get keeps
     // open at once (MULTI_GET_TABLES).
-    let opts = || {
-        tiny()
-            .level0_file_num_compaction_trigger(200)
-            .level0_slowdown_writes_trigger(400)
-            .level0_stop_writes_trigger(500)
-            .merge_operator(Some(std::sync::Arc::new(crate::CounterAdd)))
-    };
-    let db = Db::open(dir.path(), opts())?;
+    let options = tiny()
+        .level0_file_num_compaction_trigger(200)
+        .level0_slowdown_writes_trigger(400)
+        .level0_stop_writes_trigger(500)
+        .merge_operator(Some(std::sync::Arc::new(crate::CounterAdd)));
+    let db = Db::open(dir.path(), options)?;
     for i in 0..100u32 {
         db.put(format!("key{i:03}").as_bytes(), format!("v{i}").as_bytes())?;
         db.flush()?;

@@ -203,11 +203,9 @@ impl Drop for WriteFuture {
 impl DbInner {
     /// Commits `batch`; see [`crate::Db::write`].
     pub(crate) fn write(&self, batch: WriteBatch, sync: bool) -> Result<()> {
-        self.check_writable()?;
-        let user_bytes = self.validate_batch(&batch)?;
-        if batch.is_empty() && !sync {
+        let Some(user_bytes) = self.admit(&batch, sync)? else {
             return Ok(());
-        }
+        };
         let slot = self.enqueue(batch, sync, user_bytes, false);
         slot.wait(self, &slot)
     }
@@ -226,16 +224,11 @@ impl DbInner {
             db: Arc::clone(self),
             state: FutureState::Ready(Some(result)),
         };
-        if let Err(e) = self.check_writable() {
-            return ready(Err(e));
-        }
-        let user_bytes = match self.validate_batch(&batch) {
-            Ok(n) => n,
+        let user_bytes = match self.admit(&batch, sync) {
+            Ok(Some(n)) => n,
+            Ok(None) => return ready(Ok(())),
             Err(e) => return ready(Err(e)),
         };
-        if batch.is_empty() && !sync {
-            return ready(Ok(()));
-        }
         if let Err(e) = self.start_committer() {
             return ready(Err(e));
         }
@@ -248,6 +241,15 @@ impl DbInner {
             db: Arc::clone(self),
             state: FutureState::Queued(slot),
         }
+    }
+
+    /// Checks a write before it is queued: the database takes writes and the batch is valid
+    /// ([`DbInner::validate_batch`]). Returns the batch's key plus value bytes, or `None` when
+    /// there is nothing to commit (an empty batch without `sync`).
+    fn admit(&self, batch: &WriteBatch, sync: bool) -> Result<Option<u64>> {
+        self.check_writable()?;
+        let user_bytes = self.validate_batch(batch)?;
+        Ok((!batch.is_empty() || sync).then_some(user_bytes))
     }
 
     /// Appends a write to the queue; its slot says `Leader` when no leader was active.
