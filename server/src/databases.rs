@@ -246,38 +246,33 @@ impl Database {
 
     /// [`Database::lock_keys`] for stripes `idx`, in increasing order.
     fn lock_stripes(&self, idx: &[usize], exclusive: bool) -> KeyLocks<'_> {
+        let stripes = idx.iter().filter_map(|&i| self.stripes.get(i));
         if exclusive {
-            let guards = idx
-                .iter()
-                .filter_map(|&i| self.stripes.get(i))
-                .map(RwLock::write)
-                .collect();
-            self.wait_for_in_flight(idx);
+            let guards = stripes.map(RwLock::write).collect();
+            self.wait_for_in_flight(self.in_flight_counters(idx));
             KeyLocks::Exclusive(guards)
         } else {
-            KeyLocks::Shared(
-                idx.iter()
-                    .filter_map(|&i| self.stripes.get(i))
-                    .map(RwLock::read)
-                    .collect(),
-            )
+            KeyLocks::Shared(stripes.map(RwLock::read).collect())
         }
     }
 
     /// Locks every stripe exclusively (`FLUSHDB`).
     pub fn lock_all(&self) -> KeyLocks<'_> {
         let guards = self.stripes.iter().map(RwLock::write).collect();
-        self.wait_for_in_flight(&(0..STRIPES).collect::<Vec<_>>());
+        self.wait_for_in_flight(self.in_flight.iter());
         KeyLocks::Exclusive(guards)
     }
 
-    /// Waits for the write queue when a stripe of `idx` (held exclusively) has blind writes
-    /// in flight. An error is left to the caller's own write, which meets the same state.
-    fn wait_for_in_flight(&self, idx: &[usize]) {
-        let busy = idx
-            .iter()
-            .filter_map(|&i| self.in_flight.get(i))
-            .any(|n| n.load(Ordering::Acquire) > 0);
+    /// The in-flight counters of stripes `idx`.
+    fn in_flight_counters<'a>(&'a self, idx: &'a [usize]) -> impl Iterator<Item = &'a AtomicU32> {
+        idx.iter().filter_map(|&i| self.in_flight.get(i))
+    }
+
+    /// Waits for the write queue when one of `counters` (of stripes held exclusively) counts
+    /// blind writes in flight. An error is left to the caller's own write, which meets the
+    /// same state.
+    fn wait_for_in_flight<'a>(&self, mut counters: impl Iterator<Item = &'a AtomicU32>) {
+        let busy = counters.any(|n| n.load(Ordering::Acquire) > 0);
         if busy && let Err(e) = self.db.wait_for_queued_writes() {
             tracing::debug!(database = %self.name, error = %e, "waiting for queued writes failed");
         }
@@ -436,7 +431,7 @@ impl<'a> InFlight<'a> {
 
     /// Counts the write (called with the stripes held, before it is queued).
     fn mark(&mut self) {
-        for n in self.idx.iter().filter_map(|&i| self.db.in_flight.get(i)) {
+        for n in self.db.in_flight_counters(&self.idx) {
             n.fetch_add(1, Ordering::AcqRel);
         }
         self.marked = true;
@@ -446,7 +441,7 @@ impl<'a> InFlight<'a> {
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
         if self.marked {
-            for n in self.idx.iter().filter_map(|&i| self.db.in_flight.get(i)) {
+            for n in self.db.in_flight_counters(&self.idx) {
                 n.fetch_sub(1, Ordering::AcqRel);
             }
         }

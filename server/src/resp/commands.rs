@@ -22,13 +22,19 @@ pub(crate) fn arg(args: &[Bytes], i: usize) -> &[u8] {
 
 /// Counts one key lookup in `INFO stats` (`keyspace_hits` / `keyspace_misses`).
 fn count_lookup(s: &Session, found: bool) {
+    let found = u64::from(found);
+    count_lookups(s, found, 1 - found);
+}
+
+/// Counts `hits` and `misses` key lookups at once (see [`count_lookup`]).
+pub(crate) fn count_lookups(s: &Session, hits: u64, misses: u64) {
     let stats = &s.shared.stats;
-    let counter = if found {
-        &stats.keyspace_hits
-    } else {
-        &stats.keyspace_misses
-    };
-    counter.fetch_add(1, Ordering::Relaxed);
+    if hits > 0 {
+        stats.keyspace_hits.fetch_add(hits, Ordering::Relaxed);
+    }
+    if misses > 0 {
+        stats.keyspace_misses.fetch_add(misses, Ordering::Relaxed);
+    }
 }
 
 pub(crate) const NOT_INTEGER: &str = "ERR value is not an integer or out of range";

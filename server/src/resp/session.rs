@@ -166,7 +166,7 @@ impl Session {
         self.last_command = "GET";
         let keys: Vec<&[u8]> = gets
             .iter()
-            .map(|args| args.get(1).map_or(&[][..], |k| &k[..]))
+            .map(|args| super::commands::arg(args, 1))
             .collect();
         let (mut hits, mut misses) = (0, 0);
         for value in self.db.multi_get(&keys) {
@@ -182,9 +182,7 @@ impl Session {
                 Err(e) => self.out.error(&resp_engine_error(&e)),
             }
         }
-        let stats = &self.shared.stats;
-        stats.keyspace_hits.fetch_add(hits, Ordering::Relaxed);
-        stats.keyspace_misses.fetch_add(misses, Ordering::Relaxed);
+        super::commands::count_lookups(self, hits, misses);
     }
 
     fn execute(&mut self, args: &[Bytes]) {
