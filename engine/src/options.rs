@@ -14,6 +14,9 @@ use crate::sstable::{BlockCachePolicy, TableFormat};
 /// [`crate::Error::InvalidArgument`].
 pub const MAX_KEY_SIZE: usize = 64 * 1024;
 
+/// Largest readahead window accepted by [`Options::validate`], in bytes (64 MiB).
+const MAX_READAHEAD: usize = 64 << 20;
+
 /// How recovery treats damaged WAL records (names follow RocksDB's `WALRecoveryMode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum WalRecoveryMode {
@@ -79,6 +82,17 @@ pub struct Options {
     pub table_format: TableFormat,
     /// Capacity of the shared block cache, in bytes of uncompressed blocks. Default 64 MiB.
     pub block_cache_size: usize,
+    /// Largest readahead window of an iterator, in bytes; 0 turns readahead off. Default
+    /// 256 KiB (RocksDB's `max_auto_readahead_size`). Once an iterator has read two data blocks
+    /// of a table in file order (forward or backward), each read from that table's file
+    /// covers a window that starts at 8 KiB and doubles up to this size, so a long scan makes
+    /// one system call per window instead of one per 4 KiB block. Point lookups never read
+    /// ahead. Measured in `docs/design.md`, "Scan readahead".
+    pub max_auto_readahead_size: usize,
+    /// Largest readahead window of a compaction's input tables, in bytes; 0 turns it off.
+    /// Default 2 MiB (RocksDB's `compaction_readahead_size`). Grows as
+    /// [`Options::max_auto_readahead_size`] does.
+    pub compaction_readahead_size: usize,
     /// Table files kept open at most (the table cache). Default 1000.
     pub max_open_files: usize,
     /// Size multiplier between consecutive levels. Default 10.
@@ -154,6 +168,8 @@ impl Default for Options {
             compression: true,
             table_format: TableFormat::V2,
             block_cache_size: 64 << 20,
+            max_auto_readahead_size: 256 << 10,
+            compaction_readahead_size: 2 << 20,
             max_open_files: 1000,
             level_size_multiplier: 10,
             max_bytes_for_level_base: 256 << 20,
@@ -217,6 +233,10 @@ setters! {
     table_format: TableFormat;
     /// Sets [`Options::block_cache_size`] (bytes).
     block_cache_size: usize;
+    /// Sets [`Options::max_auto_readahead_size`] (bytes).
+    max_auto_readahead_size: usize;
+    /// Sets [`Options::compaction_readahead_size`] (bytes).
+    compaction_readahead_size: usize;
     /// Sets [`Options::max_open_files`].
     max_open_files: usize;
     /// Sets [`Options::level_size_multiplier`].
@@ -347,6 +367,13 @@ impl Options {
         }
         if self.block_size < 64 || self.block_size > (64 << 20) {
             return bad("block_size must be between 64 bytes and 64 MiB");
+        }
+        if self.max_auto_readahead_size > MAX_READAHEAD
+            || self.compaction_readahead_size > MAX_READAHEAD
+        {
+            return bad(
+                "max_auto_readahead_size and compaction_readahead_size must be at most 64 MiB",
+            );
         }
         if self.block_restart_interval == 0 {
             return bad("block_restart_interval must be at least 1");

@@ -256,7 +256,7 @@ fn run_range(
     lo: Option<&[u8]>,
     hi: Option<&[u8]>,
 ) -> Result<(Vec<FileMeta>, JobStats)> {
-    let mut input = open_inputs(task, ctx.table_cache);
+    let mut input = open_inputs(task, ctx.table_cache, ctx.options.compaction_readahead_size);
     let mut out = Outputs::new(task, ctx);
     let mut stats = JobStats::default();
     let merged = merge(task, ctx, (lo, hi), &mut input, &mut out, &mut stats);
@@ -271,24 +271,33 @@ fn run_range(
 }
 
 /// One merging iterator over every input: each L0 table alone, each deeper level as one
-/// concatenation (its tables are sorted and disjoint).
-fn open_inputs(task: &CompactionTask, cache: &Arc<TableCache>) -> MergingIterator {
+/// concatenation (its tables are sorted and disjoint). Tables are read with readahead windows
+/// of up to `readahead` bytes.
+fn open_inputs(
+    task: &CompactionTask,
+    cache: &Arc<TableCache>,
+    readahead: usize,
+) -> MergingIterator {
     let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
     if task.level == 0 {
         for f in &task.inputs {
-            children.push(level_iter(std::slice::from_ref(f), cache));
+            children.push(level_iter(std::slice::from_ref(f), cache, readahead));
         }
     } else if !task.inputs.is_empty() {
-        children.push(level_iter(&task.inputs, cache));
+        children.push(level_iter(&task.inputs, cache, readahead));
     }
     if !task.output_inputs.is_empty() {
-        children.push(level_iter(&task.output_inputs, cache));
+        children.push(level_iter(&task.output_inputs, cache, readahead));
     }
     MergingIterator::new(children)
 }
 
 /// A lazily opening iterator over `files` (sorted, disjoint).
-fn level_iter(files: &[Arc<FileMeta>], cache: &Arc<TableCache>) -> Box<dyn InternalIterator> {
+fn level_iter(
+    files: &[Arc<FileMeta>],
+    cache: &Arc<TableCache>,
+    readahead: usize,
+) -> Box<dyn InternalIterator> {
     let ranges = files
         .iter()
         .map(|f| (f.smallest.clone(), f.largest.clone()))
@@ -307,7 +316,11 @@ fn level_iter(files: &[Arc<FileMeta>], cache: &Arc<TableCache>) -> Box<dyn Inter
         let table = cache.get(number, global_seqno)?;
         // Compaction reads each input block once: caching it would only evict the blocks
         // readers use (RocksDB reads compaction inputs with `fill_cache = false` too).
-        Ok(Box::new(table.iter_with(BlockCachePolicy::NoFill)) as Box<dyn InternalIterator>)
+        Ok(Box::new(
+            table
+                .iter_with(BlockCachePolicy::NoFill)
+                .with_readahead(readahead),
+        ) as Box<dyn InternalIterator>)
     }))
 }
 

@@ -209,7 +209,8 @@ impl DbInner {
             ValueKind::Put => Ok(Some(value)),
             ValueKind::Delete => Ok(None),
             ValueKind::Merge => {
-                let merged = merging_iterator(sv, &self.table_cache, policy)?;
+                // A merge reads few blocks per table: no readahead.
+                let merged = merging_iterator(sv, &self.table_cache, policy, 0)?;
                 let bound = || Bound::Included(key.to_vec());
                 let mut it = DbIter::new(merged, seqno, bound(), bound(), merge_fn(ks));
                 it.seek(key)?;
@@ -223,7 +224,12 @@ impl DbInner {
         self.check_open()?;
         ks.check_live()?;
         let (seqno, sv) = self.read_view(ks, options.snapshot.as_ref());
-        let merged = merging_iterator(&sv, &self.table_cache, options.cache_policy())?;
+        let merged = merging_iterator(
+            &sv,
+            &self.table_cache,
+            options.cache_policy(),
+            self.options.max_auto_readahead_size,
+        )?;
         Ok(DbCursor {
             iter: DbIter::new(
                 merged,
@@ -249,12 +255,13 @@ impl DbInner {
         let mut closed = Some(closed);
         let merge = merge_fn(ks);
         let policy = options.cache_policy();
+        let readahead = self.options.max_auto_readahead_size;
         DbRange {
             inner: Range::new(move || {
                 if let Some(Err(e)) = closed.take() {
                     return Err(e);
                 }
-                let merged = merging_iterator(&sv, &cache, policy)?;
+                let merged = merging_iterator(&sv, &cache, policy, readahead)?;
                 Ok(DbIter::new(
                     merged,
                     seqno,
@@ -422,11 +429,13 @@ pub fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// Merges the memtables, the level-0 tables and one concatenating iterator per deeper level,
-/// newest source first; table blocks are read under `policy`.
+/// newest source first; table blocks are read under `policy`, with readahead windows of up to
+/// `readahead` bytes (0: none).
 pub(crate) fn merging_iterator(
     sv: &Arc<SuperVersion>,
     cache: &Arc<TableCache>,
     policy: BlockCachePolicy,
+    readahead: usize,
 ) -> Result<MergingIterator> {
     let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
     children.push(Box::new(sv.mem.iter()));
@@ -435,7 +444,10 @@ pub(crate) fn merging_iterator(
     }
     for file in sv.version.files(0) {
         children.push(Box::new(
-            cache.get(file.number, file.global_seqno)?.iter_with(policy),
+            cache
+                .get(file.number, file.global_seqno)?
+                .iter_with(policy)
+                .with_readahead(readahead),
         ));
     }
     for level in 1..sv.version.levels.len() {
@@ -453,7 +465,8 @@ pub(crate) fn merging_iterator(
                 Error::InvalidArgument(format!("level iterator asked for file index {i}"))
             })?;
             let table = cache.get(file.number, file.global_seqno)?;
-            Ok(Box::new(table.iter_with(policy)) as Box<dyn InternalIterator>)
+            Ok(Box::new(table.iter_with(policy).with_readahead(readahead))
+                as Box<dyn InternalIterator>)
         })));
     }
     Ok(MergingIterator::new(children))

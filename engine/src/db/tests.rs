@@ -470,3 +470,64 @@ fn multi_get_matches_get_across_many_tables_merges_and_errors() -> TestResult {
     assert!(got.iter().all(|r| matches!(r, Err(Error::Closed))));
     Ok(())
 }
+
+#[test]
+fn scans_with_readahead_match_scans_without_and_limits_are_checked() -> TestResult {
+    type Pairs = Vec<(bytes::Bytes, bytes::Bytes)>;
+    let dir = tempfile::tempdir()?;
+    let o = || tiny().write_buffer_size(64 << 10);
+    {
+        let db = Db::open(dir.path(), o())?;
+        for i in 0..20_000u32 {
+            db.put(
+                format!("key{:06}", (i * 7919) % 20_000).as_bytes(),
+                &i.to_le_bytes(),
+            )?;
+        }
+        // Tables on level 0 and below it, each of many 128-byte blocks.
+        db.flush()?;
+        db.compact_range(None, Some(b"key1"))?;
+        db.close()?;
+    }
+    let mut scans: Vec<(usize, Pairs, Pairs)> = Vec::new();
+    for readahead in [0, 1, 4096, 256 << 10] {
+        let db = Db::open(dir.path(), o().max_auto_readahead_size(readahead))?;
+        for ro in [
+            ReadOptions::default(),
+            ReadOptions {
+                fill_cache: Some(false),
+                ..ReadOptions::default()
+            },
+            ReadOptions {
+                verify_checksums: true,
+                ..ReadOptions::default()
+            },
+        ] {
+            let forward: Pairs = db.range(&ro, &b"key0005"[..]..).collect::<Result<_>>()?;
+            let mut backward: Pairs = db
+                .range(&ro, &b"key0005"[..]..)
+                .rev()
+                .collect::<Result<_>>()?;
+            backward.reverse();
+            scans.push((readahead, forward, backward));
+        }
+        db.close()?;
+    }
+    let (_, want, _) = &scans[0];
+    assert_eq!(want.len(), 20_000 - 500, "keys from key000500 on");
+    for (readahead, forward, backward) in &scans {
+        assert_eq!(forward, want, "forward scan, readahead {readahead}");
+        assert_eq!(backward, want, "reverse scan, readahead {readahead}");
+    }
+    for bad in [
+        Options::default().max_auto_readahead_size(65 << 20),
+        Options::default().compaction_readahead_size(65 << 20),
+    ] {
+        let dir = tempfile::tempdir()?;
+        assert!(matches!(
+            Db::open(dir.path(), bad),
+            Err(Error::InvalidArgument(_))
+        ));
+    }
+    Ok(())
+}

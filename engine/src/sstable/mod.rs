@@ -24,11 +24,13 @@ mod builder;
 pub mod filter;
 pub mod format;
 mod properties;
+mod readahead;
 mod reader;
 
 pub use builder::{TableBuilder, TableBuilderOptions};
 pub use format::TableFormat;
 pub use properties::TableProperties;
+pub use readahead::INITIAL_READAHEAD;
 pub use reader::{BlockCachePolicy, Table, TableIter};
 
 #[cfg(test)]

@@ -59,8 +59,38 @@ fn entry(it: &TableIter) -> (InternalKey, Vec<u8>) {
     (it.key().to_owned(), it.value().to_vec())
 }
 
+/// Readahead limits every scan helper runs with: off, windows smaller than a block, and the
+/// default 256 KiB.
+const READAHEADS: [usize; 3] = [0, 1, 256 << 10];
+
 fn scan_forward(t: &Arc<Table>) -> Result<Model> {
-    let mut it = t.iter();
+    let runs = READAHEADS.map(|ra| scan_forward_with(t, ra));
+    let [first, rest @ ..] = runs;
+    let first = first?;
+    for run in rest {
+        assert_eq!(
+            run?, first,
+            "a scan with readahead differs from one without"
+        );
+    }
+    Ok(first)
+}
+
+fn scan_backward(t: &Arc<Table>) -> Result<Model> {
+    let runs = READAHEADS.map(|ra| scan_backward_with(t, ra));
+    let [first, rest @ ..] = runs;
+    let first = first?;
+    for run in rest {
+        assert_eq!(
+            run?, first,
+            "a reverse scan with readahead differs from one without"
+        );
+    }
+    Ok(first)
+}
+
+fn scan_forward_with(t: &Arc<Table>, readahead: usize) -> Result<Model> {
+    let mut it = t.iter().with_readahead(readahead);
     let mut out = Vec::new();
     it.seek_to_first()?;
     while it.valid() {
@@ -70,8 +100,8 @@ fn scan_forward(t: &Arc<Table>) -> Result<Model> {
     Ok(out)
 }
 
-fn scan_backward(t: &Arc<Table>) -> Result<Model> {
-    let mut it = t.iter();
+fn scan_backward_with(t: &Arc<Table>, readahead: usize) -> Result<Model> {
+    let mut it = t.iter().with_readahead(readahead);
     let mut out = Vec::new();
     it.seek_to_last()?;
     while it.valid() {
@@ -434,16 +464,31 @@ fn read_all_checked(path: &Path, model: &Model) -> Result<()> {
             assert_eq!(got, (k.seqno, k.kind, v.clone()), "wrong data for {k:?}");
         }
     }
-    let mut it = t.iter();
-    it.seek_to_first()?;
-    let mut i = 0;
-    while it.valid() {
-        assert_eq!(
-            Some(&entry(&it)),
-            model.get(i).map(|(k, v)| (k.clone(), v.clone())).as_ref()
-        );
-        i += 1;
-        it.next()?;
+    for readahead in READAHEADS {
+        let mut it = t.iter().with_readahead(readahead);
+        it.seek_to_first()?;
+        let mut i = 0;
+        while it.valid() {
+            assert_eq!(
+                Some(&entry(&it)),
+                model.get(i).map(|(k, v)| (k.clone(), v.clone())).as_ref()
+            );
+            i += 1;
+            it.next()?;
+        }
+        let mut it = t.iter().with_readahead(readahead);
+        it.seek_to_last()?;
+        let mut i = model.len();
+        while it.valid() {
+            i = i
+                .checked_sub(1)
+                .unwrap_or_else(|| panic!("a reverse scan yields more entries than written"));
+            assert_eq!(
+                Some(&entry(&it)),
+                model.get(i).map(|(k, v)| (k.clone(), v.clone())).as_ref()
+            );
+            it.prev()?;
+        }
     }
     t.verify_checksums()
 }
@@ -761,4 +806,74 @@ proptest! {
         };
         run().map_err(|e| TestCaseError::fail(e.to_string()))?;
     }
+}
+
+/// A table of many small blocks for the readahead tests: 2,000 entries in blocks of about
+/// 256 bytes.
+fn many_blocks_model() -> Model {
+    sorted(
+        (0..2000u32)
+            .map(|i| {
+                put(
+                    format!("key{i:05}").as_bytes(),
+                    u64::from(i) + 1,
+                    &noise(usize::try_from(i % 40).unwrap_or(0), u64::from(i)),
+                )
+            })
+            .collect(),
+    )
+}
+
+#[test]
+fn readahead_iterators_match_plain_ones_step_by_step() -> Result<()> {
+    let dir = tempdir()?;
+    let path = dir.path().join("t.sst");
+    let model = many_blocks_model();
+    write(&path, &model, opts(256, 10, true))?;
+    let t = open(&path)?;
+    let tgts = targets(&model);
+    // A random walk of seeks, runs of next and runs of prev, the same on every iterator.
+    let mut seed = 0x5eed_u64;
+    let mut rand = move |n: usize| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        usize::try_from(seed % n.max(1) as u64).unwrap_or(0)
+    };
+    for policy in [
+        BlockCachePolicy::Fill,
+        BlockCachePolicy::NoFill,
+        BlockCachePolicy::Bypass,
+    ] {
+        let mut plain = t.iter_with(policy);
+        let mut ahead = [64usize, 4096, 256 << 10].map(|ra| t.iter_with(policy).with_readahead(ra));
+        for _ in 0..300 {
+            let op = rand(4);
+            let target = tgts.get(rand(tgts.len())).map(InternalKey::as_ref);
+            let steps = rand(200);
+            let mut all: Vec<&mut TableIter> = std::iter::once(&mut plain)
+                .chain(ahead.iter_mut())
+                .collect();
+            for it in &mut all {
+                match (op, target) {
+                    (0, Some(k)) => it.seek(k)?,
+                    (1, Some(k)) => it.seek_for_prev(k)?,
+                    (2, _) => it.seek_to_first()?,
+                    _ => it.seek_to_last()?,
+                }
+                let forward = steps % 2 == 0;
+                for _ in 0..steps {
+                    if !it.valid() {
+                        break;
+                    }
+                    if forward { it.next()? } else { it.prev()? }
+                }
+            }
+            let want = plain.valid().then(|| entry(&plain));
+            for it in &ahead {
+                assert_eq!(it.valid().then(|| entry(it)), want, "policy {policy:?}");
+            }
+        }
+    }
+    Ok(())
 }
