@@ -19,7 +19,8 @@
 //! # Cost
 //! Children are kept in a binary heap of indices (a min-heap forward, a max-heap backward), so
 //! a step costs one child step plus O(log n) key comparisons; a seek or a turn-around costs one
-//! seek per child.
+//! seek per child. While one child keeps yielding (a scan over the largest level), a step
+//! costs one comparison: the stepped child against the remembered runner-up.
 
 use std::cmp::Ordering;
 use std::fmt;
@@ -45,6 +46,10 @@ pub struct MergingIterator {
     /// child. Invariant: a child index is in the heap iff that child is valid.
     heap: Vec<usize>,
     direction: Direction,
+    /// Heap position (1 or 2) of the child yielded after the current one, once found. The
+    /// children at positions 1 and 2 neither move nor step while the current child stays on
+    /// top, so it stays right until the heap changes below the top; then it is `None`.
+    runner_up: Option<usize>,
 }
 
 impl MergingIterator {
@@ -55,6 +60,7 @@ impl MergingIterator {
             children,
             heap,
             direction: Direction::Forward,
+            runner_up: None,
         }
     }
 
@@ -68,6 +74,7 @@ impl MergingIterator {
         let result = op(self);
         if result.is_err() {
             self.heap.clear();
+            self.runner_up = None;
         }
         result
     }
@@ -89,6 +96,7 @@ impl MergingIterator {
     /// Refills the heap with every valid child, ordered for `direction`.
     fn rebuild(&mut self, direction: Direction) {
         self.direction = direction;
+        self.runner_up = None;
         self.heap.clear();
         self.heap
             .extend((0..self.children.len()).filter(|&i| self.children[i].valid()));
@@ -143,6 +151,9 @@ impl MergingIterator {
             Direction::Reverse => child.prev()?,
         }
         if child.valid() {
+            if self.top_stays(direction, cur) {
+                return Ok(());
+            }
             sift_down(&self.children, &mut self.heap, direction, 0);
         } else {
             self.heap.swap_remove(0);
@@ -150,7 +161,35 @@ impl MergingIterator {
                 sift_down(&self.children, &mut self.heap, direction, 0);
             }
         }
+        self.runner_up = None;
         Ok(())
+    }
+
+    /// True if child `cur`, on top of the heap and just stepped, still yields first. It is
+    /// compared with the runner-up alone, which is found once and remembered while `cur` stays
+    /// on top: a long run of entries from one child (a scan over one large level) costs one
+    /// key comparison per entry instead of the two of a sift-down.
+    fn top_stays(&mut self, direction: Direction, cur: usize) -> bool {
+        let second = match self.runner_up {
+            Some(p) => p,
+            None => match self.heap.as_slice() {
+                [] | [_] => return true,
+                [_, _] => 1,
+                [_, a, b, ..] => {
+                    if yields_first(&self.children, direction, *b, *a) {
+                        2
+                    } else {
+                        1
+                    }
+                }
+            },
+        };
+        let Some(&other) = self.heap.get(second) else {
+            debug_assert!(false, "runner-up position {second} outside the heap");
+            return false;
+        };
+        self.runner_up = Some(second);
+        yields_first(&self.children, direction, cur, other)
     }
 }
 
