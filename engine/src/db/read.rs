@@ -430,7 +430,8 @@ pub fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
 
 /// Merges the memtables, the level-0 tables and one concatenating iterator per deeper level,
 /// newest source first; table blocks are read under `policy`, with readahead windows of up to
-/// `readahead` bytes (0: none).
+/// `readahead` bytes (0: none). The iterator holds `sv`'s version until it is dropped, so the
+/// tables it has yet to open stay on disk.
 pub(crate) fn merging_iterator(
     sv: &Arc<SuperVersion>,
     cache: &Arc<TableCache>,
@@ -451,7 +452,7 @@ pub(crate) fn merging_iterator(
         ));
     }
     for level in 1..sv.version.levels.len() {
-        let files = sv.version.files(level).to_vec();
+        let files = sv.version.files(level);
         if files.is_empty() {
             continue;
         }
@@ -460,8 +461,12 @@ pub(crate) fn merging_iterator(
             .map(|f| (f.smallest.clone(), f.largest.clone()))
             .collect();
         let cache = Arc::clone(cache);
+        // The level's tables are opened when the iterator reaches them, perhaps after a
+        // compaction replaced them: holding the version keeps their files from being deleted
+        // (`DbInner::delete_obsolete_tables` spares the tables of every live version).
+        let version = Arc::clone(&sv.version);
         children.push(Box::new(LevelIterator::new(bounds, move |i| {
-            let file = files.get(i).ok_or_else(|| {
+            let file = version.files(level).get(i).ok_or_else(|| {
                 Error::InvalidArgument(format!("level iterator asked for file index {i}"))
             })?;
             let table = cache.get(file.number, file.global_seqno)?;

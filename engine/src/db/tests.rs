@@ -531,3 +531,46 @@ fn scans_with_readahead_match_scans_without_and_limits_are_checked() -> TestResu
     }
     Ok(())
 }
+
+/// A cursor opens the tables of deeper levels lazily, when it reaches them; the version it
+/// was created on must keep those files from being deleted by a compaction meanwhile.
+#[test]
+fn a_cursor_reads_tables_that_a_later_compaction_replaced() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = Db::open(
+        dir.path(),
+        tiny().write_buffer_size(16 << 10).target_file_size(8 << 10),
+    )?;
+    let key = |i: u32| format!("key{i:05}").into_bytes();
+    for i in 0..4000u32 {
+        db.put(&key(i), b"old")?;
+    }
+    db.flush()?;
+    db.compact_range(None, None)?;
+    let mut cursor = db.cursor(&ReadOptions::default())?;
+    cursor.seek(&key(0))?;
+    assert_eq!(cursor.value(), b"old");
+    // Every table the cursor has not opened yet is rewritten and the old files deleted.
+    for i in 0..4000u32 {
+        db.put(&key(i), b"new")?;
+    }
+    db.flush()?;
+    db.compact_range(None, None)?;
+    db.compact_range(None, None)?;
+    let mut seen = 1;
+    cursor.next()?;
+    while cursor.valid() {
+        assert_eq!(
+            cursor.value(),
+            b"old",
+            "at {:?}",
+            String::from_utf8_lossy(cursor.key())
+        );
+        seen += 1;
+        cursor.next()?;
+    }
+    assert_eq!(seen, 4000);
+    cursor.seek_for_prev(&key(3999))?;
+    assert_eq!(cursor.value(), b"old");
+    Ok(())
+}
