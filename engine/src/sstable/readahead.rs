@@ -1,11 +1,13 @@
 //! [`Readahead`]: larger file reads for a table iterator that walks its data blocks in order.
 //!
 //! A scan reads one data block (about 4 KiB) per `pread` when its blocks are not cached. Once
-//! an iterator has moved to two blocks in a row that each lie right after (or, in a reverse
-//! scan, right before) the previous one, that read and each later one from the file covers a
-//! whole window in the scan's direction, and the following blocks are cut from the window
-//! without a system call. The window starts at [`INITIAL_READAHEAD`] bytes and doubles with
-//! each refill up to the limit the iterator was given. This is RocksDB's automatic iterator readahead
+//! an iterator has read two blocks in a row that each lie right after (or, in a reverse scan,
+//! right before) the previous one read, that read and each later one from the file covers a
+//! whole window in the scan's direction (or the whole block, when it is larger), and the
+//! following blocks are cut from the window without a system call. The window starts at
+//! [`INITIAL_READAHEAD`] bytes, doubles with each refill up to the limit the iterator was
+//! given, starts small again after a seek or a turn-around, and never reaches past the data
+//! blocks. Blocks found in the block cache are not reads and do not count, as in RocksDB. This is RocksDB's automatic iterator readahead
 //! (`BlockBasedTableOptions::max_auto_readahead_size`, 256 KiB by default, "Iterator
 //! readahead" in its wiki), extended to reverse scans.
 //!
@@ -40,7 +42,7 @@ pub(crate) struct Readahead {
     /// The file's bytes `[window_start, window_start + window.len())`.
     window: Bytes,
     window_start: u64,
-    /// The last block asked for, `[start, end)` with its trailer.
+    /// The last block read (from the file or the window), `[start, end)` with its trailer.
     last: Option<(u64, u64)>,
     /// Consecutive blocks that each started where the previous one ended.
     forward_run: u32,
@@ -57,18 +59,12 @@ impl Readahead {
         }
     }
 
-    /// Records that the iterator moved to the block at `handle` without reading the file (a
-    /// block-cache hit), so the access pattern stays sequential across cached blocks.
-    pub(crate) fn note(&mut self, handle: BlockHandle) {
-        if let Some(end) = handle.end_with_trailer() {
-            self.track(handle.offset, end);
-        }
-    }
-
     /// The stored bytes of the block at `handle` (contents and trailer), unchecked: from the
     /// window when it holds them, else read from `file`, going ahead in the scan's direction
-    /// when the recent blocks were sequential. Reads never extend past `limit` (the end of
-    /// the block area).
+    /// when the recent reads were sequential. Reads never extend past `limit` (the end of the
+    /// data blocks). Only reads count: blocks served from the block cache leave the state
+    /// alone, so a scan over a mostly cached table, whose misses are scattered, reads just
+    /// the blocks it misses.
     ///
     /// # Errors
     /// [`Error::Corruption`] if the block lies past `limit` or the file ends early;
@@ -84,7 +80,9 @@ impl Readahead {
         let end = handle
             .end_with_trailer()
             .filter(|&e| e <= limit)
-            .ok_or_else(|| Error::corruption(path, start, "block lies past the block area"))?;
+            .ok_or_else(|| {
+                Error::corruption(path, start, "data block lies past the data blocks")
+            })?;
         self.track(start, end);
         if let Some(bytes) = self.window_slice(start, end) {
             return Ok(bytes);
@@ -133,10 +131,17 @@ impl Readahead {
     fn track(&mut self, start: u64, end: u64) {
         match self.last {
             Some((_, last_end)) if start == last_end => {
+                if self.backward_run > 0 {
+                    // Turned around: small windows again.
+                    self.next_size = 0;
+                }
                 self.forward_run = self.forward_run.saturating_add(1);
                 self.backward_run = 0;
             }
             Some((last_start, _)) if end == last_start => {
+                if self.forward_run > 0 {
+                    self.next_size = 0;
+                }
                 self.backward_run = self.backward_run.saturating_add(1);
                 self.forward_run = 0;
             }
@@ -326,17 +331,22 @@ mod tests {
     }
 
     #[test]
-    fn cached_blocks_keep_the_run_going() -> Result<()> {
-        let (f, handles) = file(50, 1024);
+    fn a_turn_around_starts_again_with_a_small_window() -> Result<()> {
+        let (f, handles) = file(200, 1024);
         let limit = f.data.len() as u64;
         let mut ra = Readahead::new(64 << 10);
-        // Blocks 0 and 1 came from the block cache, so block 2 is already the second in
-        // sequence: its read covers a window, and block 3 comes from it.
-        ra.note(handles[0]);
-        ra.note(handles[1]);
-        read_all(&mut ra, &f, handles[2..4].iter().copied(), limit)?;
-        assert_eq!(f.reads.lock()[..], [(2048, 8 << 10)]);
-        let block = ra.read(&*f, Path::new("t"), handles[4], limit)?;
+        read_all(&mut ra, &f, handles[..150].iter().copied(), limit)?;
+        assert!(f.reads.lock().iter().any(|&(_, len)| len == 64 << 10));
+        f.reads.lock().clear();
+        // Back from block 149: the first read below the current window covers 8 KiB again.
+        read_all(&mut ra, &f, handles[..150].iter().rev().copied(), limit)?;
+        let reads = f.reads.lock().clone();
+        assert_eq!(
+            reads.first().map(|&(_, len)| len),
+            Some(8 << 10),
+            "{reads:?}"
+        );
+        let block = ra.read(&*f, Path::new("t"), handles[1], limit)?;
         assert!(ra.shares_window(&block));
         assert!(!ra.shares_window(&Bytes::copy_from_slice(&block)));
         Ok(())

@@ -52,6 +52,9 @@ pub struct Table {
     file_size: u64,
     /// Offset of the footer = end of the block area.
     footer_at: u64,
+    /// End of the data blocks: the offset of the first meta block (filter, properties or
+    /// index). Readahead windows stop here.
+    data_end: u64,
     footer: Footer,
     cache: Arc<BlockCache>,
     index: Arc<Block>,
@@ -126,6 +129,15 @@ impl Table {
             number,
             file_size,
             footer_at,
+            data_end: [
+                (footer.filter.size > 0).then_some(footer.filter.offset),
+                Some(footer.properties.offset),
+                Some(footer.index.offset),
+            ]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(footer_at),
             footer,
             cache,
             index,
@@ -314,10 +326,9 @@ impl Table {
         if policy != BlockCachePolicy::Bypass
             && let Some(b) = self.cache.get(self.number, handle.offset)
         {
-            readahead.note(handle);
             return Ok(b);
         }
-        let stored = readahead.read(&*self.file, &self.path, handle, self.footer_at)?;
+        let stored = readahead.read(&*self.file, &self.path, handle, self.data_end)?;
         let mut contents = decode_block(stored, &self.path, handle.offset)?;
         if policy == BlockCachePolicy::Fill && readahead.shares_window(&contents) {
             contents = Bytes::copy_from_slice(&contents);
