@@ -75,6 +75,11 @@ pub fn storage_key(key: &[u8]) -> Vec<u8> {
 /// Replaces the contents of `out` with the storage key of Redis key `key`.
 fn set_storage_key(out: &mut Vec<u8>, key: &[u8]) {
     out.clear();
+    push_storage_key(out, key);
+}
+
+/// Appends the storage key of Redis key `key` to `out`.
+fn push_storage_key(out: &mut Vec<u8>, key: &[u8]) {
     out.push(KV_PREFIX);
     out.extend_from_slice(key);
 }
@@ -134,8 +139,7 @@ impl Database {
         // The storage keys side by side in one buffer: one allocation, not one per key.
         let mut buffer = Vec::with_capacity(keys.iter().map(|k| k.len() + 1).sum());
         for key in keys {
-            buffer.push(KV_PREFIX);
-            buffer.extend_from_slice(key);
+            push_storage_key(&mut buffer, key);
         }
         let mut rest = &buffer[..];
         let stored: Vec<&[u8]> = keys

@@ -281,7 +281,9 @@ impl Table {
         let (mut blocks, mut entries) = (0u64, 0u64);
         while index.valid() {
             let handle = self.decode_handle(index.value())?;
-            let mut it = self.read_data_block(handle)?.iter();
+            let mut it = self
+                .data_block(handle, BlockCachePolicy::Bypass, &mut Readahead::default())?
+                .iter();
             it.seek_to_first()?;
             while it.valid() {
                 entries += 1;
@@ -344,17 +346,6 @@ impl Table {
                 .insert(self.number, handle.offset, Arc::clone(&block));
         }
         Ok(block)
-    }
-
-    /// Reads and checks the data block at `handle` from the file, bypassing the cache.
-    fn read_data_block(&self, handle: BlockHandle) -> Result<Arc<Block>> {
-        let contents = read_block(&*self.file, &self.path, handle)?;
-        Ok(Arc::new(Block::new(
-            contents,
-            self.footer.format,
-            Arc::clone(&self.path),
-            handle.offset,
-        )?))
     }
 }
 

@@ -64,26 +64,25 @@ fn entry(it: &TableIter) -> (InternalKey, Vec<u8>) {
 const READAHEADS: [usize; 3] = [0, 1, 256 << 10];
 
 fn scan_forward(t: &Arc<Table>) -> Result<Model> {
-    let runs = READAHEADS.map(|ra| scan_forward_with(t, ra));
-    let [first, rest @ ..] = runs;
-    let first = first?;
-    for run in rest {
-        assert_eq!(
-            run?, first,
-            "a scan with readahead differs from one without"
-        );
-    }
-    Ok(first)
+    same_with_every_readahead(t, scan_forward_with)
 }
 
 fn scan_backward(t: &Arc<Table>) -> Result<Model> {
-    let runs = READAHEADS.map(|ra| scan_backward_with(t, ra));
-    let [first, rest @ ..] = runs;
+    same_with_every_readahead(t, scan_backward_with)
+}
+
+/// Runs `scan` with each of [`READAHEADS`] and checks that every run returns what the first
+/// (readahead off) did.
+fn same_with_every_readahead(
+    t: &Arc<Table>,
+    scan: fn(&Arc<Table>, usize) -> Result<Model>,
+) -> Result<Model> {
+    let [first, rest @ ..] = READAHEADS.map(|ra| scan(t, ra));
     let first = first?;
-    for run in rest {
+    for (run, readahead) in rest.into_iter().zip(&READAHEADS[1..]) {
         assert_eq!(
             run?, first,
-            "a reverse scan with readahead differs from one without"
+            "a scan with readahead {readahead} differs from one without"
         );
     }
     Ok(first)
