@@ -393,12 +393,16 @@ impl KvBatch {
 /// error names the client's key length, not the engine's (which counts the prefix byte).
 fn check_key_length(batch: &KvBatch) -> strata_engine::Result<()> {
     if batch.longest_key > MAX_REDIS_KEY_SIZE {
-        return Err(strata_engine::Error::InvalidArgument(format!(
-            "key of {} bytes exceeds the limit of {MAX_REDIS_KEY_SIZE} bytes",
-            batch.longest_key
-        )));
+        return Err(key_length_error(batch.longest_key));
     }
     Ok(())
+}
+
+/// The error for a Redis key of `len` bytes, over [`MAX_REDIS_KEY_SIZE`].
+pub(crate) fn key_length_error(len: usize) -> strata_engine::Error {
+    strata_engine::Error::InvalidArgument(format!(
+        "key of {len} bytes exceeds the limit of {MAX_REDIS_KEY_SIZE} bytes"
+    ))
 }
 
 /// The distinct stripes of `keys`, in increasing order.

@@ -42,4 +42,18 @@ with psycopg.connect(conninfo) as conn:
     conn.execute("UPDATE reads SET count = %s WHERE seq = %s", (13, "ACGT"))
     conn.commit()
     assert conn.execute("SELECT count FROM reads WHERE seq = 'ACGT'").fetchone() == (13,)
+# psycopg prepares a query it has run 5 times; its rollback after an error then sends
+# DEALLOCATE ALL, and its statements must still work afterwards.
+with psycopg.connect(conninfo) as conn:
+    for i in range(8):
+        assert conn.execute("SELECT count(*) FROM reads WHERE count > %s", (i,)).fetchone()[0] >= 1
+    try:
+        conn.execute("SELECT * FROM missing")
+        raise AssertionError("no error")
+    except psycopg.errors.UndefinedTable:
+        pass
+    conn.rollback()
+    for i in range(8):
+        assert conn.execute("SELECT count(*) FROM reads WHERE count > %s", (i,)).fetchone()[0] >= 1
+    conn.commit()
 print("psycopg + pandas ok")

@@ -309,6 +309,45 @@ async fn transaction_statements_are_accepted() -> TestResult {
 }
 
 #[tokio::test]
+async fn deallocate_removes_prepared_statements_as_psycopg_expects() -> TestResult {
+    let server = TestServer::start(|_| {});
+    let client = connect(&server, "run5").await?;
+    client
+        .batch_execute("CREATE TABLE t (k BIGINT PRIMARY KEY); INSERT INTO t VALUES (1)")
+        .await?;
+    // A statement prepared with the extended protocol (tokio-postgres names them `s<N>`
+    // from a counter of its own), then removed by name.
+    let stmt = client
+        .prepare_typed("SELECT k FROM t WHERE k = $1", &[Type::INT8])
+        .await?;
+    assert_eq!(client.query(&stmt, &[&1i64]).await?.len(), 1);
+    let mut removed = 0;
+    for n in 0..1000 {
+        if client
+            .batch_execute(&format!("DEALLOCATE s{n}"))
+            .await
+            .is_ok()
+        {
+            removed += 1;
+        }
+    }
+    assert_eq!(removed, 1);
+    assert!(client.query(&stmt, &[&1i64]).await.is_err());
+    let err = client
+        .batch_execute("DEALLOCATE PREPARE nosuch")
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Some(&SqlState::INVALID_SQL_STATEMENT_NAME));
+    // psycopg's rollback after an error sends DEALLOCATE ALL once it has prepared statements.
+    client
+        .batch_execute("DEALLOCATE ALL; deallocate all;")
+        .await?;
+    let err = client.batch_execute("DEALLOCATE").await.unwrap_err();
+    assert_eq!(err.code(), Some(&SqlState::SYNTAX_ERROR));
+    Ok(())
+}
+
+#[tokio::test]
 async fn password_is_required_when_configured() -> TestResult {
     let server = TestServer::start(|c| c.requirepass = Some("pg-secret".into()));
     assert!(connect(&server, "db0").await.is_err());
@@ -351,6 +390,18 @@ async fn resp_sql_command_and_pg_share_the_database() -> TestResult {
         ]),
     ]);
     assert_eq!(rows, expected);
+    // Doubles print as docs/sql.md says, so a whole double does not read as an integer.
+    let doubles: redis::Value = redis::cmd("SQL")
+        .arg("SELECT 3.0, 1e16, 1e300, 0.5 FROM counts WHERE k = 'a'")
+        .query(&mut redis)?;
+    let redis::Value::Array(doubles) = doubles else {
+        panic!("{doubles:?}")
+    };
+    let texts: Vec<redis::Value> = ["3.0", "1e16", "1e300", "0.5"]
+        .iter()
+        .map(|t| redis::Value::BulkString(t.as_bytes().to_vec()))
+        .collect();
+    assert_eq!(doubles[1], redis::Value::Array(texts));
     let err = redis::cmd("SQL")
         .arg("SELECT * FROM nope")
         .query::<redis::Value>(&mut redis)

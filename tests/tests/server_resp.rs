@@ -224,6 +224,18 @@ fn errors_match_redis_replies() {
         b"-ERR AUTH <password> called without any password configured for the default user. \
           Are you sure your configuration is correct?\r\n",
     );
+    for count in [&b"0"[..], b"-1"] {
+        roundtrip(
+            &mut raw,
+            &encode(&[b"SCAN", b"0", b"COUNT", count]),
+            b"-ERR syntax error\r\n",
+        );
+    }
+    roundtrip(
+        &mut raw,
+        &encode(&[b"SCAN", b"0", b"COUNT", b"x"]),
+        b"-ERR value is not an integer or out of range\r\n",
+    );
     // Without a password the default user is `nopass`, as in Redis 7.
     roundtrip(&mut raw, &encode(&[b"AUTH", b"default", b"pw"]), b"+OK\r\n");
     roundtrip(
@@ -522,6 +534,54 @@ fn auth_is_required_when_a_password_is_set() -> TestResult {
     assert_eq!(c.get::<_, String>("k")?, "v");
     let bad = format!("redis://:nope@{}/", server.resp_addr());
     assert!(redis::Client::open(bad)?.get_connection().is_err());
+    Ok(())
+}
+
+#[test]
+fn a_set_with_a_key_over_the_limit_fails_alone_in_its_pipeline() {
+    let server = TestServer::start(|_| {});
+    let mut raw = server.raw();
+    let long = vec![b'x'; 65_536];
+    let error = b"-ERR invalid argument: key of 65536 bytes exceeds the limit of 65535 bytes\r\n";
+    let mut pipeline = encode(&[b"SET", b"a", b"1"]);
+    pipeline.extend(encode(&[b"SET", &long, b"v"]));
+    pipeline.extend(encode(&[b"SET", b"b", b"2"]));
+    pipeline.extend(encode(&[b"MSET", b"c", b"3", &long, b"4"]));
+    pipeline.extend(encode(&[b"MSET", b"d", b"5"]));
+    pipeline.extend(encode(&[b"MGET", b"a", b"b", b"c", b"d"]));
+    let mut want = b"+OK\r\n".to_vec();
+    want.extend_from_slice(error);
+    want.extend_from_slice(b"+OK\r\n");
+    want.extend_from_slice(error);
+    want.extend_from_slice(b"+OK\r\n*4\r\n$1\r\n1\r\n$1\r\n2\r\n$-1\r\n$1\r\n5\r\n");
+    roundtrip(&mut raw, &pipeline, &want);
+}
+
+#[test]
+fn a_partial_request_before_auth_waits_for_the_rest_without_stalling_others() -> TestResult {
+    // One worker thread: a connection that spun on its incomplete request would starve all.
+    let server = TestServer::start(|c| {
+        c.requirepass = Some("s3cret".into());
+        c.worker_threads = 1;
+    });
+    let mut stalled = server.raw();
+    std::io::Write::write_all(&mut stalled, b"PI")?;
+    let mut split = server.raw();
+    std::io::Write::write_all(&mut split, b"*2\r\n$4\r\nAUTH\r\n$6\r\ns3")?;
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    // Other clients are served meanwhile.
+    let url = format!("redis://:s3cret@{}/", server.resp_addr());
+    let mut c = redis::Client::open(url)?
+        .get_connection_with_timeout(std::time::Duration::from_secs(10))?;
+    c.set_read_timeout(Some(std::time::Duration::from_secs(10)))?;
+    let () = c.set("k", "v")?;
+    // The rests arrive: both requests complete and are answered.
+    roundtrip(
+        &mut stalled,
+        b"NG\r\n",
+        b"-NOAUTH Authentication required.\r\n",
+    );
+    roundtrip(&mut split, b"cret\r\nGET k\r\n", b"+OK\r\n$1\r\nv\r\n");
     Ok(())
 }
 

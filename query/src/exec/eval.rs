@@ -240,7 +240,7 @@ fn binary(op: BinaryOp, a: &Value, b: &Value) -> Result<Value> {
         }
         (Value::Int(_) | Value::Double(_), Value::Int(_) | Value::Double(_)) => {
             let (x, y) = (as_f64(a), as_f64(b));
-            Ok(Value::Double(match op {
+            let r = match op {
                 BinaryOp::Add => x + y,
                 BinaryOp::Sub => x - y,
                 BinaryOp::Mul => x * y,
@@ -248,7 +248,13 @@ fn binary(op: BinaryOp, a: &Value, b: &Value) -> Result<Value> {
                 BinaryOp::Div => x / y,
                 BinaryOp::Mod => x % y,
                 _ => return exec_err(format!("bad operator {}", op.symbol())),
-            }))
+            };
+            // Finite operands with an infinite result overflowed (PostgreSQL: "value out of
+            // range: overflow"); a stored infinity still computes as IEEE 754 says.
+            if r.is_infinite() && x.is_finite() && y.is_finite() {
+                return exec_err("double overflow");
+            }
+            Ok(Value::Double(r))
         }
         _ => exec_err(format!(
             "cannot apply {} to {} and {}",
@@ -392,5 +398,18 @@ mod tests {
             right: lit(Value::Int(0)),
         };
         assert_eq!(eval(&e, &[]).unwrap_err().to_string(), "division by zero");
+        let e = Expr::Binary {
+            op: BinaryOp::Mul,
+            left: lit(Value::Double(1e308)),
+            right: lit(Value::Int(10)),
+        };
+        assert_eq!(eval(&e, &[]).unwrap_err().to_string(), "double overflow");
+        // An infinity that is already there is not an overflow.
+        let e = Expr::Binary {
+            op: BinaryOp::Add,
+            left: lit(Value::Double(f64::INFINITY)),
+            right: lit(Value::Int(1)),
+        };
+        assert_eq!(eval(&e, &[]).unwrap(), Value::Double(f64::INFINITY));
     }
 }

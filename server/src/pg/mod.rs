@@ -428,6 +428,31 @@ fn response(outcome: Outcome, format: &Format) -> Response {
         Outcome::Commit => Response::TransactionEnd(Tag::new("COMMIT")),
         Outcome::Rollback => Response::TransactionEnd(Tag::new("ROLLBACK")),
         Outcome::Empty => Response::EmptyQuery,
+        // Without the connection's statements at hand (see `deallocate`).
+        Outcome::Deallocate(Some(_)) => Response::Execution(Tag::new("DEALLOCATE")),
+        Outcome::Deallocate(None) => Response::Execution(Tag::new("DEALLOCATE ALL")),
+    }
+}
+
+/// `response` for a statement of a connection whose prepared statements are `store`:
+/// `DEALLOCATE name` removes the statement (SQLSTATE 26000 if there is none, as in
+/// PostgreSQL). `DEALLOCATE ALL` is acknowledged but removes nothing: pgwire's store cannot
+/// list its statements. Each stays until the client prepares another under its name (psycopg
+/// reuses its names after `DEALLOCATE ALL`) or the connection closes.
+fn response_in<S: PortalStore>(store: &S, outcome: Outcome, format: &Format) -> Response {
+    match outcome {
+        Outcome::Deallocate(Some(name)) => {
+            if store.get_statement(&name).is_none() {
+                return Response::Error(Box::new(ErrorInfo::new(
+                    "ERROR".to_owned(),
+                    "26000".to_owned(),
+                    format!("prepared statement \"{name}\" does not exist"),
+                )));
+            }
+            store.rm_statement(&name);
+            Response::Execution(Tag::new("DEALLOCATE"))
+        }
+        other => response(other, format),
     }
 }
 
@@ -461,7 +486,7 @@ impl SimpleQueryHandler for PgQuery {
         Ok(outcomes
             .into_iter()
             .map(|r| match r {
-                Ok(o) => response(o, &Format::UnifiedText),
+                Ok(o) => response_in(client.portal_store(), o, &Format::UnifiedText),
                 Err(e) => Response::Error(Box::new(ErrorInfo::new(
                     "ERROR".to_owned(),
                     e.sqlstate().to_owned(),
@@ -583,6 +608,10 @@ impl ExtendedQueryHandler for PgQuery {
             .blocking(client, move |db| sql::run(db, &sql))
             .await?
             .map_err(|e| sql_error(&e))?;
-        Ok(response(outcome, &portal.result_column_format))
+        Ok(response_in(
+            client.portal_store(),
+            outcome,
+            &portal.result_column_format,
+        ))
     }
 }

@@ -149,7 +149,12 @@ impl ReplyBuffer {
     /// A double: `,text` in RESP3, a bulk string in RESP2 (Redis's formatting: `inf`,
     /// `-inf`, `nan`, else the shortest text that reads back as the same value).
     pub fn double(&mut self, value: f64) {
-        let text = format_double(value);
+        self.double_text(&format_double(value));
+    }
+
+    /// A double already formatted as `text` (which must read back as a double: digits with an
+    /// optional `.` and exponent, `inf`, `-inf` or `nan`).
+    pub fn double_text(&mut self, text: &str) {
         if self.resp3 {
             let _ = write!(self.buf, ",{text}\r\n");
         } else {

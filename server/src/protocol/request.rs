@@ -375,7 +375,9 @@ pub fn split_args(line: &[u8]) -> Result<Vec<Vec<u8>>, ProtocolError> {
             } else {
                 match c {
                     None => break,
-                    Some(c) if is_space(c) => break,
+                    // As Redis's `sdssplitargs`: `\v` and `\f` separate arguments but do not
+                    // end an unquoted one.
+                    Some(b' ' | b'\t' | b'\n' | b'\r') => break,
                     Some(b'"') => {
                         in_double = true;
                         i += 1;

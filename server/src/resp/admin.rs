@@ -485,6 +485,9 @@ fn sql_reply(s: &mut Session, outcome: &crate::sql::Outcome) {
         Outcome::Commit => s.out.simple("COMMIT"),
         Outcome::Rollback => s.out.simple("ROLLBACK"),
         Outcome::Empty => s.out.null(),
+        // RESP connections prepare no statements: nothing to remove.
+        Outcome::Deallocate(Some(_)) => s.out.simple("DEALLOCATE"),
+        Outcome::Deallocate(None) => s.out.simple("DEALLOCATE ALL"),
     }
 }
 
@@ -494,6 +497,9 @@ fn sql_value(s: &mut Session, v: &strata_query::Value) {
         Value::Null => s.out.null(),
         Value::Bool(b) => s.out.boolean(*b),
         Value::Int(i) => s.out.integer(*i),
+        // As docs/sql.md prints doubles (`3.0`, `1e16`), so a whole double does not read
+        // as an integer in RESP2; `inf`, `-inf` and `nan` as Redis writes them.
+        Value::Double(d) if d.is_finite() => s.out.double_text(&v.to_string()),
         Value::Double(d) => s.out.double(*d),
         Value::Text(t) => s.out.bulk(t.as_bytes()),
         Value::Blob(b) => s.out.bulk(b),

@@ -95,10 +95,11 @@ pub(crate) fn scan(s: &mut Session, args: &[Bytes]) {
         let value = args.get(i + 1);
         match (opt.as_slice(), value) {
             (b"MATCH", Some(p)) => pattern = Some(p),
-            (b"COUNT", Some(n)) => match parse_decimal(n).map(usize::try_from) {
-                Some(Ok(n)) if n >= 1 => count = n,
-                Some(Ok(_)) => return s.out.error(SYNTAX),
-                _ => return s.out.error(NOT_INTEGER),
+            // As Redis: a valid integer below 1 is a syntax error, not a bad integer.
+            (b"COUNT", Some(n)) => match parse_decimal(n) {
+                Some(n) if n >= 1 => count = usize::try_from(n).unwrap_or(usize::MAX),
+                Some(_) => return s.out.error(SYNTAX),
+                None => return s.out.error(NOT_INTEGER),
             },
             (b"TYPE", Some(t)) => only_strings = t.eq_ignore_ascii_case(b"string"),
             _ => return s.out.error(SYNTAX),

@@ -82,7 +82,12 @@ pub(crate) async fn serve_connection(
                 }
             }
         }
-        let more_buffered = batch.len() == MAX_BATCH || (session.needs_auth() && !buf.is_empty());
+        // Another complete request may be buffered only if the loop stopped at a limit, not
+        // at an incomplete request: re-parsing an incomplete request without reading would
+        // spin this worker forever.
+        let more_buffered = protocol_error.is_none()
+            && !buf.is_empty()
+            && (batch.len() == MAX_BATCH || (session.needs_auth() && batch.len() == 1));
         if !batch.is_empty() {
             if session.batch_may_block(&batch) {
                 let job = shared

@@ -20,7 +20,7 @@ use bytes::Bytes;
 
 use super::table::{self, CommandSpec};
 use crate::config::SyncMode;
-use crate::databases::{Database, KvBatch};
+use crate::databases::{Database, KvBatch, MAX_REDIS_KEY_SIZE, key_length_error};
 use crate::error::resp_engine_error;
 use crate::protocol::{Limits, ReplyBuffer};
 use crate::server::Shared;
@@ -276,8 +276,21 @@ impl Session {
         ));
     }
 
-    /// Adds a blind `SET key value` to the pending batch and encodes its `+OK`.
+    /// Adds a blind `SET key value` (or `MSET`'s pairs) to the pending batch and encodes its
+    /// `+OK`. A key over [`MAX_REDIS_KEY_SIZE`] bytes gets its error here, after the pending
+    /// writes before it are written, and is not added: the batch it would join must not fail
+    /// the other commands' writes with it.
     pub fn pend_put(&mut self, pairs: &[Bytes]) {
+        if let Some(key) = pairs
+            .iter()
+            .step_by(2)
+            .find(|k| k.len() > MAX_REDIS_KEY_SIZE)
+        {
+            self.flush_pending();
+            self.out
+                .error(&resp_engine_error(&key_length_error(key.len())));
+            return;
+        }
         if self.pending.commands == 0 {
             self.pending.reply_start = self.out.len();
             // Room for a typical pipeline (16 small SETs) without reallocating.

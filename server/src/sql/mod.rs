@@ -46,6 +46,10 @@ pub enum Outcome {
     Rollback,
     /// Nothing to run (only comments).
     Empty,
+    /// `DEALLOCATE [PREPARE] name` (`Some`, the name as PostgreSQL folds it) or `DEALLOCATE
+    /// [PREPARE] ALL` (`None`): the connection's prepared statements are its own, so the
+    /// protocol layer applies it.
+    Deallocate(Option<String>),
 }
 
 /// Why a statement failed.
@@ -180,6 +184,7 @@ fn intercept(database: &Database, stmt: &str) -> Option<Result<Outcome, SqlError
         ("SET", _) => Outcome::Command("SET".into()),
         ("RESET", _) => Outcome::Command("RESET".into()),
         ("DISCARD", _) => Outcome::Command("DISCARD ALL".into()),
+        ("DEALLOCATE", _) => return Some(deallocate(stmt)),
         ("SHOW", "TABLES") => return None,
         ("SHOW", "ALL") => return Some(Err(SqlError::UnknownSetting("all".into()))),
         ("SHOW", name) => match setting(name) {
@@ -214,6 +219,30 @@ fn intercept(database: &Database, stmt: &str) -> Option<Result<Outcome, SqlError
         }
     };
     Some(Ok(outcome))
+}
+
+/// Parses `DEALLOCATE [PREPARE] { name | "name" | ALL }`.
+fn deallocate(stmt: &str) -> Result<Outcome, SqlError> {
+    let body = stmt.trim().trim_end_matches(';');
+    let mut words = body.split_whitespace().skip(1).peekable();
+    if words
+        .peek()
+        .is_some_and(|w| w.eq_ignore_ascii_case("PREPARE"))
+    {
+        words.next();
+    }
+    let (Some(name), None) = (words.next(), words.next()) else {
+        return Err(SqlError::Query(QueryError::Translate(
+            "syntax error: DEALLOCATE takes one prepared statement name or ALL".to_owned(),
+        )));
+    };
+    Ok(Outcome::Deallocate(if name.eq_ignore_ascii_case("ALL") {
+        None
+    } else if let Some(quoted) = name.strip_prefix('"').and_then(|n| n.strip_suffix('"')) {
+        Some(quoted.replace("\"\"", "\""))
+    } else {
+        Some(name.to_lowercase())
+    }))
 }
 
 /// Parses and translates one statement (`None`: only comments).

@@ -67,6 +67,19 @@ fn inline_request_accepts_bare_lf_and_skips_blank_lines() {
 }
 
 #[test]
+fn vertical_tab_and_form_feed_separate_arguments_but_do_not_end_one() {
+    // Redis's sdssplitargs: isspace() between arguments, only ' ', \t, \n, \r end one.
+    let got = parse_all(b"ECHO a\x0bb\r\nECHO \x0b\x0ca\x0cb \x0b\r\n").unwrap();
+    assert_eq!(
+        got,
+        vec![
+            vec![b"ECHO".to_vec(), b"a\x0bb".to_vec()],
+            vec![b"ECHO".to_vec(), b"a\x0cb".to_vec()],
+        ]
+    );
+}
+
+#[test]
 fn unbalanced_quotes_are_refused() {
     for bad in [&b"SET \"abc\r\n"[..], b"SET 'abc\r\n", b"SET \"a\"b\r\n"] {
         assert_eq!(
