@@ -33,7 +33,7 @@ enum Command {
         #[arg(default_value = "./strata-data")]
         dir: PathBuf,
         /// Run these SQL statements (separated by `;`) and exit; status 1 if any failed.
-        #[arg(short = 'c', long = "command")]
+        #[arg(short = 'c', long = "command", allow_hyphen_values = true)]
         command: Option<String>,
     },
     /// Open (or create) a database, write and read back a few keys, and print what happened.
@@ -288,6 +288,18 @@ mod tests {
         fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
             Some(&self.source)
         }
+    }
+
+    #[test]
+    fn repl_command_may_start_with_a_comment() {
+        use clap::Parser;
+        let cli =
+            super::Cli::try_parse_from(["strata", "repl", "db", "-c", "-- a script\nSELECT 1;"])
+                .expect("a script starting with -- parses");
+        let super::Command::Repl { command, .. } = cli.command else {
+            panic!("not repl");
+        };
+        assert_eq!(command.as_deref(), Some("-- a script\nSELECT 1;"));
     }
 
     #[test]

@@ -252,9 +252,15 @@ impl<'a, S: KvStore> Session<'a, S> {
                 #[expect(clippy::cast_precision_loss, reason = "a rate for display")]
                 let rate = if secs > 0.0 { n as f64 / secs } else { 0.0 };
                 let text = if self.timer {
-                    format!("imported {n} rows into {table} in {secs:.2} s ({rate:.0} rows/s)")
+                    format!(
+                        "imported {n} row{} into {table} in {secs:.2} s ({rate:.0} rows/s)",
+                        if n == 1 { "" } else { "s" }
+                    )
                 } else {
-                    format!("imported {n} rows into {table}")
+                    format!(
+                        "imported {n} row{} into {table}",
+                        if n == 1 { "" } else { "s" }
+                    )
                 };
                 let _ = writeln!(out, "{text}");
             }

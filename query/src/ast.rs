@@ -109,6 +109,9 @@ pub struct Insert {
     pub rows: Vec<Vec<Expr>>,
     /// Duplicate-key behaviour.
     pub on_conflict: OnConflict,
+    /// The columns of `ON CONFLICT (cols)`, which must be the primary key's (the only unique
+    /// constraint a table has); `None` without a target.
+    pub conflict_target: Option<Vec<String>>,
 }
 
 /// A SELECT.

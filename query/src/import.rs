@@ -133,12 +133,25 @@ pub fn import<S: KvStore, R: BufRead>(
     let mut line_no = 0u64;
     loop {
         line.clear();
-        let n = input.read_line(&mut line)?;
+        let n = match input.read_line(&mut line) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                return Err(QueryError::Import {
+                    line: line_no + 1,
+                    message: "the line is not valid UTF-8".to_owned(),
+                });
+            }
+            Err(e) => return Err(e.into()),
+        };
         if n == 0 {
             break;
         }
         line_no += 1;
         done.bytes += n as u64;
+        if line_no == 1 && line.starts_with('\u{feff}') {
+            // A byte-order mark, as spreadsheet programs write before the header.
+            line.drain(..'\u{feff}'.len_utf8());
+        }
         while line.ends_with(['\n', '\r']) {
             line.pop();
         }
@@ -278,5 +291,24 @@ mod tests {
             e.to_string(),
             "line 1: in the batch starting here: duplicate primary key ('a') in table t"
         );
+        let bad: &[u8] = b"a\t1\t1\t1\n\xff\xfe\t1\t1\t1\n";
+        let e = import(&db, "t", bad, b'\t', |_| {}).unwrap_err();
+        assert_eq!(e.to_string(), "line 2: the line is not valid UTF-8");
+    }
+
+    #[test]
+    fn a_byte_order_mark_before_the_header_is_skipped() {
+        let db = db();
+        let mut text = "\u{feff}".to_owned();
+        text.push_str(&header_of(&db));
+        text.push_str("a\t1\t1\t1\n");
+        assert_eq!(import(&db, "t", text.as_bytes(), b'\t', |_| {}).unwrap(), 1);
+    }
+
+    /// The tab-separated header line of table `t`.
+    fn header_of(db: &Database<MemStore>) -> String {
+        let t = crate::plan::table(&db.catalog(), "t").unwrap();
+        let names: Vec<&str> = t.columns.iter().map(|c| c.name.as_str()).collect();
+        format!("{}\n", names.join("\t"))
     }
 }

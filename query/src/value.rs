@@ -111,7 +111,7 @@ impl Value {
     pub fn sql_cmp(&self, other: &Value) -> Option<Ordering> {
         match (self, other) {
             (Value::Int(a), Value::Int(b)) => Some(a.cmp(b)),
-            (Value::Double(a), Value::Double(b)) => Some(a.total_cmp(b)),
+            (Value::Double(a), Value::Double(b)) => Some(canonical(*a).total_cmp(&canonical(*b))),
             (Value::Int(a), Value::Double(b)) => Some(cmp_int_double(*a, *b)),
             (Value::Double(a), Value::Int(b)) => Some(cmp_int_double(*b, *a).reverse()),
             (Value::Text(a), Value::Text(b)) => Some(a.cmp(b)),
@@ -155,6 +155,19 @@ pub(crate) fn exact_int(d: f64) -> Option<i64> {
     }
 }
 
+/// `d` with `-0.0` as `0.0` and every NaN as the one positive NaN, so that `total_cmp`
+/// orders doubles as SQL compares them (`-0.0 = 0.0`, NaN above every number, as stored
+/// values already are).
+fn canonical(d: f64) -> f64 {
+    if d == 0.0 {
+        0.0
+    } else if d.is_nan() {
+        f64::NAN
+    } else {
+        d
+    }
+}
+
 /// Compares an integer with a double exactly (no rounding of large integers).
 fn cmp_int_double(i: i64, d: f64) -> Ordering {
     if d.is_nan() {
@@ -183,7 +196,8 @@ impl fmt::Display for Value {
                 // Whole values keep a `.0` so they read as doubles; from 1e16 on, the
                 // shortest exponent form (`1e16`, not 17 digits that look like an integer;
                 // `1.7976931348623157e308`, not 309 digits).
-                if d.is_finite() && d.abs() >= 1e16 {
+                // Below 1e-4 the same (`1e-5`, `5e-324`, not 300 zeros).
+                if d.is_finite() && (d.abs() >= 1e16 || (*d != 0.0 && d.abs() < 1e-4)) {
                     write!(f, "{d:e}")
                 } else if d.is_finite() && d.fract() == 0.0 {
                     write!(f, "{d:.1}")
@@ -254,6 +268,10 @@ mod tests {
         assert_eq!(Value::Double(0.25).to_string(), "0.25");
         assert_eq!(Value::Double(1e15).to_string(), "1000000000000000.0");
         assert_eq!(Value::Double(1e16).to_string(), "1e16");
+        assert_eq!(Value::Double(1e-300).to_string(), "1e-300");
+        assert_eq!(Value::Double(-2.5e-5).to_string(), "-2.5e-5");
+        assert_eq!(Value::Double(0.0001).to_string(), "0.0001");
+        assert_eq!(Value::Double(0.0).to_string(), "0.0");
         assert_eq!(Value::Double(-2.5e20).to_string(), "-2.5e20");
         assert_eq!(
             Value::Double(f64::MAX).to_string(),

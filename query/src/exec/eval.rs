@@ -233,6 +233,8 @@ fn binary(op: BinaryOp, a: &Value, b: &Value) -> Result<Value> {
                 BinaryOp::Mul => x.checked_mul(y),
                 BinaryOp::Div | BinaryOp::Mod if y == 0 => return exec_err("division by zero"),
                 BinaryOp::Div => x.checked_div(y),
+                // `i64::MIN % -1` is 0 (only `checked_rem`'s quotient would overflow).
+                BinaryOp::Mod if y == -1 => Some(0),
                 BinaryOp::Mod => x.checked_rem(y),
                 _ => return exec_err(format!("bad operator {}", op.symbol())),
             };

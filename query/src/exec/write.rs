@@ -82,6 +82,35 @@ fn check_not_null(t: &TableSchema, row: &[Value]) -> Result<()> {
 }
 
 pub(super) fn insert<S: KvStore>(db: &Database<S>, ins: &Insert) -> Result<Output> {
+    if let Some(target) = &ins.conflict_target {
+        let catalog = db.catalog();
+        let t = plan::table(&catalog, &ins.table)?;
+        let mut named: Vec<usize> = Vec::with_capacity(target.len());
+        for c in target {
+            let Some(i) = t.column_index(c) else {
+                return plan_err(format!("no column {c} in table {}", t.name));
+            };
+            named.push(i);
+        }
+        named.sort_unstable();
+        named.dedup();
+        let mut key = t.primary_key.clone();
+        key.sort_unstable();
+        if named != key {
+            let key: Vec<&str> = t
+                .primary_key
+                .iter()
+                .filter_map(|&c| t.columns.get(c).map(|c| c.name.as_str()))
+                .collect();
+            return plan_err(format!(
+                "ON CONFLICT ({}) does not name the primary key of {} ({}), its only unique \
+                 constraint",
+                target.join(", "),
+                t.name,
+                key.join(", ")
+            ));
+        }
+    }
     let mut rows = Vec::with_capacity(ins.rows.len());
     for exprs in &ins.rows {
         let mut row = Vec::with_capacity(exprs.len());

@@ -190,7 +190,20 @@ fn binary(op: BinaryOp, l: Option<DataType>, r: Option<DataType>) -> Result<Opti
 
 fn function(func: ScalarFunc, args: &[Option<DataType>]) -> Result<Option<DataType>> {
     if func == ScalarFunc::Coalesce {
-        return Ok(args.iter().flatten().next().copied());
+        // Every typed argument must match the first (integers and doubles mix), so the type
+        // of the result does not depend on which argument is NULL in a row.
+        let mut typed = args.iter().flatten();
+        let first = typed.next().copied();
+        if let Some(f) = first
+            && let Some(other) = typed.find(|t| **t != f && !(numeric(f) && numeric(**t)))
+        {
+            return plan_err(format!(
+                "COALESCE types {} and {} cannot be matched",
+                f.name(),
+                other.name()
+            ));
+        }
+        return Ok(first);
     }
     let t = args.first().copied().flatten();
     let refuse = |t: DataType| {

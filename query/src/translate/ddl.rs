@@ -44,6 +44,14 @@ fn index_column(c: &SqlIndexColumn) -> Result<String> {
     if c.operator_class.is_some() || c.column.with_fill.is_some() {
         return unsupported(format!("the index column `{c}`"));
     }
+    // Keys and indexes are ascending; `ASC` may be written, `DESC` is refused, not ignored.
+    match &c.column.options.sort {
+        None | Some(sqlparser::ast::OrderBySort::Asc) => {}
+        Some(_) => return unsupported(format!("descending or custom key order (`{c}`)")),
+    }
+    if c.column.options.nulls_first.is_some() {
+        return unsupported(format!("NULLS FIRST/LAST in keys (`{c}`)"));
+    }
     match &c.column.expr {
         SqlExpr::Identifier(i) => Ok(ident(i)),
         other => unsupported(format!("indexes on expressions (`{other}`)")),
@@ -68,6 +76,20 @@ pub(crate) fn create_table(t: &SqlCreateTable) -> Result<Statement> {
     }
     if t.partition_by.is_some() || t.order_by.is_some() || t.cluster_by.is_some() {
         return unsupported("table partitioning and clustering options");
+    }
+    // Any other option a dialect parses (`WITHOUT ROWID`, `STRICT`, `UNLOGGED`, `WITH (...)`,
+    // `ENGINE = ...`, `COMMENT`, ...) is refused rather than ignored: the table must be what
+    // a plain CREATE TABLE with the same name, columns and constraints would give.
+    let plain = sqlparser::ast::helpers::stmt_create_table::CreateTableBuilder::new(t.name.clone())
+        .if_not_exists(t.if_not_exists)
+        .columns(t.columns.clone())
+        .constraints(t.constraints.clone())
+        .build();
+    if plain != *t {
+        return unsupported(
+            "CREATE TABLE options other than IF NOT EXISTS, columns and PRIMARY KEY \
+             (WITHOUT ROWID, STRICT, UNLOGGED, WITH (...), ENGINE = ..., COMMENT, ...)",
+        );
     }
     let name = object_name(&t.name)?;
     let mut columns = Vec::new();

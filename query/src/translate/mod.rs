@@ -8,12 +8,13 @@ mod depth;
 mod expr;
 
 use sqlparser::ast::{
-    AssignmentTarget as SqlAssignmentTarget, Distinct as SqlDistinct, Expr as SqlExpr,
-    FromTable as SqlFromTable, GroupByExpr as SqlGroupByExpr, Ident as SqlIdent,
-    LimitClause as SqlLimitClause, ObjectName as SqlObjectName,
-    ObjectNamePart as SqlObjectNamePart, OnConflictAction as SqlOnConflictAction,
-    OnInsert as SqlOnInsert, OrderByKind as SqlOrderByKind, OrderBySort as SqlOrderBySort,
-    Query as SqlQuery, Select as SqlSelect, SelectItem as SqlSelectItem,
+    AssignmentTarget as SqlAssignmentTarget, ConflictTarget as SqlConflictTarget,
+    Distinct as SqlDistinct, Expr as SqlExpr, FromTable as SqlFromTable,
+    GroupByExpr as SqlGroupByExpr, Ident as SqlIdent, LimitClause as SqlLimitClause,
+    ObjectName as SqlObjectName, ObjectNamePart as SqlObjectNamePart,
+    OnConflictAction as SqlOnConflictAction, OnInsert as SqlOnInsert,
+    OrderByKind as SqlOrderByKind, OrderBySort as SqlOrderBySort, Query as SqlQuery,
+    Select as SqlSelect, SelectItem as SqlSelectItem,
     SelectItemQualifiedWildcardKind as SqlQualifiedWildcardKind, SetExpr as SqlSetExpr,
     SqliteOnConflict as SqlSqliteOnConflict, Statement as SqlStatement,
     TableFactor as SqlTableFactor, TableObject as SqlTableObject,
@@ -275,12 +276,26 @@ fn table_with_joins(t: &SqlTableWithJoins) -> Result<(String, Scope)> {
             with_hints,
             version,
             partitions,
-            ..
+            with_ordinality,
+            json_path,
+            sample,
+            index_directives,
+            inheritance,
         } => {
             if args.is_some() {
                 return unsupported("table functions");
             }
-            if !with_hints.is_empty() || version.is_some() || !partitions.is_empty() {
+            if sample.is_some() {
+                return unsupported("TABLESAMPLE");
+            }
+            if !with_hints.is_empty()
+                || version.is_some()
+                || !partitions.is_empty()
+                || *with_ordinality
+                || json_path.is_some()
+                || !index_directives.is_empty()
+                || inheritance.is_some()
+            {
                 return unsupported(format!("the table reference `{}`", t.relation));
             }
             let name = object_name(name)?;
@@ -325,14 +340,32 @@ fn insert(i: &sqlparser::ast::Insert) -> Result<Insert> {
     if i.ignore {
         on_conflict = OnConflict::DoNothing;
     }
+    let mut conflict_target = None;
     match &i.on {
         None => {}
-        Some(SqlOnInsert::OnConflict(c)) => match c.action {
-            SqlOnConflictAction::DoNothing => on_conflict = OnConflict::DoNothing,
-            SqlOnConflictAction::DoUpdate(_) => {
-                return unsupported("ON CONFLICT DO UPDATE");
+        Some(SqlOnInsert::OnConflict(c)) => {
+            match &c.conflict_target {
+                None => {}
+                Some(SqlConflictTarget::Columns {
+                    columns,
+                    predicate: None,
+                }) => {
+                    conflict_target = Some(columns.iter().map(ident).collect());
+                }
+                Some(SqlConflictTarget::Columns { .. }) => {
+                    return unsupported("ON CONFLICT (...) WHERE");
+                }
+                Some(SqlConflictTarget::OnConstraint(_)) => {
+                    return unsupported("ON CONFLICT ON CONSTRAINT");
+                }
             }
-        },
+            match c.action {
+                SqlOnConflictAction::DoNothing => on_conflict = OnConflict::DoNothing,
+                SqlOnConflictAction::DoUpdate(_) => {
+                    return unsupported("ON CONFLICT DO UPDATE");
+                }
+            }
+        }
         Some(SqlOnInsert::DuplicateKeyUpdate(_)) => {
             return unsupported("ON DUPLICATE KEY UPDATE");
         }
@@ -381,6 +414,7 @@ fn insert(i: &sqlparser::ast::Insert) -> Result<Insert> {
         columns,
         rows,
         on_conflict,
+        conflict_target,
     })
 }
 
