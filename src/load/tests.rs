@@ -268,6 +268,34 @@ fn counts_are_summed_and_added_to_existing_counters() {
 }
 
 #[test]
+fn counts_of_a_run_split_among_writer_threads_are_summed_per_key() {
+    // 60,000 lines (above PARALLEL_MIN_ENTRIES), one run: the sorted run is split among the
+    // table writer threads; each key's counts must be summed once, whatever the split.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let options = Options::default().merge_operator(Some(Arc::new(CounterAdd)));
+    let db = Db::open(dir.path(), options.clone()).expect("open");
+    let mut input = String::new();
+    let mut want: BTreeMap<String, i64> = BTreeMap::new();
+    for i in 0..60_000u64 {
+        // Keys 0..5000 in scattered order, each seen 12 times; a few hot keys far more.
+        let k = if i % 7 == 0 { i % 3 } else { (i * 7919) % 5000 };
+        let key = format!("read-{k:05}");
+        let count = (i % 11) as i64 - 3;
+        input.push_str(&format!("{key}\t{count}\n"));
+        *want.entry(key).or_default() += count;
+    }
+    let config = LoadConfig {
+        format: Format::Counts,
+        ..LoadConfig::new(&options)
+    };
+    let report = run_load(&db, &options, &input, &config).expect("load");
+    assert_eq!((report.pairs, report.runs), (60_000, 1));
+    assert_eq!(report.keys, want.len() as u64);
+    let want: Vec<(String, String)> = want.into_iter().map(|(k, v)| (k, v.to_string())).collect();
+    assert_eq!(contents(&db), want);
+}
+
+#[test]
 fn empty_input_loads_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
     let options = Options::default();
