@@ -236,6 +236,37 @@ fn errors_match_redis_replies() {
         &encode(&[b"SCAN", b"0", b"COUNT", b"x"]),
         b"-ERR value is not an integer or out of range\r\n",
     );
+    roundtrip(
+        &mut raw,
+        &encode(&[b"FUNCTION", b"FLUSH", b"x"]),
+        b"-ERR FUNCTION FLUSH only supports SYNC|ASYNC option\r\n",
+    );
+    roundtrip(
+        &mut raw,
+        &encode(&[b"FUNCTION", b"FLUSH", b"async"]),
+        b"+OK\r\n",
+    );
+    roundtrip(
+        &mut raw,
+        &encode(&[b"CLIENT", b"SETINFO", b"foo", b"1"]),
+        b"-ERR Unrecognized option 'foo'\r\n",
+    );
+    roundtrip(
+        &mut raw,
+        &encode(&[b"CLIENT", b"SETINFO", b"LIB-NAME", b"a b"]),
+        b"-ERR lib-name cannot contain spaces, newlines or special characters.\r\n",
+    );
+    roundtrip(
+        &mut raw,
+        &encode(&[b"CLIENT", b"SETINFO", b"lib-ver", b"1.2.3"]),
+        b"+OK\r\n",
+    );
+    roundtrip(
+        &mut raw,
+        &encode(&[b"DATABASES", b"CREATE", b"007"]),
+        b"-ERR database name '007' has only digits and '-': SELECT would read it as an index; \
+          include a letter or '_'\r\n",
+    );
     // Without a password the default user is `nopass`, as in Redis 7.
     roundtrip(&mut raw, &encode(&[b"AUTH", b"default", b"pw"]), b"+OK\r\n");
     roundtrip(
@@ -555,6 +586,51 @@ fn a_set_with_a_key_over_the_limit_fails_alone_in_its_pipeline() {
     want.extend_from_slice(error);
     want.extend_from_slice(b"+OK\r\n*4\r\n$1\r\n1\r\n$1\r\n2\r\n$-1\r\n$1\r\n5\r\n");
     roundtrip(&mut raw, &pipeline, &want);
+}
+
+#[test]
+fn command_info_describes_subcommands_by_their_full_name() -> TestResult {
+    let server = TestServer::start(|_| {});
+    let mut c = server.client();
+    let info: Value = redis::cmd("COMMAND")
+        .arg("INFO")
+        .arg("CLIENT|SETNAME")
+        .arg("config|get")
+        .arg("client|nope")
+        .query(&mut c)?;
+    let Value::Array(entries) = info else {
+        panic!("{info:?}")
+    };
+    let names: Vec<Option<String>> = entries
+        .iter()
+        .map(|e| match e {
+            Value::Array(fields) => text(fields.first()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        names,
+        vec![
+            Some("client|setname".into()),
+            Some("config|get".into()),
+            None
+        ]
+    );
+    Ok(())
+}
+
+#[test]
+fn append_beyond_the_bulk_limit_gets_redis_error() {
+    let server = TestServer::start(|c| c.limits.max_bulk_bytes = 1 << 10);
+    let mut raw = server.raw();
+    let half = vec![b'x'; 600];
+    roundtrip(&mut raw, &encode(&[b"APPEND", b"k", &half]), b":600\r\n");
+    roundtrip(
+        &mut raw,
+        &encode(&[b"APPEND", b"k", &half]),
+        b"-ERR string exceeds maximum allowed size (proto-max-bulk-len)\r\n",
+    );
+    roundtrip(&mut raw, &encode(&[b"STRLEN", b"k"]), b":600\r\n");
 }
 
 #[test]

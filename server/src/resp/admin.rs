@@ -287,7 +287,24 @@ pub(crate) fn client(s: &mut Session, args: &[Bytes]) {
                 s.out.error(BAD_CLIENT_NAME);
             }
         }
-        b"SETINFO" if argc == 4 => s.out.ok(),
+        // As Redis 7.2 (whose command it is; redis-py sends it on connect): two known
+        // attributes, values of printable characters without spaces. Nothing is stored.
+        b"SETINFO" if argc == 4 => {
+            let attr = arg(args, 2).to_ascii_lowercase();
+            let name = String::from_utf8_lossy(&attr).into_owned();
+            if attr != b"lib-name" && attr != b"lib-ver" {
+                s.out.error(&format!(
+                    "ERR Unrecognized option '{}'",
+                    String::from_utf8_lossy(arg(args, 2))
+                ));
+            } else if arg(args, 3).iter().any(|&b| !(b'!'..=b'~').contains(&b)) {
+                s.out.error(&format!(
+                    "ERR {name} cannot contain spaces, newlines or special characters."
+                ));
+            } else {
+                s.out.ok();
+            }
+        }
         b"INFO" if argc == 2 => {
             let line = client_line(s);
             s.out.verbatim(&line);
@@ -307,7 +324,19 @@ pub(crate) fn client(s: &mut Session, args: &[Bytes]) {
 /// harnesses send it).
 pub(crate) fn function(s: &mut Session, args: &[Bytes]) {
     if arg(args, 1).eq_ignore_ascii_case(b"FLUSH") {
-        s.out.ok();
+        // No functions are ever loaded: nothing to flush. The mode is checked as Redis does.
+        match args.get(2) {
+            None => s.out.ok(),
+            Some(m)
+                if args.len() == 3
+                    && (m.eq_ignore_ascii_case(b"SYNC") || m.eq_ignore_ascii_case(b"ASYNC")) =>
+            {
+                s.out.ok();
+            }
+            Some(_) => s
+                .out
+                .error("ERR FUNCTION FLUSH only supports SYNC|ASYNC option"),
+        }
     } else {
         subcommand_error(s, "FUNCTION", arg(args, 1));
     }

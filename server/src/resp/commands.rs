@@ -214,6 +214,11 @@ pub(crate) fn append(s: &mut Session, args: &[Bytes]) {
         Ok(v) => v.map(|v| v.to_vec()).unwrap_or_default(),
         Err(e) => return s.out.error(&resp_engine_error(&e)),
     };
+    if value.len().saturating_add(suffix.len()) > s.shared.config.limits.max_bulk_bytes {
+        return s
+            .out
+            .error("ERR string exceeds maximum allowed size (proto-max-bulk-len)");
+    }
     value.extend_from_slice(suffix);
     let mut batch = crate::databases::KvBatch::new();
     batch.put(key, &value);

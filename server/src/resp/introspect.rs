@@ -99,18 +99,35 @@ fn command_info(s: &mut Session, c: &CommandSpec) {
     key_specs(s, c);
     s.out.array(c.subcommands.len());
     for sub in c.subcommands {
-        s.out.array(10);
-        s.out.bulk(sub.name.as_bytes());
-        s.out.integer(i64::from(sub.arity));
-        status_set(s, &command_flags(c));
-        s.out.integer(0);
-        s.out.integer(0);
-        s.out.integer(0);
-        status_set(s, &acl_categories(c));
-        s.out.set(0);
-        s.out.array(0);
-        s.out.array(0);
+        subcommand_info(s, c, sub);
     }
+}
+
+/// `COMMAND INFO` entry of subcommand `sub` of container `c` (its flags and categories).
+fn subcommand_info(s: &mut Session, c: &CommandSpec, sub: &SubSpec) {
+    s.out.array(10);
+    s.out.bulk(sub.name.as_bytes());
+    s.out.integer(i64::from(sub.arity));
+    status_set(s, &command_flags(c));
+    s.out.integer(0);
+    s.out.integer(0);
+    s.out.integer(0);
+    status_set(s, &acl_categories(c));
+    s.out.set(0);
+    s.out.array(0);
+    s.out.array(0);
+}
+
+/// The container and subcommand named `container|sub` (any case), as `COMMAND LIST` names
+/// them.
+fn lookup_subcommand(name: &[u8]) -> Option<(&'static CommandSpec, &'static SubSpec)> {
+    let bar = name.iter().position(|&b| b == b'|')?;
+    let container = lookup(&name[..bar])?;
+    let sub = container
+        .subcommands
+        .iter()
+        .find(|sub| sub.name.as_bytes().eq_ignore_ascii_case(name))?;
+    Some((container, sub))
 }
 
 fn status_set(s: &mut Session, items: &[&str]) {
@@ -265,9 +282,10 @@ pub(crate) fn command(s: &mut Session, args: &[Bytes]) {
             } else {
                 s.out.array(names.len());
                 for n in names {
-                    match lookup(n) {
-                        Some(c) => command_info(s, c),
-                        None => s.out.null(),
+                    match (lookup(n), lookup_subcommand(n)) {
+                        (Some(c), _) => command_info(s, c),
+                        (None, Some((c, sub))) => subcommand_info(s, c, sub),
+                        (None, None) => s.out.null(),
                     }
                 }
             }

@@ -243,6 +243,13 @@ pub(crate) fn databases(s: &mut Session, args: &[Bytes]) {
                     .out
                     .error("ERR database names are ASCII letters, digits, '_' and '-'");
             };
+            // `SELECT` reads such a name as an index, so it could never switch to it.
+            if name.bytes().all(|b| b.is_ascii_digit() || b == b'-') {
+                return s.out.error(&format!(
+                    "ERR database name '{name}' has only digits and '-': SELECT would read it \
+                     as an index; include a letter or '_'"
+                ));
+            }
             match s.shared.databases.get_or_open(name) {
                 Ok(_) => s.out.ok(),
                 Err(e) => s.out.error(&resp_server_error(&e)),
