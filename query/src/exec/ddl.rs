@@ -120,7 +120,12 @@ pub(super) fn run<S: KvStore>(db: &Database<S>, stmt: &Statement) -> Result<Outp
             let mut batch = S::Batch::default();
             batch.put(&META_KEY, &encode_meta(FORMAT_VERSION, next.next_id));
             db.store.write(batch)?;
-            build_index(db, &t, &index)?;
+            if let Err(e) = build_index(db, &t, &index) {
+                // The chunks written before the failure (a value over the key limit, say)
+                // would stay behind unused: the index id is never reused.
+                let _ = delete_prefix(db, &index.key_prefix());
+                return Err(e);
+            }
             let mut t2 = (*t).clone();
             t2.indexes.push(index);
             let mut batch = S::Batch::default();
@@ -179,7 +184,9 @@ fn build_index<S: KvStore>(db: &Database<S>, t: &TableSchema, index: &IndexDef) 
     );
     while let Some((k, v)) = rows.next_entry()? {
         decode(t, k, v, &needed, &mut row)?;
-        batch.put(&index_key(index, &row, k), &[]);
+        let entry = index_key(index, &row, k);
+        super::write::check_key_size(&entry, || super::write::index_entry(t, index))?;
+        batch.put(&entry, &[]);
         if batch.len() >= CHUNK_ENTRIES {
             db.store.write(std::mem::take(&mut batch))?;
         }

@@ -28,6 +28,27 @@ pub(crate) fn index_key(index: &IndexDef, row: &[Value], row_key: &[u8]) -> Vec<
     k
 }
 
+/// Refuses a row or index key over the engine's key limit ([`strata_engine::MAX_KEY_SIZE`]
+/// bytes), naming what the key belongs to (`what`), before anything of the statement is
+/// written.
+pub(crate) fn check_key_size(key: &[u8], what: impl FnOnce() -> String) -> Result<()> {
+    if key.len() > strata_engine::MAX_KEY_SIZE {
+        return exec_err(format!(
+            "{} is {} bytes encoded, over the key limit of {} bytes",
+            what(),
+            key.len(),
+            strata_engine::MAX_KEY_SIZE
+        ));
+    }
+    Ok(())
+}
+
+/// What an index key of `index` on `t` is called in errors.
+pub(crate) fn index_entry(t: &TableSchema, index: &IndexDef) -> String {
+    let column = t.columns.get(index.column).map_or("?", |c| c.name.as_str());
+    format!("the entry of index {} on {}({column})", index.name, t.name)
+}
+
 /// Coerces `v` for column `c` of `t` and checks NOT NULL.
 fn store_value(t: &TableSchema, c: usize, v: Value) -> Result<Value> {
     let Some(col) = t.columns.get(c) else {
@@ -181,6 +202,7 @@ pub(super) fn insert_values<S: KvStore>(
         }
         check_not_null(&t, &row)?;
         let key = t.row_key(&row);
+        check_key_size(&key, || format!("the primary key of a row of {}", t.name))?;
         let in_batch = pending.contains_key(&key);
         let existing = if in_batch { None } else { reader.get(&key)? };
         if in_batch || existing.is_some() {
@@ -214,7 +236,9 @@ pub(super) fn insert_values<S: KvStore>(
         encode_row(&t, row, &mut value);
         batch.put(key, &value);
         for index in &t.indexes {
-            batch.put(&index_key(index, row, key), &[]);
+            let entry = index_key(index, row, key);
+            check_key_size(&entry, || index_entry(&t, index))?;
+            batch.put(&entry, &[]);
         }
     }
     db.store.write(batch)?;
@@ -265,7 +289,11 @@ pub(super) fn update<S: KvStore>(
                     != Some(std::cmp::Ordering::Equal)
             });
             let new_key = if key_changed {
-                t.row_key(&new_row)
+                let new_key = t.row_key(&new_row);
+                check_key_size(&new_key, || {
+                    format!("the primary key of a row of {}", t.name)
+                })?;
+                new_key
             } else {
                 key.to_vec()
             };
@@ -306,6 +334,7 @@ pub(super) fn update<S: KvStore>(
             let old = index_key(index, &c.old_row, &c.old_key);
             let new = index_key(index, &c.new_row, &c.new_key);
             if old != new {
+                check_key_size(&new, || index_entry(&t, index))?;
                 batch.delete(&old);
                 puts.push(new);
             }
