@@ -229,6 +229,29 @@ impl Db {
         inner.range(&inner.default_ks, options, lower, upper)
     }
 
+    /// Up to `parts - 1` keys, ascending, that cut the user keys of `range` into `parts`
+    /// ranges holding about equal bytes of table data, for reading them on `parts` threads
+    /// (each with its own [`Db::range`] at one snapshot). The cuts are the first keys of the
+    /// tables of the level that holds most of the range (in LevelDB's and RocksDB's leveled
+    /// layout, the last), so a range within fewer tables gets fewer cuts; empty when
+    /// `parts < 2`, when that level holds under 16 MiB of the range (or under one
+    /// [`Options::target_file_size`], if smaller), or when it is level 0.
+    /// Every cut lies strictly inside `range`. An estimate from the current version: data
+    /// still in memtables or in other levels is not weighed, and the result never affects
+    /// what a read returns.
+    pub fn split_keys<'a, R>(&self, range: R, parts: usize) -> Vec<Bytes>
+    where
+        R: RangeBounds<&'a [u8]>,
+    {
+        let inner = self.inner();
+        inner.split_keys(
+            &inner.default_ks,
+            range.start_bound().map(|k| *k),
+            range.end_bound().map(|k| *k),
+            parts,
+        )
+    }
+
     /// Iterates the pairs whose key starts with `prefix`, in key order (reverse with `.rev()`).
     /// The upper bound is the prefix's successor, computed correctly for trailing `0xFF` bytes
     /// (see [`prefix_successor`]).

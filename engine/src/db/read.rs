@@ -529,3 +529,80 @@ impl DbInner {
 
 #[cfg(test)]
 mod tests;
+
+/// Tables below this many bytes in a range are not worth splitting for parallel reads (or
+/// below one table of the keyspace's `target_file_size`, when that is smaller).
+const MIN_SPLIT_BYTES: u64 = 16 << 20;
+
+impl DbInner {
+    /// See [`crate::Db::split_keys`].
+    pub(crate) fn split_keys(
+        &self,
+        ks: &KeyspaceState,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        parts: usize,
+    ) -> Vec<Bytes> {
+        if parts < 2 {
+            return Vec::new();
+        }
+        let sv = ks.super_version();
+        let (lo, hi) = (bound_key(lower), bound_key(upper));
+        let inside = |key: &[u8]| {
+            let above = match lower {
+                Bound::Included(l) => key > l,
+                Bound::Excluded(l) => key > l,
+                Bound::Unbounded => true,
+            };
+            let below = match upper {
+                Bound::Included(u) | Bound::Excluded(u) => key < u,
+                Bound::Unbounded => true,
+            };
+            above && below
+        };
+        // The level holding most of the range's bytes: its tables' first keys are the
+        // candidate cuts, weighted by the bytes of the tables before them.
+        let Some((files, total)) = (0..sv.version.levels.len())
+            .map(|level| {
+                let files: Vec<&Arc<FileMeta>> = sv
+                    .version
+                    .files(level)
+                    .iter()
+                    .filter(|f| f.overlaps(lo, hi))
+                    .collect();
+                let bytes: u64 = files.iter().map(|f| f.size).sum();
+                (files, bytes)
+            })
+            .max_by_key(|(_, bytes)| *bytes)
+        else {
+            return Vec::new();
+        };
+        let min_bytes = MIN_SPLIT_BYTES.min(ks.options.target_file_size);
+        if total < min_bytes || sv.version.files(0).iter().any(|f| files.contains(&f)) {
+            // Level-0 tables overlap each other: their first keys say nothing about balance.
+            return Vec::new();
+        }
+        let mut cuts: Vec<Bytes> = Vec::with_capacity(parts - 1);
+        let (mut before, mut next) = (0u64, 1u64);
+        for f in files {
+            let key = &f.smallest.user_key[..];
+            if cuts.len() + 1 < parts
+                && before.saturating_mul(parts as u64) >= total.saturating_mul(next)
+                && inside(key)
+                && cuts.last().is_none_or(|c| &c[..] < key)
+            {
+                cuts.push(Bytes::copy_from_slice(key));
+                next += 1;
+            }
+            before += f.size;
+        }
+        cuts
+    }
+}
+
+fn bound_key(b: Bound<&[u8]>) -> Option<&[u8]> {
+    match b {
+        Bound::Included(k) | Bound::Excluded(k) => Some(k),
+        Bound::Unbounded => None,
+    }
+}

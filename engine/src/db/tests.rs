@@ -574,3 +574,46 @@ fn a_cursor_reads_tables_that_a_later_compaction_replaced() -> TestResult {
     assert_eq!(cursor.value(), b"old");
     Ok(())
 }
+
+#[test]
+fn split_keys_cut_a_range_at_table_boundaries_of_about_equal_bytes() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = Db::open(
+        dir.path(),
+        tiny()
+            .write_buffer_size(32 << 10)
+            .target_file_size(16 << 10),
+    )?;
+    let key = |i: u32| format!("k{i:06}").into_bytes();
+    for i in 0..6000u32 {
+        db.put(&key(i), &[b'v'; 40])?;
+    }
+    // Everything in one level of many tables.
+    db.compact_range(None, None)?;
+    assert!(db.split_keys(.., 1).is_empty());
+    for parts in [2, 3, 4, 8] {
+        let cuts = db.split_keys(.., parts);
+        assert_eq!(cuts.len(), parts - 1, "{parts} parts");
+        assert!(cuts.windows(2).all(|w| w[0] < w[1]));
+        // About equal parts: each holds between a half and twice its share of the keys.
+        let mut bounds: Vec<Option<&[u8]>> = vec![None];
+        bounds.extend(cuts.iter().map(|c| Some(&c[..])));
+        bounds.push(None);
+        for w in bounds.windows(2) {
+            let lower = w[0].map_or(std::ops::Bound::Unbounded, std::ops::Bound::Included);
+            let upper = w[1].map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded);
+            let n = db.range(&ReadOptions::default(), (lower, upper)).count();
+            let share = 6000 / parts;
+            assert!(n > share / 2 && n < share * 2, "{n} keys of {share}");
+        }
+    }
+    // Cuts lie strictly inside the range asked for.
+    let (lo, hi) = (key(1000), key(4000));
+    let cuts = db.split_keys(&lo[..]..&hi[..], 4);
+    assert!(!cuts.is_empty());
+    assert!(cuts.iter().all(|c| c[..] > lo[..] && c[..] < hi[..]));
+    // A range within one table has nothing to cut.
+    let (lo, hi) = (key(10), key(12));
+    assert!(db.split_keys(&lo[..]..=&hi[..], 4).is_empty());
+    Ok(())
+}

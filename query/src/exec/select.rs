@@ -5,11 +5,13 @@ use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
 use super::eval::{eval, passes};
-use super::source::RowSource;
+use super::source::{RowSource, bound};
 use super::store::KvRead;
 use crate::ast::{AggFunc, Expr};
 use crate::error::{Result, exec_err};
-use crate::plan::{SelectPlan, Shape, Sort};
+use std::ops::Bound;
+
+use crate::plan::{Access, KeyRange, ScanPlan, SelectPlan, Shape, Sort};
 use crate::value::Value;
 
 /// Runs `plan` on `reader` and returns the result rows.
@@ -17,49 +19,21 @@ pub(crate) fn run<R: KvRead>(reader: &R, plan: &SelectPlan) -> Result<Vec<Vec<Va
     if plan.limit == Some(0) {
         return Ok(Vec::new());
     }
-    let mut input = Input::new(reader, plan);
     match &plan.shape {
-        Shape::Simple { projections } => simple(&mut input, plan, projections),
+        Shape::Simple { projections } => match (&plan.sort, split_scan(reader, plan)) {
+            (Sort::Explicit(_), Some(parts)) => sort_in_parallel(reader, plan, &parts, projections),
+            _ => simple(&mut Input::new(reader, plan), plan, projections),
+        },
         Shape::Aggregate {
             group_by,
             aggregates,
             having,
             projections,
         } => {
-            let mut groups: BTreeMap<GroupKey, Vec<Acc>> = BTreeMap::new();
-            let mut row = input.row_buffer();
-            if group_by.is_empty() {
-                // One group: accumulate without a map lookup per row.
-                let mut accs: Vec<Acc> = aggregates.iter().map(|(f, _)| Acc::new(*f)).collect();
-                while input.next(&mut row)? {
-                    for (acc, (_, arg)) in accs.iter_mut().zip(aggregates) {
-                        let v = match arg {
-                            Some(a) => Some(eval(a, &row)?),
-                            None => None,
-                        };
-                        acc.add(v)?;
-                    }
-                }
-                groups.insert(GroupKey(Vec::new()), accs);
-            }
-            while !group_by.is_empty() && input.next(&mut row)? {
-                let key = GroupKey(
-                    group_by
-                        .iter()
-                        .map(|e| eval(e, &row))
-                        .collect::<Result<_>>()?,
-                );
-                let accs = groups
-                    .entry(key)
-                    .or_insert_with(|| aggregates.iter().map(|(f, _)| Acc::new(*f)).collect());
-                for (acc, (_, arg)) in accs.iter_mut().zip(aggregates) {
-                    let v = match arg {
-                        Some(a) => Some(eval(a, &row)?),
-                        None => None,
-                    };
-                    acc.add(v)?;
-                }
-            }
+            let mut groups = match split_scan(reader, plan) {
+                Some(parts) => aggregate_in_parallel(reader, &parts, group_by, aggregates)?,
+                None => aggregate(&mut Input::new(reader, plan), group_by, aggregates)?,
+            };
             if group_by.is_empty() && groups.is_empty() {
                 groups.insert(
                     GroupKey(Vec::new()),
@@ -69,7 +43,9 @@ pub(crate) fn run<R: KvRead>(reader: &R, plan: &SelectPlan) -> Result<Vec<Vec<Va
             let mut out = Sorter::new(plan);
             for (key, accs) in groups {
                 let mut group_row = key.0;
-                group_row.extend(accs.into_iter().map(Acc::finish));
+                for acc in accs {
+                    group_row.push(acc.finish()?);
+                }
                 if let Some(h) = having
                     && !passes(h, &group_row)?
                 {
@@ -84,6 +60,193 @@ pub(crate) fn run<R: KvRead>(reader: &R, plan: &SelectPlan) -> Result<Vec<Vec<Va
             Ok(out.finish())
         }
     }
+}
+
+/// The aggregates of a statement: `(function, argument)`; no argument for `COUNT(*)`.
+type Aggregates = [(AggFunc, Option<Expr>)];
+
+/// Accumulates `aggregates` over every row of `input`, by the values of `group_by` (one
+/// group, keyed by no values, without GROUP BY; no group at all without rows).
+fn aggregate<R: KvRead>(
+    input: &mut Input<'_, R>,
+    group_by: &[Expr],
+    aggregates: &Aggregates,
+) -> Result<BTreeMap<GroupKey, Vec<Acc>>> {
+    let mut groups: BTreeMap<GroupKey, Vec<Acc>> = BTreeMap::new();
+    let mut row = input.row_buffer();
+    let add = |accs: &mut [Acc], row: &[Value]| -> Result<()> {
+        for (acc, (_, arg)) in accs.iter_mut().zip(aggregates) {
+            let v = match arg {
+                Some(a) => Some(eval(a, row)?),
+                None => None,
+            };
+            acc.add(v)?;
+        }
+        Ok(())
+    };
+    if group_by.is_empty() {
+        // One group: accumulate without a map lookup per row.
+        let mut accs: Option<Vec<Acc>> = None;
+        while input.next(&mut row)? {
+            let accs = accs.get_or_insert_with(|| new_accs(aggregates));
+            add(accs, &row)?;
+        }
+        if let Some(accs) = accs {
+            groups.insert(GroupKey(Vec::new()), accs);
+        }
+        return Ok(groups);
+    }
+    while input.next(&mut row)? {
+        let key = GroupKey(
+            group_by
+                .iter()
+                .map(|e| eval(e, &row))
+                .collect::<Result<_>>()?,
+        );
+        let accs = groups.entry(key).or_insert_with(|| new_accs(aggregates));
+        add(accs, &row)?;
+    }
+    Ok(groups)
+}
+
+fn new_accs(aggregates: &Aggregates) -> Vec<Acc> {
+    aggregates.iter().map(|(f, _)| Acc::new(*f)).collect()
+}
+
+/// Most threads one scan uses.
+const MAX_SCAN_THREADS: usize = 8;
+
+/// For an aggregate over a key range the store can cut ([`KvRead::split_keys`]), one scan
+/// plan per part, in key order, one part per core; `None` to scan on this thread (one core,
+/// another access path, or a range not worth cutting).
+fn split_scan<R: KvRead>(reader: &R, plan: &SelectPlan) -> Option<Vec<ScanPlan>> {
+    let scan = plan.scan.as_ref()?;
+    let Access::KeyRange { range, full } = &scan.access else {
+        return None;
+    };
+    let threads = std::thread::available_parallelism()
+        .map_or(1, std::num::NonZero::get)
+        .min(MAX_SCAN_THREADS);
+    if threads < 2 {
+        return None;
+    }
+    let cuts = reader.split_keys(bound(&range.lower), bound(&range.upper), threads);
+    if cuts.is_empty() {
+        return None;
+    }
+    let mut lowers = vec![range.lower.clone()];
+    lowers.extend(cuts.iter().cloned().map(Bound::Included));
+    let mut uppers: Vec<Bound<Vec<u8>>> = cuts.into_iter().map(Bound::Excluded).collect();
+    uppers.push(range.upper.clone());
+    Some(
+        lowers
+            .into_iter()
+            .zip(uppers)
+            .map(|(lower, upper)| ScanPlan {
+                access: Access::KeyRange {
+                    range: KeyRange {
+                        lower,
+                        upper,
+                        reverse: false,
+                    },
+                    full: *full,
+                },
+                ..scan.clone()
+            })
+            .collect(),
+    )
+}
+
+/// [`aggregate`] over each of `parts` on its own thread (all reading `reader`'s snapshot),
+/// then the parts' groups merged in key order, so each group keeps the key values and
+/// MIN/MAX ties a single scan would (SUM and AVG over doubles may differ from one scan in
+/// the last bits: the additions happen in another order).
+fn aggregate_in_parallel<R: KvRead>(
+    reader: &R,
+    parts: &[ScanPlan],
+    group_by: &[Expr],
+    aggregates: &Aggregates,
+) -> Result<BTreeMap<GroupKey, Vec<Acc>>> {
+    let results: Vec<Result<BTreeMap<GroupKey, Vec<Acc>>>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = parts
+            .iter()
+            .map(|part| {
+                scope.spawn(move || {
+                    let mut input = Input::of_scan(reader, part);
+                    aggregate(&mut input, group_by, aggregates)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| exec_err("a scan thread panicked"))
+            })
+            .collect()
+    });
+    let mut merged: BTreeMap<GroupKey, Vec<Acc>> = BTreeMap::new();
+    for part in results {
+        for (key, accs) in part? {
+            match merged.entry(key) {
+                std::collections::btree_map::Entry::Vacant(v) => {
+                    v.insert(accs);
+                }
+                std::collections::btree_map::Entry::Occupied(mut o) => {
+                    for (acc, later) in o.get_mut().iter_mut().zip(accs) {
+                        acc.merge(later)?;
+                    }
+                }
+            }
+        }
+    }
+    Ok(merged)
+}
+
+/// The rows of an ORDER BY on other columns than the scan's key, over `parts` of the scan on
+/// their own threads: each part keeps its best `offset + limit` rows (all without a LIMIT)
+/// sorted, then the parts' rows go through one more sort in part order, so rows with equal
+/// sort keys keep their scan order, as in one scan.
+fn sort_in_parallel<R: KvRead>(
+    reader: &R,
+    plan: &SelectPlan,
+    parts: &[ScanPlan],
+    projections: &[Expr],
+) -> Result<Vec<Vec<Value>>> {
+    let results: Vec<Result<Vec<SortedRow>>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = parts
+            .iter()
+            .map(|part| {
+                scope.spawn(move || {
+                    let mut input = Input::of_scan(reader, part);
+                    let mut row = input.row_buffer();
+                    let mut out = Sorter::new(plan);
+                    while input.next(&mut row)? {
+                        let projected = projections
+                            .iter()
+                            .map(|e| eval(e, &row))
+                            .collect::<Result<Vec<_>>>()?;
+                        out.push(&row, projected)?;
+                    }
+                    Ok(out.into_best())
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| exec_err("a scan thread panicked"))
+            })
+            .collect()
+    });
+    let mut out = Sorter::new(plan);
+    for part in results {
+        for (keys, _, projected) in part? {
+            out.push_keyed(keys, projected);
+        }
+    }
+    Ok(out.finish())
 }
 
 /// The filtered input rows.
@@ -106,6 +269,15 @@ impl<'r, R: KvRead> Input<'r, R> {
                 width: 0,
                 single_row_left: true,
             },
+        }
+    }
+
+    /// The rows of `scan` (one part of a statement's scan).
+    fn of_scan(reader: &'r R, scan: &'r ScanPlan) -> Self {
+        Input {
+            source: Some(RowSource::new(reader, scan, false)),
+            width: scan.table.columns.len(),
+            single_row_left: false,
         }
     }
 
@@ -193,17 +365,43 @@ fn cmp_values(a: &[Value], b: &[Value]) -> Ordering {
 /// One aggregate's running state.
 enum Acc {
     Count(i64),
-    Sum(Option<Value>),
+    Sum(Sum),
     Min(Option<Value>),
     Max(Option<Value>),
     Avg(f64, i64),
+}
+
+/// A running SUM: integers add exactly (in 128 bits, checked against 64 bits at the end, so
+/// the result does not depend on the order rows are added in), a double makes it a DOUBLE.
+enum Sum {
+    Empty,
+    Int(i128),
+    Double(f64),
+}
+
+impl Sum {
+    #[expect(
+        clippy::cast_precision_loss,
+        reason = "SUM over mixed numbers is a DOUBLE"
+    )]
+    fn add(&mut self, other: Sum) {
+        *self = match (std::mem::replace(self, Sum::Empty), other) {
+            (Sum::Empty, o) | (o, Sum::Empty) => o,
+            // 2^63 additions of i64 values cannot leave i128.
+            (Sum::Int(a), Sum::Int(b)) => Sum::Int(a.saturating_add(b)),
+            (Sum::Int(a), Sum::Double(b)) | (Sum::Double(b), Sum::Int(a)) => {
+                Sum::Double(a as f64 + b)
+            }
+            (Sum::Double(a), Sum::Double(b)) => Sum::Double(a + b),
+        };
+    }
 }
 
 impl Acc {
     fn new(f: AggFunc) -> Acc {
         match f {
             AggFunc::Count => Acc::Count(0),
-            AggFunc::Sum => Acc::Sum(None),
+            AggFunc::Sum => Acc::Sum(Sum::Empty),
             AggFunc::Min => Acc::Min(None),
             AggFunc::Max => Acc::Max(None),
             AggFunc::Avg => Acc::Avg(0.0, 0),
@@ -224,23 +422,11 @@ impl Acc {
         };
         match self {
             Acc::Count(n) => *n += 1,
-            Acc::Sum(s) => {
-                *s = Some(match (s.take(), v) {
-                    (None, v @ (Value::Int(_) | Value::Double(_))) => v,
-                    (Some(Value::Int(a)), Value::Int(b)) => {
-                        Value::Int(a.checked_add(b).ok_or_else(|| {
-                            crate::QueryError::Exec("integer overflow in SUM".into())
-                        })?)
-                    }
-                    (Some(a), b) => match (number(&a), number(&b)) {
-                        (Some(x), Some(y)) => Value::Double(x + y),
-                        _ => return exec_err(format!("SUM() does not accept {}", b.type_name())),
-                    },
-                    (None, v) => {
-                        return exec_err(format!("SUM() does not accept {}", v.type_name()));
-                    }
-                });
-            }
+            Acc::Sum(s) => match v {
+                Value::Int(i) => s.add(Sum::Int(i128::from(i))),
+                Value::Double(d) => s.add(Sum::Double(d)),
+                v => return exec_err(format!("SUM() does not accept {}", v.type_name())),
+            },
             Acc::Min(m) => {
                 if m.as_ref().is_none_or(|m| v.total_cmp(m) == Ordering::Less) {
                     *m = Some(v);
@@ -264,14 +450,52 @@ impl Acc {
         Ok(())
     }
 
-    fn finish(self) -> Value {
-        match self {
+    /// Adds the state of the same aggregate over rows that come after this one's in scan
+    /// order (so MIN and MAX keep the earlier of equal values, as one scan does).
+    fn merge(&mut self, later: Acc) -> Result<()> {
+        match (self, later) {
+            (Acc::Count(a), Acc::Count(b)) => *a += b,
+            (Acc::Sum(a), Acc::Sum(b)) => a.add(b),
+            (Acc::Min(a), Acc::Min(Some(b))) => {
+                if a.as_ref().is_none_or(|m| b.total_cmp(m) == Ordering::Less) {
+                    *a = Some(b);
+                }
+            }
+            (Acc::Max(a), Acc::Max(Some(b))) => {
+                if a.as_ref()
+                    .is_none_or(|m| b.total_cmp(m) == Ordering::Greater)
+                {
+                    *a = Some(b);
+                }
+            }
+            (Acc::Min(_), Acc::Min(None)) | (Acc::Max(_), Acc::Max(None)) => {}
+            (Acc::Avg(s, n), Acc::Avg(t, m)) => {
+                *s += t;
+                *n += m;
+            }
+            _ => return exec_err("merging different aggregates"),
+        }
+        Ok(())
+    }
+
+    /// The aggregate's value.
+    ///
+    /// # Errors
+    /// `integer overflow in SUM` when an integer sum does not fit 64 bits.
+    fn finish(self) -> Result<Value> {
+        Ok(match self {
             Acc::Count(n) => Value::Int(n),
-            Acc::Sum(v) | Acc::Min(v) | Acc::Max(v) => v.unwrap_or(Value::Null),
+            Acc::Sum(Sum::Empty) => Value::Null,
+            Acc::Sum(Sum::Int(i)) => Value::Int(
+                i64::try_from(i)
+                    .map_err(|_| crate::QueryError::Exec("integer overflow in SUM".into()))?,
+            ),
+            Acc::Sum(Sum::Double(d)) => Value::Double(d),
+            Acc::Min(v) | Acc::Max(v) => v.unwrap_or(Value::Null),
             #[expect(clippy::cast_precision_loss, reason = "AVG is a DOUBLE")]
             Acc::Avg(sum, n) if n > 0 => Value::Double(sum / n as f64),
             Acc::Avg(..) => Value::Null,
-        }
+        })
     }
 }
 
@@ -287,6 +511,9 @@ fn number(v: &Value) -> Option<f64> {
     }
 }
 
+/// A row being sorted: its sort keys, its position in the input, its output values.
+type SortedRow = (Vec<Value>, u64, Vec<Value>);
+
 /// Collects output rows and applies ORDER BY, OFFSET and LIMIT. With a LIMIT and sort keys
 /// it keeps at most `2 * (offset + limit)` rows (sorting and truncating to the best
 /// `offset + limit` whenever the buffer fills), so memory is bounded by the LIMIT.
@@ -296,7 +523,7 @@ struct Sorter<'p> {
     cap: Option<usize>,
     offset: usize,
     limit: Option<usize>,
-    rows: Vec<(Vec<Value>, u64, Vec<Value>)>,
+    rows: Vec<SortedRow>,
     seq: u64,
 }
 
@@ -325,6 +552,12 @@ impl<'p> Sorter<'p> {
             .iter()
             .map(|(e, _)| eval(e, input_row))
             .collect::<Result<Vec<_>>>()?;
+        self.push_keyed(keys, projected);
+        Ok(())
+    }
+
+    /// Adds a row whose sort keys are already evaluated.
+    fn push_keyed(&mut self, keys: Vec<Value>, projected: Vec<Value>) {
         self.seq += 1;
         self.rows.push((keys, self.seq, projected));
         // Bound memory under LIMIT: every so often keep only the best `cap` rows.
@@ -334,7 +567,17 @@ impl<'p> Sorter<'p> {
         {
             self.compact(cap);
         }
-        Ok(())
+    }
+
+    /// The rows in order, at most `offset + limit` of them, with their keys (OFFSET and LIMIT
+    /// not applied yet): one part's contribution to [`sort_in_parallel`].
+    fn into_best(mut self) -> Vec<SortedRow> {
+        let desc = &self.desc;
+        self.rows.sort_by(|a, b| order(&a.0, a.1, &b.0, b.1, desc));
+        if let Some(cap) = self.cap {
+            self.rows.truncate(cap);
+        }
+        self.rows
     }
 
     fn compact(&mut self, cap: usize) {
@@ -365,4 +608,163 @@ fn order(ka: &[Value], sa: u64, kb: &[Value], sb: u64, desc: &[bool]) -> Orderin
         }
     }
     sa.cmp(&sb)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "a panic is how a test fails")]
+
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+
+    use super::*;
+    use crate::Database;
+    use crate::ast::Statement;
+    use crate::exec::store::{KvStore, MemStore};
+
+    fn plan_of(db: &Database<MemStore>, sql: &str) -> SelectPlan {
+        let parsed = crate::parse::parse(sql).unwrap();
+        let Statement::Select(select) = crate::translate::statement(&parsed[0]).unwrap() else {
+            panic!("not a SELECT: {sql}");
+        };
+        crate::plan::plan_select(&db.catalog(), &select).unwrap()
+    }
+
+    /// `plan`'s scan cut into `parts` parts by the store (at least two).
+    fn pieces<R: KvRead>(reader: &R, plan: &SelectPlan, parts: usize) -> Vec<ScanPlan> {
+        let scan = plan.scan.as_ref().unwrap();
+        let Access::KeyRange { range, .. } = &scan.access else {
+            panic!("not a key range");
+        };
+        let cuts = reader.split_keys(bound(&range.lower), bound(&range.upper), parts);
+        assert!(!cuts.is_empty());
+        let mut bounds = vec![range.lower.clone()];
+        bounds.extend(cuts.into_iter().map(Bound::Included));
+        let pieces: Vec<ScanPlan> = bounds
+            .iter()
+            .enumerate()
+            .map(|(i, lower)| {
+                let upper = match bounds.get(i + 1) {
+                    Some(Bound::Included(k)) => Bound::Excluded(k.clone()),
+                    _ => range.upper.clone(),
+                };
+                ScanPlan {
+                    access: Access::KeyRange {
+                        range: KeyRange {
+                            lower: lower.clone(),
+                            upper,
+                            reverse: false,
+                        },
+                        full: true,
+                    },
+                    ..scan.clone()
+                }
+            })
+            .collect();
+        pieces
+    }
+
+    /// The groups `sql` (an aggregate SELECT) accumulates: on one thread, and over `parts`
+    /// parts of its scan cut by the store, each on its own thread.
+    fn both_ways(db: &Database<MemStore>, sql: &str, parts: usize) -> (Vec<Value>, Vec<Value>) {
+        let plan = plan_of(db, sql);
+        let Shape::Aggregate {
+            group_by,
+            aggregates,
+            ..
+        } = &plan.shape
+        else {
+            panic!("not an aggregate: {sql}");
+        };
+        let reader = db.store().reader();
+        let flatten = |groups: BTreeMap<GroupKey, Vec<Acc>>| -> Vec<Value> {
+            let mut out = Vec::new();
+            for (key, accs) in groups {
+                out.extend(key.0);
+                for acc in accs {
+                    out.push(acc.finish().unwrap_or(Value::Text("error".into())));
+                }
+            }
+            out
+        };
+        let one = aggregate(&mut Input::new(&reader, &plan), group_by, aggregates).unwrap();
+        let parts = pieces(&reader, &plan, parts);
+        let many = aggregate_in_parallel(&reader, &parts, group_by, aggregates).unwrap();
+        (flatten(one), flatten(many))
+    }
+
+    /// The rows of `sql` (an ORDER BY on non-key columns): from one scan, and from `parts`
+    /// parts of the scan sorted on their own threads.
+    fn sorted_both_ways(
+        db: &Database<MemStore>,
+        sql: &str,
+        parts: usize,
+    ) -> (Vec<Vec<Value>>, Vec<Vec<Value>>) {
+        let plan = plan_of(db, sql);
+        let (Shape::Simple { projections }, Sort::Explicit(_)) = (&plan.shape, &plan.sort) else {
+            panic!("not a sorted scan: {sql}");
+        };
+        let reader = db.store().reader();
+        let one = simple(&mut Input::new(&reader, &plan), &plan, projections).unwrap();
+        let parts = pieces(&reader, &plan, parts);
+        let many = sort_in_parallel(&reader, &plan, &parts, projections).unwrap();
+        (one, many)
+    }
+
+    #[test]
+    fn aggregates_and_sorts_over_parts_of_a_scan_equal_one_scan() {
+        let mut rng = StdRng::seed_from_u64(7);
+        let db = Database::new(MemStore::new()).unwrap();
+        db.execute("CREATE TABLE t (id BIGINT PRIMARY KEY, g BIGINT, n BIGINT, s TEXT, d DOUBLE)")
+            .unwrap();
+        let mut values = Vec::new();
+        for id in 0..3000 {
+            let g = rng.random_range(0..7);
+            // Integers near the 64-bit limits, so partial sums leave 64 bits and come back.
+            let n = match rng.random_range(0..5) {
+                0 => "NULL".to_owned(),
+                1 => (i64::MAX - rng.random_range(0..3)).to_string(),
+                2 => (i64::MIN + rng.random_range(0..3)).to_string(),
+                _ => rng.random_range(-50..50i64).to_string(),
+            };
+            let s = if rng.random_bool(0.1) {
+                "NULL".to_owned()
+            } else {
+                format!("'s{}'", rng.random_range(0..40))
+            };
+            // Doubles that add exactly in any order (multiples of 1/4), and ties.
+            let d = f64::from(rng.random_range(-400..400)) / 4.0;
+            values.push(format!("({id}, {g}, {n}, {s}, {d:?})"));
+        }
+        db.execute(&format!("INSERT INTO t VALUES {}", values.join(", ")))
+            .unwrap();
+        for sql in [
+            "SELECT count(*), count(n), count(s), min(s), max(s), min(d), max(d), sum(d), avg(d) FROM t",
+            "SELECT count(*), sum(n), min(n), max(n) FROM t WHERE n > -50 AND n < 50",
+            "SELECT sum(n) FROM t",
+            "SELECT g, count(*), sum(d), min(s), max(n), avg(d) FROM t GROUP BY g",
+            "SELECT s, count(*), min(id), max(id) FROM t WHERE d > 0 GROUP BY s",
+            "SELECT count(*) FROM t WHERE id >= 100 AND id < 2900",
+            "SELECT min(id), max(id) FROM t WHERE s IS NULL",
+        ] {
+            for parts in [2, 3, 8] {
+                let (one, many) = both_ways(&db, sql, parts);
+                assert_eq!(one, many, "{sql} in {parts} parts");
+            }
+        }
+        // Sorted scans: many equal sort keys (ties keep scan order), LIMIT and OFFSET.
+        for sql in [
+            "SELECT id, g FROM t ORDER BY g",
+            "SELECT id, d FROM t WHERE n > 0 ORDER BY d DESC, g LIMIT 25",
+            "SELECT s, id FROM t ORDER BY s DESC LIMIT 10 OFFSET 7",
+            "SELECT id FROM t ORDER BY g LIMIT 1500",
+            "SELECT id, n FROM t WHERE s IS NULL ORDER BY n",
+        ] {
+            for parts in [2, 3, 8] {
+                let (one, many) = sorted_both_ways(&db, sql, parts);
+                assert!(!one.is_empty(), "{sql}");
+                assert_eq!(one, many, "{sql} in {parts} parts");
+            }
+        }
+    }
 }

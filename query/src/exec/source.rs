@@ -20,7 +20,8 @@ use crate::error::Result;
 use crate::plan::{Access, KeyRange, ScanPlan, mark_fields};
 use crate::value::Value;
 
-fn bound(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+/// `b` as a borrowed bound.
+pub(crate) fn bound(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
     match b {
         Bound::Included(k) => Bound::Included(k.as_slice()),
         Bound::Excluded(k) => Bound::Excluded(k.as_slice()),

@@ -28,8 +28,9 @@ pub trait KvScan {
 /// A boxed [`KvScan`] borrowing its read view.
 pub type KvCursor<'a> = Box<dyn KvScan + 'a>;
 
-/// A consistent read view: every call sees the same state (a snapshot).
-pub trait KvRead {
+/// A consistent read view: every call sees the same state (a snapshot). Shared by the
+/// threads of a parallel scan, hence `Sync`.
+pub trait KvRead: Sync {
     /// The value of `key`, or `None`.
     ///
     /// # Errors
@@ -49,6 +50,15 @@ pub trait KvRead {
         reverse: bool,
         cache: ScanCache,
     ) -> KvCursor<'_>;
+
+    /// Up to `parts - 1` ascending keys strictly between `lower` and `upper` that cut the
+    /// range into `parts` of about equal size, for scanning them on `parts` threads; empty
+    /// when the range is not worth splitting (the default). A hint: the parts' rows together
+    /// are the range's rows however it is cut.
+    fn split_keys(&self, lower: Bound<&[u8]>, upper: Bound<&[u8]>, parts: usize) -> Vec<Vec<u8>> {
+        let _ = (lower, upper, parts);
+        Vec::new()
+    }
 }
 
 /// How a scan uses the engine's block cache (the engine's `ReadOptions::fill_cache`).
@@ -177,6 +187,15 @@ impl KvRead for DbReader {
         };
         Box::new(DbScan { range, reverse })
     }
+
+    /// [`Db::split_keys`]: table boundaries of about equal bytes.
+    fn split_keys(&self, lower: Bound<&[u8]>, upper: Bound<&[u8]>, parts: usize) -> Vec<Vec<u8>> {
+        self.db
+            .split_keys((lower, upper), parts)
+            .into_iter()
+            .map(|k| k.to_vec())
+            .collect()
+    }
 }
 
 /// An engine range as a [`KvScan`], ascending or descending.
@@ -302,6 +321,28 @@ impl KvRead for MemReader {
             range: self.pairs(lower, upper),
             reverse,
         })
+    }
+
+    /// Cuts at equal numbers of pairs, for any range of at least `parts` pairs, so that tests
+    /// on the map exercise parallel scans on every aggregate.
+    fn split_keys(&self, lower: Bound<&[u8]>, upper: Bound<&[u8]>, parts: usize) -> Vec<Vec<u8>> {
+        let Some(range) = self.pairs(lower, upper) else {
+            return Vec::new();
+        };
+        let keys: Vec<&Bytes> = range.map(|(k, _)| k).collect();
+        if parts < 2 || keys.len() < parts {
+            return Vec::new();
+        }
+        let mut cuts: Vec<Vec<u8>> = (1..parts)
+            .filter_map(|p| keys.get(p * keys.len() / parts).map(|k| k.to_vec()))
+            .collect();
+        cuts.dedup();
+        // Strictly inside the range: the first key may equal an inclusive lower bound.
+        cuts.retain(|c| match lower {
+            Bound::Included(l) | Bound::Excluded(l) => &c[..] > l,
+            Bound::Unbounded => true,
+        });
+        cuts
     }
 }
 
