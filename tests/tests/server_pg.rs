@@ -348,6 +348,82 @@ async fn deallocate_removes_prepared_statements_as_psycopg_expects() -> TestResu
 }
 
 #[tokio::test]
+async fn result_columns_are_typed_as_their_values_in_binary_format() -> TestResult {
+    let server = TestServer::start(|_| {});
+    let client = connect(&server, "run6").await?;
+    client
+        .batch_execute(
+            "CREATE TABLE m (id BIGINT PRIMARY KEY, i BIGINT, d DOUBLE, b BLOB, jpg_type TEXT); \
+             INSERT INTO m VALUES (1, NULL, 1.5, x'0001', 'png'), (2, 7, NULL, x'ff', NULL)",
+        )
+        .await?;
+    // tokio-postgres reads results in binary: coalesce of BIGINT and DOUBLE is a float8
+    // column, BLOB || BLOB a bytea one.
+    let rows = client
+        .query("SELECT coalesce(i, d), b || b FROM m ORDER BY id", &[])
+        .await?;
+    assert_eq!(rows[0].columns()[0].type_(), &Type::FLOAT8);
+    assert_eq!(rows[0].get::<_, f64>(0), 1.5);
+    assert_eq!(rows[1].get::<_, f64>(0), 7.0);
+    assert_eq!(rows[0].get::<_, Vec<u8>>(1), vec![0, 1, 0, 1]);
+    // A column whose name contains a catalog's name is not a catalog query.
+    let rows = client
+        .query("SELECT jpg_type FROM m WHERE id = 1", &[])
+        .await?;
+    assert_eq!(rows[0].get::<_, String>(0), "png");
+    // Savepoints are accepted (and undo nothing), as transactions are.
+    client
+        .batch_execute(
+            "BEGIN; SAVEPOINT s1; INSERT INTO m (id) VALUES (3); ROLLBACK TO SAVEPOINT s1; \
+             RELEASE SAVEPOINT s1; COMMIT",
+        )
+        .await?;
+    // At most 65,535 parameters, as in PostgreSQL; the statement is refused at Parse.
+    let err = client.prepare("SELECT $70000").await.unwrap_err();
+    assert_eq!(err.code(), Some(&SqlState::UNDEFINED_PARAMETER), "{err}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_statement_running_at_shutdown_gets_its_reply() -> TestResult {
+    let mut server = TestServer::start(|_| {});
+    let client = connect(&server, "run7").await?;
+    client
+        .batch_execute("CREATE TABLE big (id BIGINT PRIMARY KEY, g BIGINT)")
+        .await?;
+    let values: Vec<String> = (0..40_000).map(|i| format!("({i}, 0)")).collect();
+    client
+        .batch_execute(&format!("INSERT INTO big VALUES {}", values.join(", ")))
+        .await?;
+    let update = tokio::spawn(async move {
+        let n = client.execute("UPDATE big SET g = g + 1", &[]).await;
+        (n, client)
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    // SIGTERM's path: stop accepting, let running statements finish, close the connections.
+    let stopped = tokio::task::spawn_blocking(move || {
+        server.stop();
+        server
+    });
+    let (n, client) = update.await?;
+    assert_eq!(n?, 40_000, "the statement committed and its reply arrived");
+    let mut server = stopped.await?;
+    // Then the connection is closed with PostgreSQL's administrator-shutdown error.
+    let err = client.simple_query("SELECT 1").await.unwrap_err();
+    assert!(
+        err.is_closed() || err.code() == Some(&SqlState::ADMIN_SHUTDOWN),
+        "{err}"
+    );
+    server.restart();
+    let client = connect(&server, "run7").await?;
+    let rows = client
+        .query("SELECT count(*) FROM big WHERE g = 1", &[])
+        .await?;
+    assert_eq!(rows[0].get::<_, i64>(0), 40_000);
+    Ok(())
+}
+
+#[tokio::test]
 async fn password_is_required_when_configured() -> TestResult {
     let server = TestServer::start(|c| c.requirepass = Some("pg-secret".into()));
     assert!(connect(&server, "db0").await.is_err());

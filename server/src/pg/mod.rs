@@ -150,38 +150,62 @@ pub(crate) async fn serve_connection(
 ) {
     let _ = stream.set_nodelay(true);
     let limit = shared.config.idle_timeout;
-    // pgwire owns the stream; a second handle to the socket writes the timeout's error.
-    let (stream, closer) = if limit.is_some() {
-        match split_closer(stream) {
-            Ok((stream, closer)) => (stream, Some(closer)),
-            Err(e) => {
-                tracing::debug!(error = %e, "cannot set up the idle timeout; closing");
-                return;
-            }
+    // pgwire owns the stream; a second handle to the socket writes the timeout's or the
+    // shutdown's FATAL message.
+    let (stream, mut closer) = match split_closer(stream) {
+        Ok((stream, closer)) => (stream, closer),
+        Err(e) => {
+            tracing::debug!(error = %e, "cannot set up the connection; closing");
+            return;
         }
-    } else {
-        (stream, None)
     };
     let activity = Arc::new(Activity::new());
     let handlers = Arc::new(PgHandlers::new(shared, Arc::clone(&activity)));
+    let serve = pgwire::tokio::process_socket(stream, None, handlers);
+    tokio::pin!(serve);
+    let goodbye = |closer: &mut std::net::TcpStream, code: &str, text: &str| {
+        let _ = closer.write_all(&fatal_message(code, text));
+        let _ = closer.shutdown(std::net::Shutdown::Both);
+    };
     tokio::select! {
-        result = pgwire::tokio::process_socket(stream, None, handlers) => {
+        result = &mut serve => {
             if let Err(e) = result {
                 tracing::debug!(error = %e, "PostgreSQL connection ended with an error");
             }
+            return;
         }
         () = idle_timeout(&activity, limit) => {
             tracing::debug!("closing idle PostgreSQL connection");
-            if let Some(mut closer) = closer {
-                let message = fatal_message(
-                    "57P05",
-                    "terminating connection due to idle-session timeout",
-                );
-                let _ = closer.write_all(&message);
-                let _ = closer.shutdown(std::net::Shutdown::Both);
-            }
+            goodbye(&mut closer, "57P05", "terminating connection due to idle-session timeout");
+            return;
         }
         _ = stop.changed() => {}
+    }
+    // Shutting down: a statement that is running still commits, so its reply must reach the
+    // client (a client told "connection lost" could retry a write that happened). Serve
+    // until the connection has been quiet for a moment (the server's grace period bounds
+    // this), then close it as PostgreSQL does.
+    tokio::select! {
+        _ = &mut serve => return,
+        () = quiet(&activity) => {}
+    }
+    goodbye(
+        &mut closer,
+        "57P01",
+        "terminating connection due to administrator command",
+    );
+}
+
+/// Returns once no request has run on the connection for 50 ms (time for pgwire to send
+/// the reply of the last one).
+async fn quiet(activity: &Activity) {
+    const QUIET: Duration = Duration::from_millis(50);
+    loop {
+        match activity.idle_for() {
+            Some(idle) if idle >= QUIET => return,
+            Some(idle) => tokio::time::sleep(QUIET - idle).await,
+            None => tokio::time::sleep(QUIET).await,
+        }
     }
 }
 
@@ -305,6 +329,9 @@ fn database_name<'a>(database: Option<&'a String>, user: Option<&'a String>) -> 
         .map_or("postgres", String::as_str)
 }
 
+/// The most parameters a statement may have, as in PostgreSQL.
+const MAX_PARAMS: usize = 65_535;
+
 /// Statement "parsing": split, count parameters. Real parsing happens at describe/execute.
 #[derive(Debug)]
 struct PgParser;
@@ -324,10 +351,23 @@ impl QueryParser for PgParser {
     {
         match sql::text::split_statements(sql).as_slice() {
             [] => Ok(None),
-            [one] => Ok(Some(PgStatement {
-                sql: (*one).to_owned(),
-                params: sql::text::param_count(one),
-            })),
+            [one] => {
+                let params = sql::text::param_count(one);
+                // PostgreSQL's limit (a Bind message counts parameters in 16 bits); work per
+                // statement is proportional to the highest `$n`.
+                if params > MAX_PARAMS {
+                    return Err(user_error(
+                        "42P02",
+                        format!(
+                            "there is no parameter ${params}: at most {MAX_PARAMS} are allowed"
+                        ),
+                    ));
+                }
+                Ok(Some(PgStatement {
+                    sql: (*one).to_owned(),
+                    params,
+                }))
+            }
             _ => Err(user_error(
                 "42601",
                 "cannot insert multiple commands into a prepared statement".to_owned(),
@@ -506,11 +546,27 @@ fn with_placeholder_params(stmt: &PgStatement, types: &[Type]) -> Result<String,
     sql::text::substitute_params(&stmt.sql, &literals).map_err(SqlError::Params)
 }
 
+/// A Bind must supply exactly the parameters the statement has (PostgreSQL's rule): a
+/// missing one would silently become NULL.
+fn check_bind_count(portal: &Portal<PgStatement>) -> Result<(), String> {
+    let (given, wanted) = (portal.parameter_len(), portal.statement.statement.params);
+    if given == wanted {
+        Ok(())
+    } else {
+        Err(format!(
+            "bind message supplies {given} parameters, but prepared statement \"{}\" requires \
+             {wanted}",
+            portal.statement.id
+        ))
+    }
+}
+
 /// The statement with the bound parameters of `portal` (a parameter that does not decode
 /// stands in as NULL here; Execute reports it).
 fn with_bound_params(portal: &Portal<PgStatement>) -> Result<String, SqlError> {
     let stmt = &portal.statement.statement;
-    let literals: Vec<String> = (0..stmt.params.max(portal.parameter_len()))
+    check_bind_count(portal).map_err(SqlError::Params)?;
+    let literals: Vec<String> = (0..stmt.params)
         .map(|i| values::param_literal(portal, i).unwrap_or_else(|_| "NULL".to_owned()))
         .collect();
     sql::text::substitute_params(&stmt.sql, &literals).map_err(SqlError::Params)
@@ -598,7 +654,8 @@ impl ExtendedQueryHandler for PgQuery {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let stmt = &portal.statement.statement;
-        let literals = (0..stmt.params.max(portal.parameter_len()))
+        check_bind_count(portal).map_err(|m| user_error("08P01", m))?;
+        let literals = (0..stmt.params)
             .map(|i| values::param_literal(portal, i))
             .collect::<Result<Vec<String>, String>>()
             .map_err(|m| user_error("22P02", m))?;

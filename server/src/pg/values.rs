@@ -77,7 +77,20 @@ pub fn encode_row(
             (Some(DataType::Boolean), Value::Bool(b)) => encoder.encode_field(b)?,
             (Some(DataType::Blob), Value::Blob(b)) => encoder.encode_field(&b.as_slice())?,
             (Some(DataType::Blob), Value::Text(t)) => encoder.encode_field(&t.as_bytes())?,
-            (_, other) => encoder.encode_field(&text_of(other))?,
+            (Some(DataType::Text) | None, other) => encoder.encode_field(&text_of(other))?,
+            // Never text bytes in a field described as a number, boolean or bytes: a binary
+            // client would read them as that type.
+            (Some(ty), other) => {
+                return Err(super::user_error(
+                    "XX000",
+                    format!(
+                        "internal error: a {} value in result column {} described as {}",
+                        other.type_name(),
+                        c.name,
+                        ty.name()
+                    ),
+                ));
+            }
         }
     }
     Ok(encoder.take_row())
@@ -89,10 +102,12 @@ fn quote(text: &str) -> String {
 }
 
 fn hex_literal(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut s = String::with_capacity(3 + 2 * bytes.len());
     s.push_str("X'");
-    for b in bytes {
-        s.push_str(&format!("{b:02x}"));
+    for &b in bytes {
+        s.push(char::from(DIGITS[usize::from(b >> 4)]));
+        s.push(char::from(DIGITS[usize::from(b & 0xf)]));
     }
     s.push('\'');
     s
@@ -121,7 +136,28 @@ fn bytea_from_text(text: &str) -> Option<Vec<u8>> {
             })
             .collect();
     }
-    Some(text.as_bytes().to_vec())
+    // The escape format: `\\` is a backslash, `\ooo` (three octal digits) a byte, any other
+    // byte itself; another backslash sequence is invalid, as in PostgreSQL.
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        if b != b'\\' {
+            out.push(b);
+            i += 1;
+        } else if bytes.get(i + 1) == Some(&b'\\') {
+            out.push(b'\\');
+            i += 2;
+        } else {
+            let octal = bytes.get(i + 1..i + 4)?;
+            if !octal.iter().all(|d| (b'0'..=b'7').contains(d)) || octal[0] > b'3' {
+                return None;
+            }
+            out.push(octal.iter().fold(0u8, |n, d| n * 8 + (d - b'0')));
+            i += 4;
+        }
+    }
+    Some(out)
 }
 
 /// A literal of parameter type `ty`, standing in for a parameter whose value is not known
@@ -168,7 +204,8 @@ pub fn param_literal(portal: &Portal<super::PgStatement>, i: usize) -> Result<St
                 if !f.is_finite() {
                     return Err(bad(&"NaN and infinity are not supported"));
                 }
-                number_literal(text.trim().to_owned())
+                // Always a double literal (`7` as `7.0`), as the `0.0` stand-in described it.
+                number_literal(format!("{f:?}"))
             }
             Type::BOOL => match text.trim().to_ascii_lowercase().as_str() {
                 "t" | "true" | "1" | "yes" | "on" => "TRUE".to_owned(),
@@ -251,6 +288,16 @@ mod tests {
         assert_eq!(number_literal("-5".into()), "(-5)");
         assert_eq!(bytea_from_text("\\x00ff"), Some(vec![0, 255]));
         assert_eq!(bytea_from_text("\\x0"), None);
+        // The escape format.
+        assert_eq!(
+            bytea_from_text("a\\\\b\\000\\377"),
+            Some(b"a\\b\x00\xff".to_vec())
+        );
+        assert_eq!(bytea_from_text("plain"), Some(b"plain".to_vec()));
+        for bad in ["plain\\text", "\\400", "\\12", "\\"] {
+            assert_eq!(bytea_from_text(bad), None, "{bad}");
+        }
+        assert_eq!(hex_literal(&[0, 0x1f, 0xff]), "X'001fff'");
     }
 
     #[test]

@@ -180,7 +180,12 @@ fn intercept(database: &Database, stmt: &str) -> Option<Result<Outcome, SqlError
     let outcome = match (first, second) {
         ("BEGIN" | "START", _) => Outcome::Begin,
         ("COMMIT" | "END", _) => Outcome::Commit,
+        // Savepoints are accepted like transactions (undoing nothing); ROLLBACK TO keeps the
+        // transaction open, as in PostgreSQL, so it is not a transaction end.
+        ("ROLLBACK", "TO") => Outcome::Command("ROLLBACK".into()),
         ("ROLLBACK" | "ABORT", _) => Outcome::Rollback,
+        ("SAVEPOINT", _) => Outcome::Command("SAVEPOINT".into()),
+        ("RELEASE", _) => Outcome::Command("RELEASE".into()),
         ("SET", _) => Outcome::Command("SET".into()),
         ("RESET", _) => Outcome::Command("RESET".into()),
         ("DISCARD", _) => Outcome::Command("DISCARD ALL".into()),

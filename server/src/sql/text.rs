@@ -236,19 +236,23 @@ pub fn leading_words(sql: &str, n: usize) -> Vec<String> {
 
 /// True when the statement's code (outside strings) mentions a PostgreSQL system catalog.
 pub fn mentions_system_catalog(sql: &str) -> bool {
+    const CATALOGS: [&str; 9] = [
+        "pg_catalog",
+        "information_schema",
+        "pg_class",
+        "pg_namespace",
+        "pg_type",
+        "pg_database",
+        "pg_settings",
+        "pg_roles",
+        "pg_attribute",
+    ];
     scan(sql).into_iter().any(|(piece, s, e)| {
         piece == Piece::Code
             && sql.get(s..e).is_some_and(|t| {
-                let t = t.to_ascii_lowercase();
-                t.contains("pg_catalog")
-                    || t.contains("information_schema")
-                    || t.contains("pg_class")
-                    || t.contains("pg_namespace")
-                    || t.contains("pg_type")
-                    || t.contains("pg_database")
-                    || t.contains("pg_settings")
-                    || t.contains("pg_roles")
-                    || t.contains("pg_attribute")
+                // Whole identifiers only: a column `jpg_type` is not the catalog `pg_type`.
+                t.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '$'))
+                    .any(|word| CATALOGS.iter().any(|c| word.eq_ignore_ascii_case(c)))
             })
     })
 }
@@ -298,6 +302,10 @@ mod tests {
     fn catalog_mentions_are_detected_outside_strings() {
         assert!(mentions_system_catalog("SELECT * FROM pg_catalog.pg_class"));
         assert!(!mentions_system_catalog("SELECT 'pg_catalog'"));
+        assert!(mentions_system_catalog("select typname from PG_TYPE"));
+        assert!(!mentions_system_catalog(
+            "CREATE TABLE images (id BIGINT PRIMARY KEY, jpg_type TEXT, pg_types_seen BIGINT)"
+        ));
     }
 
     #[test]

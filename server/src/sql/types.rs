@@ -29,7 +29,11 @@ fn expr_type(e: &Expr, field: &dyn Fn(usize) -> Option<DataType>) -> Option<Data
                     _ => None,
                 }
             }
-            BinaryOp::Concat => Some(DataType::Text),
+            // `||` of two BLOBs is a BLOB (of two TEXTs, TEXT; anything else is an error).
+            BinaryOp::Concat => match (expr_type(left, field), expr_type(right, field)) {
+                (Some(DataType::Blob), _) | (_, Some(DataType::Blob)) => Some(DataType::Blob),
+                _ => Some(DataType::Text),
+            },
             _ => Some(DataType::Boolean),
         },
         Expr::IsNull { .. } | Expr::Between { .. } | Expr::InList { .. } | Expr::Like { .. } => {
@@ -39,7 +43,17 @@ fn expr_type(e: &Expr, field: &dyn Fn(usize) -> Option<DataType>) -> Option<Data
             ScalarFunc::Length => Some(DataType::BigInt),
             ScalarFunc::Upper | ScalarFunc::Lower => Some(DataType::Text),
             ScalarFunc::Abs => args.first().and_then(|a| expr_type(a, field)),
-            ScalarFunc::Coalesce => args.iter().find_map(|a| expr_type(a, field)),
+            // The planner allows mixed arguments only for BIGINT with DOUBLE: then the
+            // result is a DOUBLE column (an integer value is sent as a double).
+            ScalarFunc::Coalesce => {
+                let types: Vec<DataType> =
+                    args.iter().filter_map(|a| expr_type(a, field)).collect();
+                if types.contains(&DataType::Double) && types.contains(&DataType::BigInt) {
+                    Some(DataType::Double)
+                } else {
+                    types.first().copied()
+                }
+            }
         },
         Expr::Aggregate { func, arg } => aggregate_type(*func, arg.as_deref(), field),
     }
