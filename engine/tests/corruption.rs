@@ -182,7 +182,7 @@ fn damage_in_the_middle_of_the_wal_fails_the_open_unless_the_mode_allows_it() {
 }
 
 #[test]
-fn integrity_report_lists_every_damaged_and_missing_table() {
+fn integrity_report_lists_every_damaged_table_and_a_missing_one_fails_the_open() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = Db::open(dir.path(), no_compression()).expect("open");
     for round in 0..3u32 {
@@ -196,10 +196,66 @@ fn integrity_report_lists_every_damaged_and_missing_table() {
     let tables = files_with_ext(dir.path(), "sst");
     assert_eq!(tables.len(), 3);
     flip_byte(&tables[0], 50);
-    std::fs::remove_file(&tables[1]).expect("remove");
+    flip_byte(&tables[1], 70);
     let db = Db::open(dir.path(), no_compression()).expect("open");
     let problems = db.integrity_problems().expect("report");
     assert_eq!(problems.len(), 2, "{problems:?}");
     assert!(problems.iter().all(Error::is_corruption));
-    assert!(problems.iter().any(|p| p.to_string().contains("missing")));
+    db.close().expect("close");
+    // A missing table fails the open itself, naming it (see the test below).
+    std::fs::remove_file(&tables[2]).expect("remove");
+    let err = Db::open(dir.path(), no_compression()).expect_err("a table is missing");
+    assert!(
+        err.is_corruption() && err.to_string().contains("is missing"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_lost_last_manifest_edit_fails_the_open_and_deletes_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(dir.path(), no_compression().write_buffer_size(16 << 10)).expect("open");
+    for round in 0..4u32 {
+        for i in 0..300u32 {
+            db.put(
+                format!("k{i:04}").as_bytes(),
+                format!("v{round}-{i}").as_bytes(),
+            )
+            .expect("put");
+        }
+        db.flush().expect("flush");
+    }
+    let manifests = |dir: &Path| -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+            .expect("read_dir")
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("MANIFEST-"))
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let manifest = manifests(dir.path()).pop().expect("a manifest");
+    let before_compaction = std::fs::metadata(&manifest).expect("meta").len();
+    // The compaction's edit deletes the flushed tables and adds its output: the only copy.
+    db.compact_range(None, None).expect("compact");
+    db.close().expect("close");
+    let tables: Vec<PathBuf> = files_with_ext(dir.path(), "sst");
+    assert!(!tables.is_empty());
+    // The edits after the flushes are lost (a damaged or torn last record is dropped).
+    OpenOptions::new()
+        .write(true)
+        .open(&manifest)
+        .expect("open")
+        .set_len(before_compaction)
+        .expect("truncate");
+    let err = Db::open(dir.path(), no_compression()).expect_err("tables are missing");
+    assert!(matches!(err, Error::Corruption { .. }), "{err}");
+    assert!(err.to_string().contains("is missing"), "{err}");
+    // Nothing was deleted or written: the compaction's output is still there.
+    assert_eq!(files_with_ext(dir.path(), "sst"), tables);
+    assert_eq!(manifests(dir.path()), vec![manifest]);
 }

@@ -58,7 +58,10 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Arc<DbInner>> {
                 dir.display()
             )));
         }
-        VersionSet::recover(&fs, &dir)?
+        // Nothing is written before every table the manifest names is known to exist.
+        let recovered = VersionSet::replay(&fs, &dir)?;
+        recovered.check_tables()?;
+        recovered.install()?
     } else {
         if list_dir(&*fs, &dir)?.iter().any(|(_, _, kind)| match kind {
             FileKind::Table(_) => true,
@@ -118,6 +121,8 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Arc<DbInner>> {
             .collect(),
         recovery_mode: options.wal_recovery_mode,
         max_seqno,
+        horizon: versions.last_seqno(),
+        next_seqno: None,
         stop: false,
     };
     for (i, &number) in wals.iter().enumerate() {
@@ -263,6 +268,12 @@ struct Replay<'a> {
     keyspaces: BTreeMap<u32, ReplayKeyspace>,
     recovery_mode: WalRecoveryMode,
     max_seqno: SeqNo,
+    /// The manifest's last sequence number (at least every table's): numbers up to it may be
+    /// missing from the WALs (an ingest takes one without a WAL record; a flush records the
+    /// sequence number of writes whose WAL tail a crash may since have cut).
+    horizon: SeqNo,
+    /// The first sequence number of the next WAL record, from the record before it.
+    next_seqno: Option<SeqNo>,
     /// Set in point-in-time mode after the first damaged record: nothing later is applied.
     stop: bool,
 }
@@ -287,9 +298,23 @@ impl Replay<'_> {
                     }
                     match WriteBatch::from_data(payload) {
                         Ok(batch) => {
+                            if !self.follows(&batch, &path, offset)? {
+                                continue;
+                            }
                             self.apply(batch, number, versions)?;
                             records += 1;
                             continue;
+                        }
+                        // A record that passes its checksum was written whole: a payload that
+                        // does not decode is corruption, never a torn tail (wal.md section 8).
+                        Err(reason)
+                            if self.recovery_mode == WalRecoveryMode::TolerateCorruptedTail =>
+                        {
+                            return Err(Error::corruption(
+                                &path,
+                                offset,
+                                format!("bad batch in a record with a valid checksum: {reason}"),
+                            ));
                         }
                         Err(reason) => (offset, format!("bad batch: {reason}")),
                     }
@@ -325,6 +350,57 @@ impl Replay<'_> {
         }
         tracing::debug!(wal = %number, records, "replayed WAL");
         Ok(())
+    }
+
+    /// Checks that `batch` (at `offset` of WAL `path`) continues the records replayed so far
+    /// without a hole: its first sequence number is the next one, or every number skipped is
+    /// at or below the manifest's horizon. A hole means records are missing before this one
+    /// (an older WAL cut short, emptied or deleted): `Corruption`, except that point-in-time
+    /// recovery stops before it (returns false, and nothing later is applied) and
+    /// `SkipAnyCorruptedRecords` accepts it.
+    fn follows(&mut self, batch: &WriteBatch, path: &Path, offset: u64) -> Result<bool> {
+        let count = batch.len() as u64;
+        if count == 0 {
+            return Ok(true);
+        }
+        let first = batch.seqno();
+        let expected = self
+            .next_seqno
+            .unwrap_or(SeqNo(self.horizon.get().saturating_add(1)));
+        let hole = if first < expected && self.next_seqno.is_some() {
+            Some(format!(
+                "sequence numbers go backwards: {} after records up to {}",
+                first.get(),
+                expected.get() - 1
+            ))
+        } else if first > expected && first.get() - 1 > self.horizon.get() {
+            Some(format!(
+                "records with sequence numbers {} to {} are missing before this one (an older \
+                 WAL cut short, emptied or deleted)",
+                expected.get().max(self.horizon.get() + 1),
+                first.get() - 1
+            ))
+        } else {
+            None
+        };
+        self.next_seqno = Some(SeqNo(first.get().saturating_add(count)));
+        let Some(reason) = hole else {
+            return Ok(true);
+        };
+        match self.recovery_mode {
+            WalRecoveryMode::SkipAnyCorruptedRecords => {
+                tracing::warn!(path = %path.display(), offset, %reason, "replaying past a gap in the WAL");
+                Ok(true)
+            }
+            WalRecoveryMode::PointInTime => {
+                tracing::warn!(path = %path.display(), offset, %reason, "WAL has a gap; recovering to the point before it");
+                self.stop = true;
+                Ok(false)
+            }
+            WalRecoveryMode::TolerateCorruptedTail | WalRecoveryMode::AbsoluteConsistency => {
+                Err(Error::corruption(path, offset, reason))
+            }
+        }
     }
 
     fn apply(

@@ -26,5 +26,5 @@ mod version;
 
 pub use edit::{FileMeta, NUM_LEVELS, VersionEdit};
 pub use manifest::MAX_MANIFEST_SIZE;
-pub use set::{DEFAULT_KEYSPACE, DEFAULT_KEYSPACE_NAME, VersionSet};
+pub use set::{DEFAULT_KEYSPACE, DEFAULT_KEYSPACE_NAME, RecoveredManifest, VersionSet};
 pub use version::{Builder, Version};

@@ -128,6 +128,17 @@ impl VersionSet {
     ///   invariants, or a manifest that never sets the counters;
     /// - [`Error::Io`].
     pub fn recover(fs: &Arc<dyn FileSystem>, dir: &Path) -> Result<VersionSet> {
+        Self::replay(fs, dir)?.install()
+    }
+
+    /// The first half of [`VersionSet::recover`]: reads `CURRENT` and replays the manifest
+    /// without writing anything, so the caller can check the result (that every table it
+    /// names exists, [`RecoveredManifest::check_tables`]) before [`RecoveredManifest::install`]
+    /// writes the new manifest.
+    ///
+    /// # Errors
+    /// As [`VersionSet::recover`], but never from writing.
+    pub fn replay(fs: &Arc<dyn FileSystem>, dir: &Path) -> Result<RecoveredManifest> {
         let old_number = manifest::read_current(&**fs, dir)?;
         let path = filename::manifest_path(dir, old_number);
         if !fs.exists(&path) {
@@ -221,21 +232,15 @@ impl VersionSet {
                 format!("implausible file number {new_number}: the counter would overflow"),
             ));
         }
-        let next_file_number = FileNumber(new_number.0 + 1);
-        let snapshot = snapshot_edits(&keyspaces, max_keyspace_id, next_file_number, last_seqno);
-        let manifest = ManifestWriter::create(&**fs, dir, new_number, &snapshot)?;
-        manifest::set_current(&**fs, dir, new_number)?;
-        remove_old_manifest(&**fs, &path);
-        Ok(VersionSet {
+        Ok(RecoveredManifest {
             fs: Arc::clone(fs),
             dir: dir.to_owned(),
+            path,
+            last_offset,
+            new_number,
             keyspaces,
             max_keyspace_id,
-            next_file_number,
             last_seqno,
-            manifest,
-            poisoned: None,
-            max_manifest_size: MAX_MANIFEST_SIZE,
         })
     }
 
@@ -635,5 +640,89 @@ fn numbered_files(fs: &dyn FileSystem, dir: &Path) -> Result<Vec<FileNumber>> {
 fn remove_old_manifest(fs: &dyn FileSystem, path: &Path) {
     if let Err(e) = fs.remove_file(path) {
         tracing::warn!(path = %path.display(), error = %e, "could not delete old manifest");
+    }
+}
+
+/// A manifest replayed by [`VersionSet::replay`], not yet replaced by a new one.
+#[derive(Debug)]
+pub struct RecoveredManifest {
+    fs: Arc<dyn FileSystem>,
+    dir: PathBuf,
+    /// The manifest replayed.
+    path: PathBuf,
+    /// Offset of its last record applied.
+    last_offset: u64,
+    /// The number of the manifest [`RecoveredManifest::install`] writes.
+    new_number: FileNumber,
+    keyspaces: BTreeMap<u32, KeyspaceVersion>,
+    max_keyspace_id: u32,
+    last_seqno: SeqNo,
+}
+
+impl RecoveredManifest {
+    /// Checks that every table the recovered versions name exists (`fs.exists`).
+    ///
+    /// A version replayed without a lost (damaged or missing) last edit can name tables a
+    /// compaction has since deleted, and the tables that edit added are then unreferenced: an
+    /// open that went on would delete them as obsolete, destroying the only copy of their data
+    /// (`docs/format/manifest.md`, "Damaged records").
+    ///
+    /// # Errors
+    /// [`Error::Corruption`] naming the manifest, the offset of its last record applied and
+    /// the first missing table.
+    pub fn check_tables(&self) -> Result<()> {
+        for ks in self.keyspaces.values() {
+            for (level, files) in ks.current.levels.iter().enumerate() {
+                for f in files {
+                    let table = filename::table_path(&self.dir, f.number);
+                    if !self.fs.exists(&table) {
+                        return Err(Error::corruption(
+                            &self.path,
+                            self.last_offset,
+                            format!(
+                                "table {} of level {level} named by the manifest is missing (a \
+                                 lost last manifest edit, or a deleted file); nothing was changed",
+                                table.display()
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The second half of [`VersionSet::recover`]: writes a new manifest holding one snapshot
+    /// edit per keyspace, switches `CURRENT` to it and deletes the old manifest.
+    ///
+    /// # Errors
+    /// [`Error::Io`] writing the manifest or `CURRENT`.
+    pub fn install(self) -> Result<VersionSet> {
+        let RecoveredManifest {
+            fs,
+            dir,
+            path,
+            new_number,
+            keyspaces,
+            max_keyspace_id,
+            last_seqno,
+            ..
+        } = self;
+        let next_file_number = FileNumber(new_number.0 + 1);
+        let snapshot = snapshot_edits(&keyspaces, max_keyspace_id, next_file_number, last_seqno);
+        let manifest = ManifestWriter::create(&*fs, &dir, new_number, &snapshot)?;
+        manifest::set_current(&*fs, &dir, new_number)?;
+        remove_old_manifest(&*fs, &path);
+        Ok(VersionSet {
+            fs,
+            dir,
+            keyspaces,
+            max_keyspace_id,
+            next_file_number,
+            last_seqno,
+            manifest,
+            poisoned: None,
+            max_manifest_size: MAX_MANIFEST_SIZE,
+        })
     }
 }
