@@ -43,6 +43,10 @@ impl DbInner {
             ..VersionEdit::default()
         };
         let bytes = meta.as_ref().map_or(0, |m| m.size);
+        // The manifest's last sequence number covers what the tables hold (and ingests), not
+        // writes still only in WALs: replay checks that WAL records leave no gap above it
+        // (`recovery.rs`, `docs/format/wal.md` section 8).
+        let flushed_up_to = meta.as_ref().map(|m| m.largest_seqno);
         if let Some(meta) = meta {
             edit.add_file(0, meta);
         }
@@ -55,8 +59,10 @@ impl DbInner {
                     .remove_file(&filename::table_path(&self.dir, number));
                 return Ok(());
             }
-            let last = versions.last_seqno().max(self.visible_seqno());
-            versions.set_last_seqno(last);
+            if let Some(up_to) = flushed_up_to {
+                let last = versions.last_seqno().max(up_to);
+                versions.set_last_seqno(last);
+            }
             let version = versions.log_and_apply(edit)?;
             self.track_version(&version);
             let mut sv = ks.super_version.write();

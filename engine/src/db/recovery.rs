@@ -268,9 +268,9 @@ struct Replay<'a> {
     keyspaces: BTreeMap<u32, ReplayKeyspace>,
     recovery_mode: WalRecoveryMode,
     max_seqno: SeqNo,
-    /// The manifest's last sequence number (at least every table's): numbers up to it may be
-    /// missing from the WALs (an ingest takes one without a WAL record; a flush records the
-    /// sequence number of writes whose WAL tail a crash may since have cut).
+    /// The manifest's last sequence number (every table's and ingest's; a flush records its
+    /// table's largest, not the last one handed out): numbers up to it may be missing from the
+    /// WALs (an ingest takes one without a WAL record).
     horizon: SeqNo,
     /// The first sequence number of the next WAL record, from the record before it.
     next_seqno: Option<SeqNo>,
