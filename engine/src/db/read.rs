@@ -527,9 +527,6 @@ impl DbInner {
     }
 }
 
-#[cfg(test)]
-mod tests;
-
 /// Tables below this many bytes in a range are not worth splitting for parallel reads (or
 /// below one table of the keyspace's `target_file_size`, when that is smaller).
 const MIN_SPLIT_BYTES: u64 = 16 << 20;
@@ -550,8 +547,7 @@ impl DbInner {
         let (lo, hi) = (bound_key(lower), bound_key(upper));
         let inside = |key: &[u8]| {
             let above = match lower {
-                Bound::Included(l) => key > l,
-                Bound::Excluded(l) => key > l,
+                Bound::Included(l) | Bound::Excluded(l) => key > l,
                 Bound::Unbounded => true,
             };
             let below = match upper {
@@ -562,7 +558,7 @@ impl DbInner {
         };
         // The level holding most of the range's bytes: its tables' first keys are the
         // candidate cuts, weighted by the bytes of the tables before them.
-        let Some((files, total)) = (0..sv.version.levels.len())
+        let Some((level, files, total)) = (0..sv.version.levels.len())
             .map(|level| {
                 let files: Vec<&Arc<FileMeta>> = sv
                     .version
@@ -571,15 +567,14 @@ impl DbInner {
                     .filter(|f| f.overlaps(lo, hi))
                     .collect();
                 let bytes: u64 = files.iter().map(|f| f.size).sum();
-                (files, bytes)
+                (level, files, bytes)
             })
-            .max_by_key(|(_, bytes)| *bytes)
+            .max_by_key(|(_, _, bytes)| *bytes)
         else {
             return Vec::new();
         };
-        let min_bytes = MIN_SPLIT_BYTES.min(ks.options.target_file_size);
-        if total < min_bytes || sv.version.files(0).iter().any(|f| files.contains(&f)) {
-            // Level-0 tables overlap each other: their first keys say nothing about balance.
+        // Level-0 tables overlap each other: their first keys say nothing about balance.
+        if level == 0 || total < MIN_SPLIT_BYTES.min(ks.options.target_file_size) {
             return Vec::new();
         }
         let mut cuts: Vec<Bytes> = Vec::with_capacity(parts - 1);
@@ -606,3 +601,6 @@ fn bound_key(b: Bound<&[u8]>) -> Option<&[u8]> {
         Bound::Unbounded => None,
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -3,14 +3,13 @@
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
+use std::ops::Bound;
 
 use super::eval::{eval, passes};
 use super::source::{RowSource, bound};
 use super::store::KvRead;
 use crate::ast::{AggFunc, Expr};
 use crate::error::{Result, exec_err};
-use std::ops::Bound;
-
 use crate::plan::{Access, KeyRange, ScanPlan, SelectPlan, Shape, Sort};
 use crate::value::Value;
 
@@ -20,10 +19,17 @@ pub(crate) fn run<R: KvRead>(reader: &R, plan: &SelectPlan) -> Result<Vec<Vec<Va
         return Ok(Vec::new());
     }
     match &plan.shape {
-        Shape::Simple { projections } => match (&plan.sort, split_scan(reader, plan)) {
-            (Sort::Explicit(_), Some(parts)) => sort_in_parallel(reader, plan, &parts, projections),
-            _ => simple(&mut Input::new(reader, plan), plan, projections),
-        },
+        Shape::Simple { projections } => {
+            // Rows that stream in key order (and may stop at a LIMIT) stay on one thread.
+            let parts = match plan.sort {
+                Sort::Explicit(_) => split_scan(reader, plan),
+                Sort::None | Sort::ByScan => None,
+            };
+            match parts {
+                Some(parts) => sort_in_parallel(reader, plan, &parts, projections),
+                None => simple(&mut Input::new(reader, plan), plan, projections),
+            }
+        }
         Shape::Aggregate {
             group_by,
             aggregates,
@@ -116,8 +122,8 @@ fn new_accs(aggregates: &Aggregates) -> Vec<Acc> {
 /// Most threads one scan uses.
 const MAX_SCAN_THREADS: usize = 8;
 
-/// For an aggregate over a key range the store can cut ([`KvRead::split_keys`]), one scan
-/// plan per part, in key order, one part per core; `None` to scan on this thread (one core,
+/// For an aggregate or a sort over a key range the store can cut ([`KvRead::split_keys`]),
+/// one scan plan per part, in key order, one part per core; `None` to scan on this thread (one core,
 /// another access path, or a range not worth cutting).
 fn split_scan<R: KvRead>(reader: &R, plan: &SelectPlan) -> Option<Vec<ScanPlan>> {
     let scan = plan.scan.as_ref()?;
