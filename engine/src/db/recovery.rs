@@ -352,10 +352,10 @@ impl Replay<'_> {
         Ok(())
     }
 
-    /// Checks that `batch` (at `offset` of WAL `path`) continues the records replayed so far
+    /// Checks that `batch` (at `offset` of WAL `path`) continues the record replayed before it
     /// without a hole: its first sequence number is the next one, or every number skipped is
     /// at or below the manifest's horizon. A hole means records are missing before this one
-    /// (an older WAL cut short, emptied or deleted): `Corruption`, except that point-in-time
+    /// (an older WAL cut short, or one between two others deleted): `Corruption`, except that point-in-time
     /// recovery stops before it (returns false, and nothing later is applied) and
     /// `SkipAnyCorruptedRecords` accepts it.
     fn follows(&mut self, batch: &WriteBatch, path: &Path, offset: u64) -> Result<bool> {
@@ -364,10 +364,14 @@ impl Replay<'_> {
             return Ok(true);
         }
         let first = batch.seqno();
-        let expected = self
-            .next_seqno
-            .unwrap_or(SeqNo(self.horizon.get().saturating_add(1)));
-        let hole = if first < expected && self.next_seqno.is_some() {
+        // The first record replayed has nothing to follow: the WALs before it were deleted
+        // once every live keyspace had flushed past them, and the writes they held for a
+        // keyspace dropped since are in no table, so the manifest does not bound them.
+        let Some(expected) = self.next_seqno else {
+            self.next_seqno = Some(SeqNo(first.get().saturating_add(count)));
+            return Ok(true);
+        };
+        let hole = if first < expected {
             Some(format!(
                 "sequence numbers go backwards: {} after records up to {}",
                 first.get(),
@@ -376,7 +380,7 @@ impl Replay<'_> {
         } else if first > expected && first.get() - 1 > self.horizon.get() {
             Some(format!(
                 "records with sequence numbers {} to {} are missing before this one (an older \
-                 WAL cut short, emptied or deleted)",
+                 WAL cut short, or one between two others deleted)",
                 expected.get().max(self.horizon.get() + 1),
                 first.get() - 1
             ))
