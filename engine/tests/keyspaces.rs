@@ -530,3 +530,59 @@ fn a_batch_with_another_databases_keyspace_is_refused() {
     mixed.put_in(&b, b"x", b"2");
     assert!(db1.write(mixed, &WriteOptions::default()).is_err());
 }
+
+#[test]
+fn a_crash_after_dropping_a_keyspace_with_unflushed_writes_reopens_with_every_write() {
+    // The dropped keyspace held the only unflushed writes of the oldest WAL, which the drop
+    // lets go: the WAL records replayed afterwards must not look like they follow a hole.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("db");
+    let db = Db::open(&path, Options::default()).expect("open");
+    let def = db.default_keyspace();
+    def.put(b"k0", b"v").expect("put");
+    let a = db.keyspace("a").expect("keyspace");
+    for i in 0..10u32 {
+        a.put(&i.to_le_bytes(), b"x").expect("put");
+    }
+    def.flush().expect("flush");
+    def.put(b"k1", b"v").expect("put");
+    db.drop_keyspace("a").expect("drop");
+    // A crash now: copy the files as they are (the handle's LOCK is not copied).
+    let copy = dir.path().join("copy");
+    std::fs::create_dir_all(&copy).expect("mkdir");
+    for e in std::fs::read_dir(&path).expect("read_dir") {
+        let e = e.expect("entry");
+        if e.file_name() != "LOCK" {
+            std::fs::copy(e.path(), copy.join(e.file_name())).expect("copy");
+        }
+    }
+    for mode in [
+        strata_engine::WalRecoveryMode::TolerateCorruptedTail,
+        strata_engine::WalRecoveryMode::PointInTime,
+    ] {
+        let run = dir.path().join(format!("{mode:?}"));
+        std::fs::create_dir_all(&run).expect("mkdir");
+        for e in std::fs::read_dir(&copy).expect("read_dir") {
+            let e = e.expect("entry");
+            std::fs::copy(e.path(), run.join(e.file_name())).expect("copy");
+        }
+        let reopened = Db::open(&run, Options::default().wal_recovery_mode(mode)).expect("reopen");
+        assert_eq!(
+            reopened.get(b"k0").expect("get").as_deref(),
+            Some(&b"v"[..])
+        );
+        assert_eq!(
+            reopened.get(b"k1").expect("get").as_deref(),
+            Some(&b"v"[..]),
+            "{mode:?}"
+        );
+    }
+    // And after a clean close.
+    drop((a, def));
+    db.close().expect("close");
+    let reopened = Db::open(&path, Options::default()).expect("reopen");
+    assert_eq!(
+        reopened.get(b"k1").expect("get").as_deref(),
+        Some(&b"v"[..])
+    );
+}

@@ -13,9 +13,9 @@
 //!   `AbsoluteConsistency` refuses to open.
 //! - `v1/torn_manifest_tail`: half a record appended to the manifest (a crash mid-append of
 //!   an edit that was never acknowledged). Opens with all the data.
-//! - `v1/missing_table`: the oldest table file deleted. Opens (tables are opened on first
-//!   use); `integrity_problems` reports one `Corruption` naming it; a read of a key only it
-//!   held fails with its `Io` error (not found); nothing returns wrong data.
+//! - `v1/missing_table`: the oldest table file deleted. The open fails with `Corruption`
+//!   naming the manifest and the table, and changes no file (a missing table is what a lost
+//!   last manifest edit leaves; an open that went on would delete that edit's tables).
 //!
 //! - `v2/valid`, `v2/flipped_bit_data_block`: the same with SSTable format version 2 tables;
 //!   a v1 database is also read with v2 tables written beside its v1 ones.
@@ -304,9 +304,8 @@ fn torn_manifest_tail_is_ignored_and_every_key_is_there() {
 }
 
 #[test]
-fn missing_table_is_reported_and_never_read_as_absent_keys() {
+fn missing_table_fails_the_open_and_nothing_is_changed() {
     let (_tmp, dir) = copy_fixture("v1", "missing_table");
-    let want = expected("v1");
     let oldest = files_with_ext(&fixtures("v1").join("valid"), "sst")
         .into_iter()
         .next();
@@ -316,24 +315,29 @@ fn missing_table_is_reported_and_never_read_as_absent_keys() {
             .expect("a table"),
     );
     assert!(!missing.exists());
-    // Tables are opened on first use, so the open itself works.
-    let db = Db::open(&dir, Options::default()).expect("open");
-    let problems = db.integrity_problems().expect("integrity report");
-    match problems.as_slice() {
-        [Error::Corruption { file, .. }] => assert_eq!(file, &missing),
-        other => panic!("expected one corruption naming the missing table, got {other:?}"),
-    }
-    assert!(db.check_integrity().is_err());
-    // k004 is held only by the missing table: its read fails with the file's I/O error.
-    match db.get(b"k004") {
-        Err(Error::Io { path, source }) => {
-            assert_eq!(path, missing);
-            assert_eq!(source.kind(), std::io::ErrorKind::NotFound);
+    let before: Vec<_> = std::fs::read_dir(&dir)
+        .expect("read_dir")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    // A table the manifest names is gone (as after a lost last manifest edit): the open
+    // fails before writing or deleting anything, naming the manifest and the table.
+    let err = Db::open(&dir, Options::default()).expect_err("a table is missing");
+    match &err {
+        Error::Corruption { file, reason, .. } => {
+            assert!(file.to_string_lossy().contains("MANIFEST-"), "{err}");
+            assert!(reason.contains(&missing.display().to_string()), "{err}");
         }
-        other => panic!("expected the missing table's I/O error, got {other:?}"),
+        other => panic!("expected corruption naming the missing table, got {other}"),
     }
-    assert!(reads_are_right_or_fail(&db, &want) >= 1);
-    db.close().expect("close");
+    let mut after: Vec<_> = std::fs::read_dir(&dir)
+        .expect("read_dir")
+        .map(|e| e.expect("entry").file_name())
+        .filter(|n| n != "LOCK")
+        .collect();
+    let mut before: Vec<_> = before.into_iter().filter(|n| n != "LOCK").collect();
+    before.sort();
+    after.sort();
+    assert_eq!(after, before, "the failed open changed no file");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -165,8 +165,9 @@ fn split_scan<R: KvRead>(reader: &R, plan: &SelectPlan) -> Option<Vec<ScanPlan>>
 
 /// [`aggregate`] over each of `parts` on its own thread (all reading `reader`'s snapshot),
 /// then the parts' groups merged in key order, so each group keeps the key values and
-/// MIN/MAX ties a single scan would (SUM and AVG over doubles may differ from one scan in
-/// the last bits: the additions happen in another order).
+/// MIN/MAX ties a single scan would (SUM and AVG of integers are exact either way; over
+/// doubles they may differ from one scan in the last bits: the additions happen in another
+/// order).
 fn aggregate_in_parallel<R: KvRead>(
     reader: &R,
     parts: &[ScanPlan],
@@ -374,7 +375,8 @@ enum Acc {
     Sum(Sum),
     Min(Option<Value>),
     Max(Option<Value>),
-    Avg(f64, i64),
+    /// The sum (exact for integers, as SUM's) and the count of the values.
+    Avg(Sum, i64),
 }
 
 /// A running SUM: integers add exactly (in 128 bits, checked against 64 bits at the end, so
@@ -410,7 +412,7 @@ impl Acc {
             AggFunc::Sum => Acc::Sum(Sum::Empty),
             AggFunc::Min => Acc::Min(None),
             AggFunc::Max => Acc::Max(None),
-            AggFunc::Avg => Acc::Avg(0.0, 0),
+            AggFunc::Avg => Acc::Avg(Sum::Empty, 0),
         }
     }
 
@@ -445,13 +447,14 @@ impl Acc {
                     *m = Some(v);
                 }
             }
-            Acc::Avg(sum, n) => match number(&v) {
-                Some(x) => {
-                    *sum += x;
-                    *n += 1;
+            Acc::Avg(sum, n) => {
+                match v {
+                    Value::Int(i) => sum.add(Sum::Int(i128::from(i))),
+                    Value::Double(d) => sum.add(Sum::Double(d)),
+                    v => return exec_err(format!("AVG() does not accept {}", v.type_name())),
                 }
-                None => return exec_err(format!("AVG() does not accept {}", v.type_name())),
-            },
+                *n += 1;
+            }
         }
         Ok(())
     }
@@ -476,7 +479,7 @@ impl Acc {
             }
             (Acc::Min(_), Acc::Min(None)) | (Acc::Max(_), Acc::Max(None)) => {}
             (Acc::Avg(s, n), Acc::Avg(t, m)) => {
-                *s += t;
+                s.add(t);
                 *n += m;
             }
             _ => return exec_err("merging different aggregates"),
@@ -499,21 +502,16 @@ impl Acc {
             Acc::Sum(Sum::Double(d)) => Value::Double(d),
             Acc::Min(v) | Acc::Max(v) => v.unwrap_or(Value::Null),
             #[expect(clippy::cast_precision_loss, reason = "AVG is a DOUBLE")]
-            Acc::Avg(sum, n) if n > 0 => Value::Double(sum / n as f64),
+            Acc::Avg(sum, n) if n > 0 => {
+                let total = match sum {
+                    Sum::Int(i) => i as f64,
+                    Sum::Double(d) => d,
+                    Sum::Empty => 0.0,
+                };
+                Value::Double(total / n as f64)
+            }
             Acc::Avg(..) => Value::Null,
         })
-    }
-}
-
-#[expect(
-    clippy::cast_precision_loss,
-    reason = "SUM/AVG over mixed numbers use doubles"
-)]
-fn number(v: &Value) -> Option<f64> {
-    match v {
-        Value::Int(i) => Some(*i as f64),
-        Value::Double(d) => Some(*d),
-        _ => None,
     }
 }
 
@@ -748,6 +746,7 @@ mod tests {
             "SELECT count(*), count(n), count(s), min(s), max(s), min(d), max(d), sum(d), avg(d) FROM t",
             "SELECT count(*), sum(n), min(n), max(n) FROM t WHERE n > -50 AND n < 50",
             "SELECT sum(n) FROM t",
+            "SELECT avg(n), g FROM t GROUP BY g",
             "SELECT g, count(*), sum(d), min(s), max(n), avg(d) FROM t GROUP BY g",
             "SELECT s, count(*), min(id), max(id) FROM t WHERE d > 0 GROUP BY s",
             "SELECT count(*) FROM t WHERE id >= 100 AND id < 2900",
