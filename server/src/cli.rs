@@ -37,6 +37,9 @@ pub struct ServeArgs {
     /// Most simultaneous connections (both protocols).
     #[arg(long, default_value_t = 10_000)]
     pub maxclients: usize,
+    /// Most databases open at once (each keeps threads and files until shutdown).
+    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_databases: u32,
     /// Close connections idle for this many seconds (0 = never).
     #[arg(long, default_value_t = 0)]
     pub timeout: u64,
@@ -68,6 +71,7 @@ impl ServeArgs {
         config.sync_interval = Duration::from_millis(self.sync_interval_ms.max(1));
         config.requirepass.clone_from(&self.requirepass);
         config.max_clients = self.maxclients;
+        config.max_databases = usize::try_from(self.max_databases).unwrap_or(usize::MAX);
         config.idle_timeout = (self.timeout > 0).then(|| Duration::from_secs(self.timeout));
         config.limits.max_bulk_bytes = self.proto_max_bulk_len;
         config.write_buffer_size = usize::try_from(self.write_buffer_mb)

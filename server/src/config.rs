@@ -78,6 +78,10 @@ pub struct Config {
     pub max_clients: usize,
     /// Close a connection idle (no request) for this long; `None` (default) never does.
     pub idle_timeout: Option<Duration>,
+    /// Most databases open at once. Each open database keeps its background threads, WAL
+    /// and table files until shutdown, and any client can open one by naming it, so beyond
+    /// this a new database is refused with an error. Default 512.
+    pub max_databases: usize,
     /// RESP framing limits (bulk size, argument count, inline length).
     pub limits: Limits,
     /// How long shutdown waits for in-flight commands before closing the databases anyway.
@@ -124,6 +128,7 @@ impl Config {
             requirepass: None,
             max_clients: 10_000,
             idle_timeout: None,
+            max_databases: 512,
             limits: Limits::default(),
             shutdown_grace: Duration::from_secs(10),
             write_buffer_size: 4 << 20,

@@ -477,6 +477,8 @@ pub struct Databases {
     sync: SyncMode,
     open: Mutex<BTreeMap<String, Arc<Database>>>,
     closed: AtomicBool,
+    /// Most databases open at once (`Config::max_databases`).
+    max_open: usize,
 }
 
 impl Databases {
@@ -501,6 +503,7 @@ impl Databases {
             sync: config.sync,
             open: Mutex::new(BTreeMap::new()),
             closed: AtomicBool::new(false),
+            max_open: config.max_databases,
         })
     }
 
@@ -524,7 +527,8 @@ impl Databases {
     ///
     /// # Errors
     /// [`ServerError::BadName`] for an invalid name, [`ServerError::Engine`] when the engine
-    /// cannot open it, [`ServerError::ShuttingDown`] after [`Databases::close_all`].
+    /// cannot open it, [`ServerError::TooManyDatabases`] when `Config::max_databases` are
+    /// open already, [`ServerError::ShuttingDown`] after [`Databases::close_all`].
     pub fn get_or_open(&self, name: &str) -> Result<Arc<Database>, ServerError> {
         validate_name(name).map_err(ServerError::BadName)?;
         // Held across the open so two sessions never open the same directory twice.
@@ -534,6 +538,12 @@ impl Databases {
         }
         if let Some(db) = open.get(name) {
             return Ok(Arc::clone(db));
+        }
+        if open.len() >= self.max_open {
+            return Err(ServerError::TooManyDatabases {
+                name: name.to_owned(),
+                max: self.max_open,
+            });
         }
         let path = self.root.join(name);
         let db = Db::open(&path, self.options.clone()).map_err(|source| ServerError::Engine {

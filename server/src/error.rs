@@ -39,6 +39,14 @@ pub enum ServerError {
         #[source]
         source: strata_engine::Error,
     },
+    /// Opening another database would pass `--max-databases`.
+    #[error("too many open databases: {max} are open (--max-databases); {name} was not opened")]
+    TooManyDatabases {
+        /// The database asked for.
+        name: String,
+        /// The limit.
+        max: usize,
+    },
     /// The server is shutting down and opens no more databases.
     #[error("the server is shutting down")]
     ShuttingDown,

@@ -424,6 +424,28 @@ async fn a_statement_running_at_shutdown_gets_its_reply() -> TestResult {
 }
 
 #[tokio::test]
+async fn a_database_beyond_max_databases_is_refused_with_53000() -> TestResult {
+    // The default database db0 is open from the start: one more fits.
+    let server = TestServer::start(|c| c.max_databases = 2);
+    let client = connect(&server, "first").await?;
+    client.simple_query("SELECT 1").await?;
+    let refused = match connect(&server, "second").await {
+        Err(e) => e,
+        Ok(c) => c
+            .simple_query("SELECT 1")
+            .await
+            .expect_err("over the limit"),
+    };
+    assert_eq!(
+        refused.code(),
+        Some(&SqlState::INSUFFICIENT_RESOURCES),
+        "{refused}"
+    );
+    client.simple_query("SELECT 1").await?;
+    Ok(())
+}
+
+#[tokio::test]
 async fn password_is_required_when_configured() -> TestResult {
     let server = TestServer::start(|c| c.requirepass = Some("pg-secret".into()));
     assert!(connect(&server, "db0").await.is_err());

@@ -589,6 +589,30 @@ fn a_set_with_a_key_over_the_limit_fails_alone_in_its_pipeline() {
 }
 
 #[test]
+fn databases_beyond_max_databases_are_refused_and_open_ones_still_work() {
+    let server = TestServer::start(|c| c.max_databases = 2);
+    let mut raw = server.raw();
+    // db0 (the connection's) and one more.
+    roundtrip(
+        &mut raw,
+        &encode(&[b"DATABASES", b"CREATE", b"run1"]),
+        b"+OK\r\n",
+    );
+    roundtrip(
+        &mut raw,
+        &encode(&[b"DATABASES", b"CREATE", b"run2"]),
+        b"-ERR too many open databases: 2 are open (--max-databases); run2 was not opened\r\n",
+    );
+    roundtrip(&mut raw, &encode(&[b"SELECT", b"run1"]), b"+OK\r\n");
+    roundtrip(&mut raw, &encode(&[b"SET", b"k", b"v"]), b"+OK\r\n");
+    // Nothing was created for the refused name.
+    let names: Vec<String> = redis::cmd("DATABASES")
+        .query(&mut server.client())
+        .expect("list");
+    assert!(!names.contains(&"run2".to_owned()), "{names:?}");
+}
+
+#[test]
 fn command_info_describes_subcommands_by_their_full_name() -> TestResult {
     let server = TestServer::start(|_| {});
     let mut c = server.client();

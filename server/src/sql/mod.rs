@@ -100,6 +100,7 @@ impl SqlError {
             SqlError::Params(_) => "08P01",
             SqlError::Server(ServerError::BadName(_)) => "3D000",
             SqlError::Server(ServerError::ShuttingDown) => "57P01",
+            SqlError::Server(ServerError::TooManyDatabases { .. }) => "53000",
             SqlError::Server(_) => "58000",
         }
     }
