@@ -547,24 +547,19 @@ fn a_crash_after_dropping_a_keyspace_with_unflushed_writes_reopens_with_every_wr
     def.flush().expect("flush");
     def.put(b"k1", b"v").expect("put");
     db.drop_keyspace("a").expect("drop");
-    // A crash now: copy the files as they are (the handle's LOCK is not copied).
-    let copy = dir.path().join("copy");
-    std::fs::create_dir_all(&copy).expect("mkdir");
-    for e in std::fs::read_dir(&path).expect("read_dir") {
-        let e = e.expect("entry");
-        if e.file_name() != "LOCK" {
-            std::fs::copy(e.path(), copy.join(e.file_name())).expect("copy");
-        }
-    }
+    // A crash now: each recovery mode opens a copy of the files as they are (the handle's
+    // LOCK is not copied).
     for mode in [
         strata_engine::WalRecoveryMode::TolerateCorruptedTail,
         strata_engine::WalRecoveryMode::PointInTime,
     ] {
         let run = dir.path().join(format!("{mode:?}"));
         std::fs::create_dir_all(&run).expect("mkdir");
-        for e in std::fs::read_dir(&copy).expect("read_dir") {
+        for e in std::fs::read_dir(&path).expect("read_dir") {
             let e = e.expect("entry");
-            std::fs::copy(e.path(), run.join(e.file_name())).expect("copy");
+            if e.file_name() != "LOCK" {
+                std::fs::copy(e.path(), run.join(e.file_name())).expect("copy");
+            }
         }
         let reopened = Db::open(&run, Options::default().wal_recovery_mode(mode)).expect("reopen");
         assert_eq!(

@@ -19,17 +19,10 @@ pub(crate) fn run<R: KvRead>(reader: &R, plan: &SelectPlan) -> Result<Vec<Vec<Va
         return Ok(Vec::new());
     }
     match &plan.shape {
-        Shape::Simple { projections } => {
-            // Rows that stream in key order (and may stop at a LIMIT) stay on one thread.
-            let parts = match plan.sort {
-                Sort::Explicit(_) => split_scan(reader, plan),
-                Sort::None | Sort::ByScan => None,
-            };
-            match parts {
-                Some(parts) => sort_in_parallel(reader, plan, &parts, projections),
-                None => simple(&mut Input::new(reader, plan), plan, projections),
-            }
-        }
+        Shape::Simple { projections } => match split_scan(reader, plan) {
+            Some(parts) => sort_in_parallel(reader, plan, &parts, projections),
+            None => simple(&mut Input::new(reader, plan), plan, projections),
+        },
         Shape::Aggregate {
             group_by,
             aggregates,
@@ -122,14 +115,13 @@ fn new_accs(aggregates: &Aggregates) -> Vec<Acc> {
 /// Most threads one scan uses.
 const MAX_SCAN_THREADS: usize = 8;
 
-/// For an aggregate or a sort over a key range the store can cut ([`KvRead::split_keys`]),
-/// one scan plan per part, in key order, one part per core; `None` to scan on this thread (one core,
-/// another access path, or a range not worth cutting).
+/// For a plan whose scan may run in parts ([`SelectPlan::splittable_range`]) over a range
+/// the store can cut ([`KvRead::split_keys`]), one scan plan per part, in key order, one part
+/// per core; `None` to scan on this thread (one core, another plan, or a range not worth
+/// cutting).
 fn split_scan<R: KvRead>(reader: &R, plan: &SelectPlan) -> Option<Vec<ScanPlan>> {
     let scan = plan.scan.as_ref()?;
-    let Access::KeyRange { range, full } = &scan.access else {
-        return None;
-    };
+    let (range, full) = plan.splittable_range()?;
     let threads = std::thread::available_parallelism()
         .map_or(1, std::num::NonZero::get)
         .min(MAX_SCAN_THREADS);
@@ -155,7 +147,7 @@ fn split_scan<R: KvRead>(reader: &R, plan: &SelectPlan) -> Option<Vec<ScanPlan>>
                         upper,
                         reverse: false,
                     },
-                    full: *full,
+                    full,
                 },
                 ..scan.clone()
             })
@@ -174,23 +166,8 @@ fn aggregate_in_parallel<R: KvRead>(
     group_by: &[Expr],
     aggregates: &Aggregates,
 ) -> Result<BTreeMap<GroupKey, Vec<Acc>>> {
-    let results: Vec<Result<BTreeMap<GroupKey, Vec<Acc>>>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = parts
-            .iter()
-            .map(|part| {
-                scope.spawn(move || {
-                    let mut input = Input::of_scan(reader, part);
-                    aggregate(&mut input, group_by, aggregates)
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| exec_err("a scan thread panicked"))
-            })
-            .collect()
+    let results = on_each_part(reader, parts, |input| {
+        aggregate(input, group_by, aggregates)
     });
     let mut merged: BTreeMap<GroupKey, Vec<Acc>> = BTreeMap::new();
     for part in results {
@@ -220,23 +197,32 @@ fn sort_in_parallel<R: KvRead>(
     parts: &[ScanPlan],
     projections: &[Expr],
 ) -> Result<Vec<Vec<Value>>> {
-    let results: Vec<Result<Vec<SortedRow>>> = std::thread::scope(|scope| {
+    let results = on_each_part(reader, parts, |input| {
+        sort_rows(input, plan, projections).map(Sorter::into_best)
+    });
+    let mut out = Sorter::new(plan);
+    for part in results {
+        for (keys, _, projected) in part? {
+            out.push_keyed(keys, projected);
+        }
+    }
+    Ok(out.finish())
+}
+
+/// Runs `f` over the rows of each of `parts` (all reading `reader`'s snapshot), each on its
+/// own thread; the results in part order.
+fn on_each_part<R, T, F>(reader: &R, parts: &[ScanPlan], f: F) -> Vec<Result<T>>
+where
+    R: KvRead,
+    T: Send,
+    F: Fn(&mut Input<'_, R>) -> Result<T> + Sync,
+{
+    std::thread::scope(|scope| {
         let handles: Vec<_> = parts
             .iter()
             .map(|part| {
-                scope.spawn(move || {
-                    let mut input = Input::of_scan(reader, part);
-                    let mut row = input.row_buffer();
-                    let mut out = Sorter::new(plan);
-                    while input.next(&mut row)? {
-                        let projected = projections
-                            .iter()
-                            .map(|e| eval(e, &row))
-                            .collect::<Result<Vec<_>>>()?;
-                        out.push(&row, projected)?;
-                    }
-                    Ok(out.into_best())
-                })
+                let f = &f;
+                scope.spawn(move || f(&mut Input::of_scan(reader, part)))
             })
             .collect();
         handles
@@ -246,14 +232,7 @@ fn sort_in_parallel<R: KvRead>(
                     .unwrap_or_else(|_| exec_err("a scan thread panicked"))
             })
             .collect()
-    });
-    let mut out = Sorter::new(plan);
-    for part in results {
-        for (keys, _, projected) in part? {
-            out.push_keyed(keys, projected);
-        }
-    }
-    Ok(out.finish())
+    })
 }
 
 /// The filtered input rows.
@@ -306,18 +285,10 @@ fn simple<R: KvRead>(
     plan: &SelectPlan,
     projections: &[Expr],
 ) -> Result<Vec<Vec<Value>>> {
-    let mut row = input.row_buffer();
     if let Sort::Explicit(_) = plan.sort {
-        let mut out = Sorter::new(plan);
-        while input.next(&mut row)? {
-            let projected = projections
-                .iter()
-                .map(|e| eval(e, &row))
-                .collect::<Result<Vec<_>>>()?;
-            out.push(&row, projected)?;
-        }
-        return Ok(out.finish());
+        return Ok(sort_rows(input, plan, projections)?.finish());
     }
+    let mut row = input.row_buffer();
     let mut out = Vec::new();
     let mut skipped = 0;
     while input.next(&mut row)? {
@@ -334,6 +305,24 @@ fn simple<R: KvRead>(
         if plan.limit.is_some_and(|l| out.len() as u64 >= l) {
             break;
         }
+    }
+    Ok(out)
+}
+
+/// Projects every row of `input` into a [`Sorter`] for `plan`'s ORDER BY.
+fn sort_rows<'p, R: KvRead>(
+    input: &mut Input<'_, R>,
+    plan: &'p SelectPlan,
+    projections: &[Expr],
+) -> Result<Sorter<'p>> {
+    let mut row = input.row_buffer();
+    let mut out = Sorter::new(plan);
+    while input.next(&mut row)? {
+        let projected = projections
+            .iter()
+            .map(|e| eval(e, &row))
+            .collect::<Result<Vec<_>>>()?;
+        out.push(&row, projected)?;
     }
     Ok(out)
 }

@@ -157,15 +157,7 @@ pub fn explain_select(plan: &SelectPlan) -> Vec<String> {
         Some(scan) => explain_scan(scan),
         None => vec!["access: none (one row, no table)".to_owned()],
     };
-    // As `exec::select` decides (`split_scan`): a key-range scan that feeds an aggregate or
-    // a sort may run in parts on several threads.
-    let splittable = plan
-        .scan
-        .as_ref()
-        .is_some_and(|s| matches!(s.access, Access::KeyRange { .. }))
-        && (matches!(plan.shape, Shape::Aggregate { .. })
-            || matches!(plan.sort, Sort::Explicit(_)));
-    if splittable {
+    if plan.splittable_range().is_some() {
         lines.push(
             "parallel: in parts of about equal size, one per core (at most 8), when the range \
              holds 16 MiB of tables or more"

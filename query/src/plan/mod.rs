@@ -96,6 +96,21 @@ pub struct SelectPlan {
     pub offset: u64,
 }
 
+impl SelectPlan {
+    /// The key range of a scan that may run in parts on several threads, with whether it is
+    /// the full table: a primary-key range scan that feeds an aggregate or an explicit sort
+    /// (rows that stream in key order, and may stop at a LIMIT, stay on one thread). Both
+    /// `exec::select` and EXPLAIN ask this.
+    pub fn splittable_range(&self) -> Option<(&KeyRange, bool)> {
+        let Access::KeyRange { range, full } = &self.scan.as_ref()?.access else {
+            return None;
+        };
+        let sorts_or_aggregates =
+            matches!(self.shape, Shape::Aggregate { .. }) || matches!(self.sort, Sort::Explicit(_));
+        sorts_or_aggregates.then_some((range, *full))
+    }
+}
+
 /// Resolves column names in `e` against `table` (`Column(name)` → `Field(i)`).
 ///
 /// # Errors
