@@ -16,6 +16,12 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use strata_engine::{Db, Options, ReadOptions};
 
+/// mimalloc instead of the system allocator: the memtable allocates a skiplist node per write
+/// on the connection and commit threads and frees them on the flush thread, and scans allocate
+/// per block (docs/benchmarks.md, "Allocator").
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Strata: a write-optimized LSM-tree storage engine.
 #[derive(Debug, Parser)]
 #[command(name = "strata", version, about)]

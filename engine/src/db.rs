@@ -231,11 +231,14 @@ impl Db {
 
     /// Up to `parts - 1` keys, ascending, that cut the user keys of `range` into `parts`
     /// ranges holding about equal bytes of table data, for reading them on `parts` threads
-    /// (each with its own [`Db::range`] at one snapshot). The cuts are the first keys of the
-    /// tables of the level that holds most of the range (in LevelDB's and RocksDB's leveled
-    /// layout, the last), so a range within fewer tables gets fewer cuts; empty when
+    /// (each with its own [`Db::range`] at one snapshot). The cuts come from the tables of the
+    /// level that holds most of the range (in LevelDB's and RocksDB's leveled layout, the
+    /// last), weighed by their file sizes: a table's first key, or a data block boundary
+    /// inside a table read from its index block (no data block is read). Empty when
     /// `parts < 2`, when that level holds under 16 MiB of the range (or under one
-    /// [`Options::target_file_size`], if smaller), or when it is level 0.
+    /// [`Options::target_file_size`], if smaller), or when it is level 0; fewer than
+    /// `parts - 1` cuts when some fall outside `range` (the range's share of its first and
+    /// last tables is not estimated).
     /// Every cut lies strictly inside `range`. An estimate from the current version: data
     /// still in memtables or in other levels is not weighed, and the result never affects
     /// what a read returns.

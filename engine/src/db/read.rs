@@ -577,19 +577,36 @@ impl DbInner {
         if level == 0 || total < MIN_SPLIT_BYTES.min(ks.options.target_file_size) {
             return Vec::new();
         }
+        // Cut `k` goes about `total * k / parts` bytes in: at a table's first key, or inside a
+        // table at a data block boundary from its index, the same share of the way through its
+        // data blocks. A cut whose key cannot be had (the table does not open here) or that
+        // lies outside the range is left out: the scan itself reports errors, and fewer parts are
+        // still correct.
         let mut cuts: Vec<Bytes> = Vec::with_capacity(parts - 1);
-        let (mut before, mut next) = (0u64, 1u64);
-        for f in files {
-            let key = &f.smallest.user_key[..];
-            if cuts.len() + 1 < parts
-                && before.saturating_mul(parts as u64) >= total.saturating_mul(next)
-                && inside(key)
-                && cuts.last().is_none_or(|c| &c[..] < key)
-            {
-                cuts.push(Bytes::copy_from_slice(key));
-                next += 1;
+        let mut files = files.into_iter().peekable();
+        let mut before = 0u64;
+        for k in 1..parts as u64 {
+            let target = total.saturating_mul(k) / parts as u64;
+            while let Some(f) = files.next_if(|f| before.saturating_add(f.size) <= target) {
+                before = before.saturating_add(f.size);
             }
-            before += f.size;
+            let Some(f) = files.peek() else { break };
+            let within = target - before;
+            let key = if within == 0 {
+                Some(Bytes::copy_from_slice(&f.smallest.user_key))
+            } else {
+                self.table_cache
+                    .get(f.number, f.global_seqno)
+                    .and_then(|t| t.key_at_share(within, f.size))
+                    .ok()
+                    .flatten()
+            };
+            if let Some(key) = key
+                && inside(&key)
+                && cuts.last().is_none_or(|c| c < &key)
+            {
+                cuts.push(key);
+            }
         }
         cuts
     }

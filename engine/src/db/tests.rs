@@ -576,7 +576,7 @@ fn a_cursor_reads_tables_that_a_later_compaction_replaced() -> TestResult {
 }
 
 #[test]
-fn split_keys_cut_a_range_at_table_boundaries_of_about_equal_bytes() -> TestResult {
+fn split_keys_cut_a_range_into_parts_of_about_equal_bytes() -> TestResult {
     let dir = tempfile::tempdir()?;
     let db = Db::open(
         dir.path(),
@@ -615,6 +615,53 @@ fn split_keys_cut_a_range_at_table_boundaries_of_about_equal_bytes() -> TestResu
     // A range within one table has nothing to cut.
     let (lo, hi) = (key(10), key(12));
     assert!(db.split_keys(&lo[..]..=&hi[..], 4).is_empty());
+    Ok(())
+}
+
+#[test]
+fn split_keys_cut_inside_tables_at_data_blocks() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = Db::open(
+        dir.path(),
+        tiny().write_buffer_size(4 << 20).target_file_size(1 << 20),
+    )?;
+    let key = |i: u32| format!("k{i:06}").into_bytes();
+    // Values that LZ4 cannot shrink, so table bytes follow key counts: about 1.5 MiB in one
+    // flush, moved down whole as one table. Tables' first keys give no cut at all; cuts at
+    // data blocks make even parts.
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let n = 18_000u32;
+    for i in 0..n {
+        let value: Vec<u8> = (0..8)
+            .flat_map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x.to_le_bytes()
+            })
+            .collect();
+        db.put(&key(i), &value)?;
+    }
+    db.compact_range(None, None)?;
+    let files: usize = db.stats().levels.iter().map(|l| l.files).sum();
+    assert_eq!(files, 1, "{:?}", db.stats().levels);
+    for parts in [2u32, 3] {
+        let cuts = db.split_keys(.., parts as usize);
+        assert_eq!(cuts.len() as u32, parts - 1);
+        let mut bounds: Vec<Option<&[u8]>> = vec![None];
+        bounds.extend(cuts.iter().map(|c| Some(&c[..])));
+        bounds.push(None);
+        for w in bounds.windows(2) {
+            let lower = w[0].map_or(std::ops::Bound::Unbounded, std::ops::Bound::Included);
+            let upper = w[1].map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded);
+            let got = db.range(&ReadOptions::default(), (lower, upper)).count() as u32;
+            let share = n / parts;
+            assert!(
+                got > share * 9 / 10 && got < share * 11 / 10,
+                "{got} keys of {share} in one of {parts} parts"
+            );
+        }
+    }
     Ok(())
 }
 

@@ -190,6 +190,30 @@ impl Table {
         Ok(None)
     }
 
+    /// The user key of the index entry of the first data block that starts at or after
+    /// `part / whole` of the way through the data blocks (`None` when none does, or when
+    /// `whole` is 0). An index key is at or after every key of its block and before every key
+    /// of the next, so the result cuts the table's data near that share of its bytes
+    /// ([`crate::Db::split_keys`]). Walks the in-memory index block: no data block is read.
+    ///
+    /// # Errors
+    /// [`Error::Corruption`] for a malformed index entry.
+    pub(crate) fn key_at_share(&self, part: u64, whole: u64) -> Result<Option<Bytes>> {
+        if whole == 0 {
+            return Ok(None);
+        }
+        let offset = u128::from(self.data_end) * u128::from(part) / u128::from(whole);
+        let mut index = self.index.iter();
+        index.seek_to_first()?;
+        while index.valid() {
+            if u128::from(self.decode_handle(index.value())?.offset) >= offset {
+                return Ok(Some(Bytes::copy_from_slice(index.key().user_key)));
+            }
+            index.next()?;
+        }
+        Ok(None)
+    }
+
     /// True unless the bloom filter proves `user_key` absent (always true without a filter).
     /// Counted in [`BlockCache::bloom_checks`] / [`BlockCache::bloom_useful`].
     pub fn may_contain(&self, user_key: &[u8]) -> bool {
