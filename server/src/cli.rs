@@ -40,6 +40,10 @@ pub struct ServeArgs {
     /// Most databases open at once (each keeps threads and files until shutdown).
     #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_databases: u32,
+    /// Close a database no connection has used for this many seconds (0 = never); it
+    /// reopens on next use.
+    #[arg(long, default_value_t = 300)]
+    pub close_idle_databases: u64,
     /// Close connections idle for this many seconds (0 = never).
     #[arg(long, default_value_t = 0)]
     pub timeout: u64,
@@ -73,6 +77,8 @@ impl ServeArgs {
         config.max_clients = self.maxclients;
         config.max_databases = usize::try_from(self.max_databases).unwrap_or(usize::MAX);
         config.idle_timeout = (self.timeout > 0).then(|| Duration::from_secs(self.timeout));
+        config.close_idle_databases =
+            (self.close_idle_databases > 0).then(|| Duration::from_secs(self.close_idle_databases));
         config.limits.max_bulk_bytes = self.proto_max_bulk_len;
         config.write_buffer_size = usize::try_from(self.write_buffer_mb)
             .unwrap_or(usize::MAX)

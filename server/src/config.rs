@@ -78,10 +78,14 @@ pub struct Config {
     pub max_clients: usize,
     /// Close a connection idle (no request) for this long; `None` (default) never does.
     pub idle_timeout: Option<Duration>,
-    /// Most databases open at once. Each open database keeps its background threads, WAL
-    /// and table files until shutdown, and any client can open one by naming it, so beyond
-    /// this a new database is refused with an error. Default 512.
+    /// Most databases open at once. Each open database keeps its background threads, WAL,
+    /// table files, memtables and block cache while open, and any client can open one by
+    /// naming it, so beyond this a new database is refused with an error. Default 512.
     pub max_databases: usize,
+    /// Close a database that no connection holds and none has taken for this long (and that
+    /// has no flush or compaction due); it opens again on next use. `None` keeps every
+    /// database open until shutdown. Default 300 s.
+    pub close_idle_databases: Option<Duration>,
     /// RESP framing limits (bulk size, argument count, inline length).
     pub limits: Limits,
     /// How long shutdown waits for in-flight commands before closing the databases anyway.
@@ -129,6 +133,7 @@ impl Config {
             max_clients: 10_000,
             idle_timeout: None,
             max_databases: 512,
+            close_idle_databases: Some(Duration::from_secs(300)),
             limits: Limits::default(),
             shutdown_grace: Duration::from_secs(10),
             write_buffer_size: 4 << 20,

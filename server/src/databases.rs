@@ -26,6 +26,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -97,6 +98,15 @@ pub struct Database {
     in_flight: Box<[AtomicU32]>,
     /// The SQL layer over this database, loaded on first use.
     sql: Mutex<Option<Arc<SqlDatabase>>>,
+    /// When a connection last took this database from the registry
+    /// ([`Databases::close_idle`]).
+    last_taken: Mutex<Instant>,
+}
+
+/// A new reference to `db` for a connection, noting when it was taken.
+fn take(db: &Arc<Database>) -> Arc<Database> {
+    *db.last_taken.lock() = Instant::now();
+    Arc::clone(db)
 }
 
 /// The SQL layer's handle type.
@@ -519,7 +529,7 @@ impl Databases {
 
     /// The database `name` if it is already open (never blocks on I/O).
     pub fn get_open(&self, name: &str) -> Option<Arc<Database>> {
-        self.open.lock().get(name).cloned()
+        self.open.lock().get(name).map(take)
     }
 
     /// The database `name`, opening (or creating) it on first use. May block on recovery:
@@ -537,7 +547,7 @@ impl Databases {
             return Err(ServerError::ShuttingDown);
         }
         if let Some(db) = open.get(name) {
-            return Ok(Arc::clone(db));
+            return Ok(take(db));
         }
         if open.len() >= self.max_open {
             return Err(ServerError::TooManyDatabases {
@@ -562,6 +572,7 @@ impl Databases {
             stripes: (0..STRIPES).map(|_| RwLock::new(())).collect(),
             in_flight: (0..STRIPES).map(|_| AtomicU32::new(0)).collect(),
             sql: Mutex::new(None),
+            last_taken: Mutex::new(Instant::now()),
         });
         open.insert(name.to_owned(), Arc::clone(&database));
         Ok(database)
@@ -606,6 +617,46 @@ impl Databases {
                 tracing::error!(database = db.name(), error = %e, "background WAL sync failed");
             }
         }
+    }
+
+    /// Closes the open databases that no connection holds and none has taken for `idle` or
+    /// longer, and whose engine has no flush or compaction due (so the close does not wait
+    /// for one); the next connection that names one opens it again. Returns their names.
+    /// Close errors are logged (the WAL sync at close failing: writes acknowledged under
+    /// [`SyncMode::Batch`] or `None` may then be lost on power loss, as at shutdown).
+    ///
+    /// The registry stays locked while they close, so a connection cannot open a database
+    /// again before its `LOCK` file is released; an idle engine closes in milliseconds.
+    pub fn close_idle(&self, idle: Duration) -> Vec<String> {
+        let mut open = self.open.lock();
+        if self.closed.load(Ordering::Acquire) {
+            return Vec::new();
+        }
+        // Only the registry holds an idle database, and only the registry (under this lock)
+        // hands out new references, so the count cannot grow while the lock is held.
+        let idle_names: Vec<String> = open
+            .iter()
+            .filter(|(_, db)| {
+                let stats = db.db.stats();
+                Arc::strong_count(db) == 1
+                    && db.last_taken.lock().elapsed() >= idle
+                    && stats.immutable_memtables == 0
+                    && stats.pending_compaction_bytes == 0
+            })
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in &idle_names {
+            let Some(database) = open.remove(name).and_then(|db| Arc::try_unwrap(db).ok()) else {
+                continue;
+            };
+            match database.sync_now().and_then(|()| database.db.close()) {
+                Ok(()) => tracing::info!(database = %name, "closed idle database"),
+                Err(e) => {
+                    tracing::error!(database = %name, error = %e, "closing idle database failed");
+                }
+            }
+        }
+        idle_names
     }
 
     /// Syncs and closes every open database; later opens fail with

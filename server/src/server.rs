@@ -222,6 +222,9 @@ impl Server {
         if shared.config.sync == SyncMode::Batch {
             loops.spawn(sync_loop(Arc::clone(&shared), stop_rx.clone()));
         }
+        if let Some(idle) = shared.config.close_idle_databases {
+            loops.spawn(close_idle_loop(Arc::clone(&shared), idle, stop_rx.clone()));
+        }
         shutdown.await;
         tracing::info!("shutting down: no new connections, finishing in-flight commands");
         let _ = stop_tx.send(true);
@@ -322,6 +325,23 @@ async fn sync_loop(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
             _ = tick.tick() => {
                 let s = Arc::clone(&shared);
                 let _ = shared.blocking(move || s.databases.sync_dirty()).await;
+            }
+            _ = stop.changed() => return,
+        }
+    }
+}
+
+/// [`Config::close_idle_databases`]: closes databases idle for `idle`, checking every quarter
+/// of it (at least every 10 ms, at most every 10 s).
+async fn close_idle_loop(shared: Arc<Shared>, idle: Duration, mut stop: watch::Receiver<bool>) {
+    let period = (idle / 4).clamp(Duration::from_millis(10), Duration::from_secs(10));
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {
+                let s = Arc::clone(&shared);
+                let _ = shared.blocking(move || s.databases.close_idle(idle)).await;
             }
             _ = stop.changed() => return,
         }

@@ -11,9 +11,11 @@
 mod server_util;
 
 use std::collections::HashSet;
+use std::io::Write;
+use std::time::{Duration, Instant};
 
 use redis::{Commands, Value};
-use server_util::{TestServer, encode, roundtrip};
+use server_util::{TestServer, encode, read_exactly, roundtrip};
 use strata_server::SyncMode;
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
@@ -610,6 +612,57 @@ fn databases_beyond_max_databases_are_refused_and_open_ones_still_work() {
         .query(&mut server.client())
         .expect("list");
     assert!(!names.contains(&"run2".to_owned()), "{names:?}");
+}
+
+#[test]
+fn idle_databases_are_closed_and_reopen_with_their_data() {
+    let server = TestServer::start(|c| {
+        c.max_databases = 2;
+        c.close_idle_databases = Some(Duration::from_millis(100));
+    });
+    let mut a = server.raw();
+    roundtrip(
+        &mut a,
+        &encode(&[b"DATABASES", b"CREATE", b"run1"]),
+        b"+OK\r\n",
+    );
+    roundtrip(&mut a, &encode(&[b"SELECT", b"run1"]), b"+OK\r\n");
+    roundtrip(&mut a, &encode(&[b"SET", b"k", b"one"]), b"+OK\r\n");
+    // A second connection holds run1: it stays open however long it idles, so with db0
+    // (held by `a`) the limit of two is reached.
+    let mut b = server.raw();
+    roundtrip(&mut b, &encode(&[b"SELECT", b"run1"]), b"+OK\r\n");
+    roundtrip(&mut a, &encode(&[b"SELECT", b"0"]), b"+OK\r\n");
+    std::thread::sleep(Duration::from_millis(400));
+    let refused =
+        b"-ERR too many open databases: 2 are open (--max-databases); run2 was not opened\r\n";
+    roundtrip(
+        &mut a,
+        &encode(&[b"DATABASES", b"CREATE", b"run2"]),
+        refused,
+    );
+    // Once no connection holds run1 it is closed, which makes room for run2.
+    roundtrip(&mut b, &encode(&[b"SELECT", b"0"]), b"+OK\r\n");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        a.write_all(&encode(&[b"DATABASES", b"CREATE", b"run2"]))
+            .expect("write");
+        let reply = read_exactly(&mut a, 5);
+        if reply == b"+OK\r\n" {
+            break;
+        }
+        let rest = read_exactly(&mut a, refused.len() - 5);
+        assert_eq!([reply, rest].concat(), refused);
+        assert!(Instant::now() < deadline, "run1 was never closed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    roundtrip(&mut a, &encode(&[b"SELECT", b"run2"]), b"+OK\r\n");
+    roundtrip(&mut a, &encode(&[b"SET", b"k", b"two"]), b"+OK\r\n");
+    roundtrip(&mut a, &encode(&[b"SELECT", b"0"]), b"+OK\r\n");
+    // run1 opens again (after run2 is closed in turn) with what was written before.
+    std::thread::sleep(Duration::from_millis(400));
+    roundtrip(&mut b, &encode(&[b"SELECT", b"run1"]), b"+OK\r\n");
+    roundtrip(&mut b, &encode(&[b"GET", b"k"]), b"$3\r\none\r\n");
 }
 
 #[test]
