@@ -33,7 +33,34 @@ fn keyspace(db: &Db, name: Option<&str>, create: bool) -> anyhow::Result<Keyspac
     Ok(db.keyspace(name)?)
 }
 
-pub(crate) fn get(dir: &Path, keyspace_name: Option<&str>, key: &[u8]) -> anyhow::Result<ExitCode> {
+/// The bytes a command-line key or value stands for: the text itself, or with `hex` (`--hex`,
+/// as RocksDB's `ldb`) the bytes written in hexadecimal, with or without a `0x` prefix.
+pub(crate) fn arg_bytes(what: &str, text: &str, hex: bool) -> anyhow::Result<Vec<u8>> {
+    if !hex {
+        return Ok(text.as_bytes().to_vec());
+    }
+    let digits = text
+        .strip_prefix("0x")
+        .or_else(|| text.strip_prefix("0X"))
+        .unwrap_or(text);
+    hex::decode(digits).with_context(|| format!("--hex: {what} {text:?} is not hexadecimal"))
+}
+
+/// Writes `bytes` raw, or in lowercase hexadecimal with `hex`.
+fn write_field(out: &mut dyn Write, bytes: &[u8], hex: bool) -> std::io::Result<()> {
+    if hex {
+        out.write_all(hex::encode(bytes).as_bytes())
+    } else {
+        out.write_all(bytes)
+    }
+}
+
+pub(crate) fn get(
+    dir: &Path,
+    keyspace_name: Option<&str>,
+    key: &[u8],
+    hex: bool,
+) -> anyhow::Result<ExitCode> {
     let db = open_existing(dir)?;
     let ks = keyspace(&db, keyspace_name, false)?;
     let value = ks.get(key)?;
@@ -42,9 +69,13 @@ pub(crate) fn get(dir: &Path, keyspace_name: Option<&str>, key: &[u8]) -> anyhow
     match value {
         Some(v) => {
             let mut out = std::io::stdout().lock();
-            out.write_all(&v)?;
+            write_field(&mut out, &v, hex)?;
             out.write_all(b"\n")?;
             Ok(ExitCode::SUCCESS)
+        }
+        None if hex => {
+            eprintln!("key not found: 0x{}", hex::encode(key));
+            Ok(ExitCode::from(1))
         }
         None => {
             eprintln!("key not found: {}", String::from_utf8_lossy(key));
@@ -84,54 +115,60 @@ pub(crate) fn delete(
     Ok(ExitCode::SUCCESS)
 }
 
-/// Key bounds of `strata scan`: `--from` (inclusive), `--to` (exclusive), `--prefix`.
-pub(crate) struct ScanBounds<'a> {
-    pub(crate) from: Option<&'a str>,
-    pub(crate) to: Option<&'a str>,
-    pub(crate) prefix: Option<&'a str>,
+/// What `strata scan` prints: keys from `from` (inclusive) to `to` (exclusive) and with
+/// `prefix`, descending with `reverse`, at most `limit` pairs, in hexadecimal with `hex`.
+#[derive(Debug, Default)]
+pub(crate) struct ScanArgs {
+    pub(crate) from: Option<Vec<u8>>,
+    pub(crate) to: Option<Vec<u8>>,
+    pub(crate) prefix: Option<Vec<u8>>,
+    pub(crate) reverse: bool,
+    pub(crate) limit: Option<usize>,
+    pub(crate) hex: bool,
 }
 
+/// Writes `key<TAB>value` lines of keyspace `keyspace_name` (the default one for `None`) of
+/// the database in `dir` to `out`, as `args` say.
 pub(crate) fn scan(
     dir: &Path,
     keyspace_name: Option<&str>,
-    bounds: &ScanBounds<'_>,
-    reverse: bool,
-    limit: Option<usize>,
+    args: &ScanArgs,
+    out: &mut dyn Write,
 ) -> anyhow::Result<ExitCode> {
     use std::ops::Bound;
     let db = open_existing(dir)?;
     let ks = keyspace(&db, keyspace_name, false)?;
     // The tighter of --from and the prefix, and of --to and the prefix's successor.
-    let prefix = bounds.prefix.map(str::as_bytes);
+    let (from, to, prefix) = (
+        args.from.as_deref(),
+        args.to.as_deref(),
+        args.prefix.as_deref(),
+    );
     let prefix_end = prefix.and_then(strata_engine::prefix_successor);
-    let mut lower = bounds
-        .from
-        .map_or(Bound::Unbounded, |f| Bound::Included(f.as_bytes()));
+    let mut lower = from.map_or(Bound::Unbounded, Bound::Included);
     if let Some(p) = prefix
-        && bounds.from.is_none_or(|f| f.as_bytes() < p)
+        && from.is_none_or(|f| f < p)
     {
         lower = Bound::Included(p);
     }
-    let mut upper = bounds
-        .to
-        .map_or(Bound::Unbounded, |t| Bound::Excluded(t.as_bytes()));
+    let mut upper = to.map_or(Bound::Unbounded, Bound::Excluded);
     if let Some(end) = prefix_end.as_deref()
-        && bounds.to.is_none_or(|t| end < t.as_bytes())
+        && to.is_none_or(|t| end < t)
     {
         upper = Bound::Excluded(end);
     }
     let range = ks.range(&ReadOptions::default(), (lower, upper));
-    let iter: Box<dyn Iterator<Item = _>> = if reverse {
+    let iter: Box<dyn Iterator<Item = _>> = if args.reverse {
         Box::new(range.rev())
     } else {
         Box::new(range)
     };
-    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    for kv in iter.take(limit.unwrap_or(usize::MAX)) {
+    let mut out = std::io::BufWriter::new(out);
+    for kv in iter.take(args.limit.unwrap_or(usize::MAX)) {
         let (k, v) = kv?;
-        out.write_all(&k)?;
+        write_field(&mut out, &k, args.hex)?;
         out.write_all(b"\t")?;
-        out.write_all(&v)?;
+        write_field(&mut out, &v, args.hex)?;
         out.write_all(b"\n")?;
     }
     out.flush()?;
@@ -229,5 +266,61 @@ pub(crate) fn check(dir: &Path) -> anyhow::Result<ExitCode> {
     } else {
         println!("{} problem(s) found", problems.len());
         Ok(ExitCode::from(1))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hex_arguments_take_an_optional_0x_and_bad_digits_are_errors() -> anyhow::Result<()> {
+        assert_eq!(arg_bytes("KEY", "0x6b09", true)?, b"k\t");
+        assert_eq!(arg_bytes("KEY", "0X6B09", true)?, b"k\t");
+        assert_eq!(arg_bytes("KEY", "6b09", true)?, b"k\t");
+        assert_eq!(arg_bytes("KEY", "", true)?, b"");
+        assert_eq!(arg_bytes("KEY", "0x6b", false)?, b"0x6b");
+        for bad in ["6", "0x6g", "k"] {
+            let e = arg_bytes("KEY", bad, true).expect_err(bad);
+            assert!(e.to_string().contains("not hexadecimal"), "{e}");
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn hex_scans_print_keys_and_values_with_tabs_and_newlines_unambiguously() -> anyhow::Result<()>
+    {
+        let dir = tempfile::tempdir()?;
+        let db = Db::open(dir.path(), Options::default())?;
+        db.put(b"a\tb", b"line\nbreak")?;
+        db.put(b"\xff\x00", b"")?;
+        db.put(b"z", b"plain")?;
+        db.close()?;
+        let run = |args: &ScanArgs| -> anyhow::Result<String> {
+            let mut out = Vec::new();
+            scan(dir.path(), None, args, &mut out)?;
+            Ok(String::from_utf8(out)?)
+        };
+        let hex = ScanArgs {
+            hex: true,
+            ..ScanArgs::default()
+        };
+        assert_eq!(
+            run(&hex)?,
+            "610962\t6c696e650a627265616b\n7a\t706c61696e\nff00\t\n"
+        );
+        // Bounds and prefixes given in hex select binary keys.
+        let prefix = ScanArgs {
+            prefix: Some(arg_bytes("PREFIX", "0xff", true)?),
+            ..hex
+        };
+        assert_eq!(run(&prefix)?, "ff00\t\n");
+        // Raw, the same pairs cannot be told apart from the output.
+        let raw = ScanArgs {
+            to: Some(b"z".to_vec()),
+            ..ScanArgs::default()
+        };
+        assert_eq!(run(&raw)?, "a\tb\tline\nbreak\n");
+        Ok(())
     }
 }

@@ -55,6 +55,9 @@ enum Command {
         /// Read this keyspace instead of the default one (it must exist).
         #[arg(long)]
         keyspace: Option<String>,
+        /// KEY in hexadecimal (an optional 0x prefix), and the value printed in hexadecimal.
+        #[arg(long)]
+        hex: bool,
     },
     /// Set KEY to VALUE (synced).
     Put {
@@ -64,6 +67,9 @@ enum Command {
         /// Write this keyspace (created if missing) instead of the default one.
         #[arg(long)]
         keyspace: Option<String>,
+        /// KEY and VALUE in hexadecimal (an optional 0x prefix).
+        #[arg(long)]
+        hex: bool,
     },
     /// Delete KEY (synced).
     Delete {
@@ -72,6 +78,9 @@ enum Command {
         /// Delete in this keyspace instead of the default one (it must exist).
         #[arg(long)]
         keyspace: Option<String>,
+        /// KEY in hexadecimal (an optional 0x prefix).
+        #[arg(long)]
+        hex: bool,
     },
     /// Print key<TAB>value lines in key order.
     Scan {
@@ -94,6 +103,11 @@ enum Command {
         /// Print at most N pairs.
         #[arg(long)]
         limit: Option<usize>,
+        /// --from, --to and --prefix in hexadecimal (an optional 0x prefix), and keys and
+        /// values printed in hexadecimal (a key or value holding a tab or a newline is
+        /// ambiguous otherwise), as RocksDB's `ldb --hex`.
+        #[arg(long)]
+        hex: bool,
     },
     /// Write a consistent, openable copy of a live database to DEST (tables hard-linked).
     Checkpoint { dir: PathBuf, dest: PathBuf },
@@ -179,18 +193,39 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Repl { dir, command } => repl::run(&dir, command.as_deref()),
         Command::Demo { dir } => demo(&dir),
-        Command::Get { dir, key, keyspace } => {
-            inspect::get(&dir, keyspace.as_deref(), key.as_bytes())
-        }
+        Command::Get {
+            dir,
+            key,
+            keyspace,
+            hex,
+        } => inspect::get(
+            &dir,
+            keyspace.as_deref(),
+            &inspect::arg_bytes("KEY", &key, hex)?,
+            hex,
+        ),
         Command::Put {
             dir,
             key,
             value,
             keyspace,
-        } => inspect::put(&dir, keyspace.as_deref(), key.as_bytes(), value.as_bytes()),
-        Command::Delete { dir, key, keyspace } => {
-            inspect::delete(&dir, keyspace.as_deref(), key.as_bytes())
-        }
+            hex,
+        } => inspect::put(
+            &dir,
+            keyspace.as_deref(),
+            &inspect::arg_bytes("KEY", &key, hex)?,
+            &inspect::arg_bytes("VALUE", &value, hex)?,
+        ),
+        Command::Delete {
+            dir,
+            key,
+            keyspace,
+            hex,
+        } => inspect::delete(
+            &dir,
+            keyspace.as_deref(),
+            &inspect::arg_bytes("KEY", &key, hex)?,
+        ),
         Command::Scan {
             dir,
             from,
@@ -199,17 +234,26 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             keyspace,
             reverse,
             limit,
-        } => inspect::scan(
-            &dir,
-            keyspace.as_deref(),
-            &inspect::ScanBounds {
-                from: from.as_deref(),
-                to: to.as_deref(),
-                prefix: prefix.as_deref(),
-            },
-            reverse,
-            limit,
-        ),
+            hex,
+        } => {
+            let bytes = |what, arg: Option<String>| {
+                arg.map(|a| inspect::arg_bytes(what, &a, hex)).transpose()
+            };
+            let args = inspect::ScanArgs {
+                from: bytes("--from", from)?,
+                to: bytes("--to", to)?,
+                prefix: bytes("--prefix", prefix)?,
+                reverse,
+                limit,
+                hex,
+            };
+            inspect::scan(
+                &dir,
+                keyspace.as_deref(),
+                &args,
+                &mut std::io::stdout().lock(),
+            )
+        }
         Command::SstDump { file, entries } => inspect::sst_dump(&file, entries),
         Command::Check { dir } => inspect::check(&dir),
         Command::Checkpoint { dir, dest } => {
