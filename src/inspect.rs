@@ -8,10 +8,13 @@ use anyhow::Context;
 use strata_engine::sstable::Table;
 use strata_engine::{Db, Keyspace, Options, ReadOptions, WriteBatch, WriteOptions};
 
-fn open_existing(dir: &Path) -> anyhow::Result<Db> {
+/// Opens the existing database in `dir`: read-only for `get` and `scan`, which then write
+/// nothing and work beside a running server or on a full disk (`Options::read_only`).
+fn open_existing(dir: &Path, read_only: bool) -> anyhow::Result<Db> {
     // With the counter operator, so databases loaded with `strata load --format counts` read.
     let options = Options::default()
         .create_if_missing(false)
+        .read_only(read_only)
         .merge_operator(Some(std::sync::Arc::new(strata_engine::CounterAdd)));
     Db::open(dir, options).with_context(|| format!("opening database at {}", dir.display()))
 }
@@ -61,7 +64,7 @@ pub(crate) fn get(
     key: &[u8],
     hex: bool,
 ) -> anyhow::Result<ExitCode> {
-    let db = open_existing(dir)?;
+    let db = open_existing(dir, true)?;
     let ks = keyspace(&db, keyspace_name, false)?;
     let value = ks.get(key)?;
     drop(ks);
@@ -105,7 +108,7 @@ pub(crate) fn delete(
     keyspace_name: Option<&str>,
     key: &[u8],
 ) -> anyhow::Result<ExitCode> {
-    let db = open_existing(dir)?;
+    let db = open_existing(dir, false)?;
     let ks = keyspace(&db, keyspace_name, false)?;
     let mut batch = WriteBatch::new();
     batch.delete_in(&ks, key);
@@ -136,7 +139,7 @@ pub(crate) fn scan(
     out: &mut dyn Write,
 ) -> anyhow::Result<ExitCode> {
     use std::ops::Bound;
-    let db = open_existing(dir)?;
+    let db = open_existing(dir, true)?;
     let ks = keyspace(&db, keyspace_name, false)?;
     // The tighter of --from and the prefix, and of --to and the prefix's successor.
     let (from, to, prefix) = (
@@ -247,7 +250,8 @@ fn escape(bytes: &[u8]) -> String {
 }
 
 pub(crate) fn check(dir: &Path) -> anyhow::Result<ExitCode> {
-    let db = match Db::open(dir, Options::default().create_if_missing(false)) {
+    // Read-only: checking changes nothing (a torn WAL tail stays in place).
+    let db = match Db::open(dir, Options::default().read_only(true)) {
         Ok(db) => db,
         Err(e) => {
             println!("problem: {e}");

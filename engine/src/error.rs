@@ -74,6 +74,11 @@ pub enum Error {
     #[error("database is closed")]
     Closed,
 
+    /// A write, flush, compaction, ingest or keyspace change on a database opened with
+    /// [`crate::Options::read_only`].
+    #[error("the database was opened read-only")]
+    ReadOnly,
+
     /// The sequence number space (2^56 - 1 values) is exhausted; writes are refused.
     #[error("sequence numbers exhausted: last sequence number is {last}")]
     SeqNoExhausted {

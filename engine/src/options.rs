@@ -43,6 +43,18 @@ pub struct Options {
     pub create_if_missing: bool,
     /// Fail the open when a database already exists. Default `false`.
     pub error_if_exists: bool,
+    /// Open an existing database without writing anything (RocksDB's `OpenForReadOnly`), for
+    /// inspection, for a disk that is full, or beside the process that has it open. Default
+    /// `false`. The `LOCK` file is not taken; the manifest is read but not rewritten; the
+    /// WALs are replayed into memory (a torn tail is left in place, not cut off); no file is
+    /// created or deleted and no background thread runs. Reads see the state as of the open.
+    /// Writes, merges, flushes, compactions, ingests and keyspace creation or drops fail with
+    /// [`crate::Error::ReadOnly`] ([`crate::Db::checkpoint`] works: it writes only to its
+    /// destination). Beside a writer, a table that its
+    /// compactions delete after the open makes reads of it fail with [`crate::Error::Io`];
+    /// they never return other data. A missing database is an error (with
+    /// [`crate::Error::InvalidArgument`]), whatever [`Options::create_if_missing`] says.
+    pub read_only: bool,
     /// Largest value accepted, in bytes. Default 256 MiB. Larger values get
     /// [`crate::Error::InvalidArgument`].
     pub max_value_size: usize,
@@ -159,6 +171,7 @@ impl Default for Options {
         Options {
             create_if_missing: true,
             error_if_exists: false,
+            read_only: false,
             max_value_size: 256 << 20,
             write_buffer_size: 64 << 20,
             max_write_buffer_number: 2,
@@ -213,6 +226,8 @@ setters! {
     create_if_missing: bool;
     /// Sets [`Options::error_if_exists`].
     error_if_exists: bool;
+    /// Sets [`Options::read_only`].
+    read_only: bool;
     /// Sets [`Options::max_value_size`] (bytes).
     max_value_size: usize;
     /// Sets [`Options::write_buffer_size`] (bytes).

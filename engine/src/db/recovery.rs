@@ -40,7 +40,15 @@ use crate::wal::{self, ReadOutcome};
 pub(crate) fn open(dir: &Path, options: Options) -> Result<Arc<DbInner>> {
     options.validate()?;
     let fs = Arc::clone(&options.file_system);
-    if !fs.exists(dir) {
+    let read_only = options.read_only;
+    if read_only {
+        if !fs.exists(&dir.join(filename::CURRENT)) {
+            return Err(Error::InvalidArgument(format!(
+                "no database in {} (no CURRENT file); a read-only open creates nothing",
+                dir.display()
+            )));
+        }
+    } else if !fs.exists(dir) {
         if !options.create_if_missing {
             return Err(Error::InvalidArgument(format!(
                 "database directory {} does not exist and create_if_missing is off",
@@ -50,8 +58,18 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Arc<DbInner>> {
         fs.create_dir_all(dir).ctx(dir)?;
     }
     let dir = dir.to_path_buf();
-    let lock = lock_dir(&*fs, &dir)?;
-    let mut versions = if fs.exists(&dir.join(filename::CURRENT)) {
+    // A read-only open takes no lock (RocksDB's `OpenForReadOnly` does not either): it writes
+    // nothing, and may read beside the process that has the database open.
+    let lock = if read_only {
+        None
+    } else {
+        Some(lock_dir(&*fs, &dir)?)
+    };
+    let mut versions = if read_only {
+        let recovered = VersionSet::replay(&fs, &dir)?;
+        recovered.check_tables()?;
+        recovered.into_read_only()
+    } else if fs.exists(&dir.join(filename::CURRENT)) {
         if options.error_if_exists {
             return Err(Error::InvalidArgument(format!(
                 "database {} already exists and error_if_exists is on",
@@ -124,6 +142,7 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Arc<DbInner>> {
         horizon: versions.last_seqno(),
         next_seqno: None,
         stop: false,
+        read_only,
     };
     for (i, &number) in wals.iter().enumerate() {
         let newest = i + 1 == wals.len();
@@ -131,27 +150,42 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Arc<DbInner>> {
     }
     let max_seqno = replay.max_seqno;
 
-    // Start a fresh WAL and record the recovered state, one edit per keyspace. A crash between
-    // two of them is harmless: the old WALs stay until all are durable, and a keyspace whose
-    // edit is missing replays them again.
-    let wal_number = versions.new_file_number();
-    let wal_writer = wal::Writer::create(&*fs, &filename::wal_path(&dir, wal_number))?;
     versions.set_last_seqno(max_seqno);
     let mut states = BTreeMap::new();
-    for (id, name) in keyspaces {
-        let Some(mut ks) = replay.keyspaces.remove(&id) else {
-            continue;
-        };
-        replay_flush(&dir, &mut ks, &mut versions)?;
-        ks.edit.log_number = Some(wal_number);
-        let version = versions.log_and_apply(ks.edit)?;
-        states.insert(
-            id,
-            Arc::new(KeyspaceState::new(id, name, ks.options, version)),
-        );
-    }
-    filename::sync_dir(&*fs, &dir)?;
-    delete_obsolete_files(&*fs, &dir, &versions, wal_number)?;
+    let (wal_writer, wal_number) = if read_only {
+        // Everything replayed stays in memory, as each keyspace's active memtable.
+        for (id, name) in keyspaces {
+            let (Some(ks), Some(version)) = (replay.keyspaces.remove(&id), versions.current_of(id))
+            else {
+                continue;
+            };
+            let state = KeyspaceState::new(id, name, ks.options, version);
+            state.set_replayed_memtable(ks.mem);
+            states.insert(id, Arc::new(state));
+        }
+        (None, FileNumber(0))
+    } else {
+        // Start a fresh WAL and record the recovered state, one edit per keyspace. A crash
+        // between two of them is harmless: the old WALs stay until all are durable, and a
+        // keyspace whose edit is missing replays them again.
+        let wal_number = versions.new_file_number();
+        let wal_writer = wal::Writer::create(&*fs, &filename::wal_path(&dir, wal_number))?;
+        for (id, name) in keyspaces {
+            let Some(mut ks) = replay.keyspaces.remove(&id) else {
+                continue;
+            };
+            replay_flush(&dir, &mut ks, &mut versions)?;
+            ks.edit.log_number = Some(wal_number);
+            let version = versions.log_and_apply(ks.edit)?;
+            states.insert(
+                id,
+                Arc::new(KeyspaceState::new(id, name, ks.options, version)),
+            );
+        }
+        filename::sync_dir(&*fs, &dir)?;
+        delete_obsolete_files(&*fs, &dir, &versions, wal_number)?;
+        (Some(wal_writer), wal_number)
+    };
     let default_ks = states.get(&DEFAULT_KEYSPACE).cloned().ok_or_else(|| {
         Error::corruption(
             filename::manifest_path(&dir, versions.manifest_number()),
@@ -170,7 +204,7 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Arc<DbInner>> {
     tracing::debug!(dir = %dir.display(), last_seqno = max_seqno.get(), wal = %wal_number, "database opened");
     let inner = Arc::new(DbInner {
         dir,
-        lock_file: Mutex::new(Some(lock)),
+        lock_file: Mutex::new(lock),
         visible_seqno: AtomicU64::new(max_seqno.get()),
         default_ks,
         keyspaces: RwLock::new(states),
@@ -178,7 +212,7 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Arc<DbInner>> {
         committer_cv: Condvar::new(),
         committer_started: AtomicBool::new(false),
         log: Mutex::new(LogState {
-            wal: Some(wal_writer),
+            wal: wal_writer,
             wal_number,
             sealed_wals: BTreeMap::new(),
             last_seqno: max_seqno,
@@ -201,6 +235,10 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Arc<DbInner>> {
         inner.track_version(&ks.super_version().version);
     }
     inner.refresh_pending_compaction_bytes();
+    if read_only {
+        tracing::debug!(dir = %inner.dir.display(), "database opened read-only");
+        return Ok(inner);
+    }
     let handles = spawn_background(&inner)?;
     *inner.bg_threads.lock() = handles;
     // Work may be due right away (level 0 over its trigger after recovery).
@@ -276,6 +314,8 @@ struct Replay<'a> {
     next_seqno: Option<SeqNo>,
     /// Set in point-in-time mode after the first damaged record: nothing later is applied.
     stop: bool,
+    /// A read-only open: nothing is flushed during replay and a torn tail is not cut off.
+    read_only: bool,
 }
 
 impl Replay<'_> {
@@ -343,7 +383,9 @@ impl Replay<'_> {
                         return Err(Error::corruption(&path, offset, reason));
                     }
                     tracing::warn!(path = %path.display(), offset, %reason, "dropping torn WAL tail");
-                    truncate(self.fs, &path, offset)?;
+                    if !self.read_only {
+                        truncate(self.fs, &path, offset)?;
+                    }
                     break;
                 }
             }
@@ -429,7 +471,7 @@ impl Replay<'_> {
         for ks in self.keyspaces.values_mut() {
             // As much as a background flush writes to one table (several memtables' worth
             // with `min_write_buffer_number_to_merge`).
-            if ks.mem.approximate_size() >= ks.options.flush_size() {
+            if !self.read_only && ks.mem.approximate_size() >= ks.options.flush_size() {
                 replay_flush(self.dir, ks, versions)?;
             }
         }

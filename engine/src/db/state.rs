@@ -77,6 +77,16 @@ impl KeyspaceState {
         }
     }
 
+    /// Makes `mem` (the WAL records replayed by a read-only open) the active memtable.
+    pub(crate) fn set_replayed_memtable(&self, mem: Arc<MemTable>) {
+        let mut sv = self.super_version.write();
+        *sv = Arc::new(SuperVersion {
+            mem,
+            imms: Vec::new(),
+            version: Arc::clone(&sv.version),
+        });
+    }
+
     /// The immutable memtables the background should flush now, oldest first: all of them
     /// once there are `min_write_buffer_number_to_merge`, or once the oldest was frozen before
     /// a flush was requested (`flush_requested_below`); else none.
@@ -296,6 +306,9 @@ impl DbInner {
 
     pub(crate) fn check_writable(&self) -> Result<()> {
         self.check_open()?;
+        if self.options.read_only {
+            return Err(Error::ReadOnly);
+        }
         if let Some(reason) = self.poison.lock().as_ref() {
             return Err(Error::Poisoned {
                 reason: reason.clone(),
@@ -409,6 +422,7 @@ pub(crate) fn share_error(e: &Error) -> Error {
             reason: reason.clone(),
         },
         Error::Closed => Error::Closed,
+        Error::ReadOnly => Error::ReadOnly,
         Error::SeqNoExhausted { last } => Error::SeqNoExhausted { last: *last },
     }
 }

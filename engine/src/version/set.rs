@@ -51,8 +51,11 @@ pub struct VersionSet {
     max_keyspace_id: u32,
     next_file_number: FileNumber,
     last_seqno: SeqNo,
-    /// The live manifest; `CURRENT` names it.
-    manifest: ManifestWriter,
+    /// The live manifest; `CURRENT` names it. `None` in a read-only set
+    /// ([`RecoveredManifest::into_read_only`]), whose every `log_and_apply` fails.
+    manifest: Option<ManifestWriter>,
+    /// The number of the manifest `CURRENT` names (the one replayed, when read-only).
+    manifest_number: FileNumber,
     /// Set by the first failed manifest write; every later `log_and_apply` fails with it.
     poisoned: Option<String>,
     /// Rollover threshold, [`MAX_MANIFEST_SIZE`] except in tests.
@@ -101,7 +104,8 @@ impl VersionSet {
             max_keyspace_id: DEFAULT_KEYSPACE,
             next_file_number,
             last_seqno: SeqNo::ZERO,
-            manifest,
+            manifest: Some(manifest),
+            manifest_number: number,
             poisoned: None,
             max_manifest_size: MAX_MANIFEST_SIZE,
         })
@@ -236,6 +240,7 @@ impl VersionSet {
             fs: Arc::clone(fs),
             dir: dir.to_owned(),
             path,
+            old_number,
             last_offset,
             new_number,
             keyspaces,
@@ -339,7 +344,9 @@ impl VersionSet {
 
     /// File number of the live manifest (the one `CURRENT` names).
     pub fn manifest_number(&self) -> FileNumber {
-        self.manifest.number()
+        self.manifest
+            .as_ref()
+            .map_or(self.manifest_number, ManifestWriter::number)
     }
 
     /// Records `edit` durably and installs the resulting version.
@@ -412,11 +419,14 @@ impl VersionSet {
             keyspaces.insert(id, keyspace);
         }
 
-        if self.manifest.len() >= self.max_manifest_size {
+        let Some(manifest) = self.manifest.as_mut() else {
+            return Err(Error::ReadOnly);
+        };
+        if manifest.len() >= self.max_manifest_size {
             self.roll_over(&keyspaces, max_keyspace_id, last_seqno)
                 .map_err(|e| self.poison(e))?;
-        } else {
-            self.manifest.append(&edit).map_err(|e| self.poison(e))?;
+        } else if let Err(e) = manifest.append(&edit) {
+            return Err(self.poison(e));
         }
         tracing::debug!(%edit, "applied version edit");
         self.keyspaces = keyspaces;
@@ -434,7 +444,7 @@ impl VersionSet {
         self.keyspaces
             .values()
             .flat_map(|ks| ks.current.all_file_numbers())
-            .chain(std::iter::once(self.manifest.number()))
+            .chain(std::iter::once(self.manifest_number()))
             .collect()
     }
 
@@ -458,14 +468,15 @@ impl VersionSet {
         let new = ManifestWriter::create(&*self.fs, &self.dir, number, &snapshot)?;
         manifest::set_current(&*self.fs, &self.dir, number)?;
         tracing::debug!(
-            old = %self.manifest.path().display(),
-            old_len = self.manifest.len(),
+            old = self.manifest_number.0,
             new = %new.path().display(),
             "rolled over manifest"
         );
         self.next_file_number = next;
-        let old = std::mem::replace(&mut self.manifest, new);
-        remove_old_manifest(&*self.fs, old.path());
+        self.manifest_number = number;
+        if let Some(old) = self.manifest.replace(new) {
+            remove_old_manifest(&*self.fs, old.path());
+        }
         Ok(())
     }
 
@@ -648,8 +659,9 @@ fn remove_old_manifest(fs: &dyn FileSystem, path: &Path) {
 pub struct RecoveredManifest {
     fs: Arc<dyn FileSystem>,
     dir: PathBuf,
-    /// The manifest replayed.
+    /// The manifest replayed, and its number.
     path: PathBuf,
+    old_number: FileNumber,
     /// Offset of its last record applied.
     last_offset: u64,
     /// The number of the manifest [`RecoveredManifest::install`] writes.
@@ -720,9 +732,38 @@ impl RecoveredManifest {
             max_keyspace_id,
             next_file_number,
             last_seqno,
-            manifest,
+            manifest: Some(manifest),
+            manifest_number: new_number,
             poisoned: None,
             max_manifest_size: MAX_MANIFEST_SIZE,
         })
+    }
+
+    /// The recovered state as a read-only set, writing nothing: every
+    /// [`VersionSet::log_and_apply`] fails with [`Error::ReadOnly`]. File numbers it hands
+    /// out are never used for files.
+    pub fn into_read_only(self) -> VersionSet {
+        let RecoveredManifest {
+            fs,
+            dir,
+            old_number,
+            new_number,
+            keyspaces,
+            max_keyspace_id,
+            last_seqno,
+            ..
+        } = self;
+        VersionSet {
+            fs,
+            dir,
+            keyspaces,
+            max_keyspace_id,
+            next_file_number: FileNumber(new_number.0.saturating_add(1)),
+            last_seqno,
+            manifest: None,
+            manifest_number: old_number,
+            poisoned: None,
+            max_manifest_size: MAX_MANIFEST_SIZE,
+        }
     }
 }
