@@ -41,6 +41,10 @@ enum Command {
         /// Run these SQL statements (separated by `;`) and exit; status 1 if any failed.
         #[arg(short = 'c', long = "command", allow_hyphen_values = true)]
         command: Option<String>,
+        /// Open the existing database read-only: queries only, nothing is written, and it
+        /// works beside a running `strata serve` or on a full disk.
+        #[arg(long)]
+        read_only: bool,
     },
     /// Open (or create) a database, write and read back a few keys, and print what happened.
     Demo {
@@ -191,7 +195,11 @@ fn closed_pipe(e: &anyhow::Error) -> bool {
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Repl { dir, command } => repl::run(&dir, command.as_deref()),
+        Command::Repl {
+            dir,
+            command,
+            read_only,
+        } => repl::run(&dir, command.as_deref(), read_only),
         Command::Demo { dir } => demo(&dir),
         Command::Get {
             dir,

@@ -489,9 +489,13 @@ fn interactive<S: KvStore>(db: &Database<S>, dir: &Path) -> anyhow::Result<bool>
 /// # Errors
 /// When the database cannot be opened (e.g. another process has it open) or the terminal
 /// cannot be read.
-pub fn run(dir: &Path, command: Option<&str>) -> anyhow::Result<ExitCode> {
-    let db =
-        Database::open(dir).with_context(|| format!("opening database at {}", dir.display()))?;
+pub fn run(dir: &Path, command: Option<&str>, read_only: bool) -> anyhow::Result<ExitCode> {
+    let db = if read_only {
+        Database::open_read_only(dir)
+    } else {
+        Database::open(dir)
+    }
+    .with_context(|| format!("opening database at {}", dir.display()))?;
     let ok = if let Some(sql) = command {
         run_script(&db, sql, &mut std::io::stdout(), &mut std::io::stderr())
     } else if std::io::stdin().is_terminal() {

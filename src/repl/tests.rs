@@ -204,3 +204,50 @@ fn tsv_output_writes_values_as_they_are() {
     assert_eq!(err, "");
     assert!(out.ends_with("k\tv\na\ttab\there\n"), "{out:?}");
 }
+
+#[test]
+fn a_read_only_shell_queries_beside_the_writer_and_refuses_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let writer = Database::open(dir.path()).unwrap();
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    assert!(run_script(
+        &writer,
+        "CREATE TABLE t (a BIGINT PRIMARY KEY, b TEXT); INSERT INTO t VALUES (1, 'x'), (2, 'y');",
+        &mut out,
+        &mut err,
+    ));
+    // The writer keeps the database (and its LOCK) open.
+    let reader = Database::open_read_only(dir.path()).unwrap();
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    assert!(run_script(
+        &reader,
+        "SELECT count(*) FROM t WHERE a > 1;",
+        &mut out,
+        &mut err
+    ));
+    assert!(String::from_utf8(out).unwrap().contains("|     1 |"));
+    for write in [
+        "INSERT INTO t VALUES (3, 'z');",
+        "CREATE TABLE u (a BIGINT PRIMARY KEY);",
+    ] {
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        assert!(!run_script(&reader, write, &mut out, &mut err), "{write}");
+        let err = String::from_utf8(err).unwrap();
+        assert!(err.contains("opened read-only"), "{write}: {err}");
+    }
+    // An engine database that never held SQL opens with no tables and is not written.
+    let plain = tempfile::tempdir().unwrap();
+    strata_engine::Db::open(plain.path(), strata_engine::Options::default())
+        .unwrap()
+        .close()
+        .unwrap();
+    let reader = Database::open_read_only(plain.path()).unwrap();
+    assert!(reader.catalog().tables.is_empty());
+    drop(reader);
+    let db = strata_engine::Db::open(plain.path(), strata_engine::Options::default()).unwrap();
+    assert_eq!(
+        db.range(&strata_engine::ReadOptions::default(), ..).count(),
+        0
+    );
+    db.close().unwrap();
+}

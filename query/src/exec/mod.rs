@@ -65,6 +65,19 @@ impl Database<DbStore> {
     pub fn open(dir: impl AsRef<Path>) -> Result<Self> {
         Database::new(DbStore::new(Db::open(dir, Options::default())?))
     }
+
+    /// Opens the existing engine database in `dir` read-only (`Options::read_only`: nothing
+    /// is written, and it works beside the process that has the database open) and loads the
+    /// catalog; a database without one has no tables. Statements that write fail with
+    /// [`QueryError::Engine`] holding [`strata_engine::Error::ReadOnly`].
+    ///
+    /// # Errors
+    /// [`QueryError::Engine`] when the engine cannot open `dir` (it must hold a database);
+    /// [`QueryError::Corruption`] for a damaged catalog.
+    pub fn open_read_only(dir: impl AsRef<Path>) -> Result<Self> {
+        let db = Db::open(dir, Options::default().read_only(true))?;
+        Database::load(DbStore::new(db), false)
+    }
 }
 
 impl<S: KvStore> Database<S> {
@@ -74,6 +87,11 @@ impl<S: KvStore> Database<S> {
     /// [`QueryError::Corruption`] for damaged catalog records or an unknown format version;
     /// store errors.
     pub fn new(store: S) -> Result<Self> {
+        Database::load(store, true)
+    }
+
+    /// [`Database::new`]; without `write_format` an empty store is left unwritten.
+    fn load(store: S, write_format: bool) -> Result<Self> {
         let reader = store.reader();
         let mut catalog = Catalog::default();
         match reader.get(&META_KEY)? {
@@ -86,9 +104,11 @@ impl<S: KvStore> Database<S> {
             }
             None => {
                 catalog.next_id = 1;
-                let mut batch = S::Batch::default();
-                batch.put(&META_KEY, &encode_meta(FORMAT_VERSION, 1));
-                store.write(batch)?;
+                if write_format {
+                    let mut batch = S::Batch::default();
+                    batch.put(&META_KEY, &encode_meta(FORMAT_VERSION, 1));
+                    store.write(batch)?;
+                }
             }
         }
         let lo = [CATALOG_PREFIX, TABLE_RECORD_TAG];
