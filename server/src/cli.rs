@@ -37,7 +37,8 @@ pub struct ServeArgs {
     /// Most simultaneous connections (both protocols).
     #[arg(long, default_value_t = 10_000)]
     pub maxclients: usize,
-    /// Most databases open at once (each keeps threads and files until shutdown).
+    /// Most databases open at once (each keeps threads, files, memtables and a block cache
+    /// while open).
     #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_databases: u32,
     /// Close a database no connection has used for this many seconds (0 = never); it

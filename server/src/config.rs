@@ -82,8 +82,9 @@ pub struct Config {
     /// table files, memtables and block cache while open, and any client can open one by
     /// naming it, so beyond this a new database is refused with an error. Default 512.
     pub max_databases: usize,
-    /// Close a database that no connection holds and none has taken for this long (and that
-    /// has no flush or compaction due); it opens again on next use. `None` keeps every
+    /// Close a database that no connection holds and none has taken for this long (once it
+    /// has no compaction due; waiting immutable memtables are flushed first); it opens again
+    /// on next use. `None` keeps every
     /// database open until shutdown. Default 300 s.
     pub close_idle_databases: Option<Duration>,
     /// RESP framing limits (bulk size, argument count, inline length).

@@ -1,5 +1,5 @@
 //! The databases a server holds: one engine [`Db`] per name, in `DIR/<name>/`, opened on
-//! first use and kept open until shutdown.
+//! first use and closed when idle ([`Databases::close_idle`]) or at shutdown.
 //!
 //! # Key space inside a database
 //! Redis keys are stored under the one-byte prefix [`KV_PREFIX`] (`k`), so they never meet
@@ -29,7 +29,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use parking_lot::{Condvar, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use strata_engine::{Db, DbRange, Options, ReadOptions, WriteBatch, WriteOptions};
 
 use crate::config::{Config, SyncMode};
@@ -479,13 +479,24 @@ fn stripe_of(key: &[u8]) -> usize {
     i
 }
 
+/// A registry entry.
+#[derive(Debug)]
+enum Slot {
+    Open(Arc<Database>),
+    /// Being opened or closed by some thread, without the registry lock held; whoever wants
+    /// it waits for [`Databases::changed`].
+    Busy,
+}
+
 /// All databases of one server.
 #[derive(Debug)]
 pub struct Databases {
     root: PathBuf,
     options: Options,
     sync: SyncMode,
-    open: Mutex<BTreeMap<String, Arc<Database>>>,
+    open: Mutex<BTreeMap<String, Slot>>,
+    /// Signalled (with `open`) whenever a [`Slot::Busy`] entry is settled.
+    changed: Condvar,
     closed: AtomicBool,
     /// Most databases open at once (`Config::max_databases`).
     max_open: usize,
@@ -512,6 +523,7 @@ impl Databases {
             options,
             sync: config.sync,
             open: Mutex::new(BTreeMap::new()),
+            changed: Condvar::new(),
             closed: AtomicBool::new(false),
             max_open: config.max_databases,
         })
@@ -527,13 +539,20 @@ impl Databases {
         self.sync
     }
 
-    /// The database `name` if it is already open (never blocks on I/O).
+    /// The database `name` if it is open; `None` when it is not, or when the registry is
+    /// busy this instant. Never waits (for async workers): on `None`, call
+    /// [`Databases::get_or_open`] from a blocking context.
     pub fn get_open(&self, name: &str) -> Option<Arc<Database>> {
-        self.open.lock().get(name).map(take)
+        match self.open.try_lock()?.get(name) {
+            Some(Slot::Open(db)) => Some(take(db)),
+            _ => None,
+        }
     }
 
-    /// The database `name`, opening (or creating) it on first use. May block on recovery:
-    /// call from a blocking context unless [`Databases::get_open`] found it.
+    /// The database `name`, opening (or creating) it on first use. Blocks while it is being
+    /// opened (recovery replays its WAL) or closed: call from a blocking context unless
+    /// [`Databases::get_open`] found it. Other databases are not held up meanwhile: the
+    /// registry is not locked during an open or a close.
     ///
     /// # Errors
     /// [`ServerError::BadName`] for an invalid name, [`ServerError::Engine`] when the engine
@@ -541,13 +560,16 @@ impl Databases {
     /// open already, [`ServerError::ShuttingDown`] after [`Databases::close_all`].
     pub fn get_or_open(&self, name: &str) -> Result<Arc<Database>, ServerError> {
         validate_name(name).map_err(ServerError::BadName)?;
-        // Held across the open so two sessions never open the same directory twice.
         let mut open = self.open.lock();
-        if self.closed.load(Ordering::Acquire) {
-            return Err(ServerError::ShuttingDown);
-        }
-        if let Some(db) = open.get(name) {
-            return Ok(take(db));
+        loop {
+            if self.closed.load(Ordering::Acquire) {
+                return Err(ServerError::ShuttingDown);
+            }
+            match open.get(name) {
+                Some(Slot::Open(db)) => return Ok(take(db)),
+                Some(Slot::Busy) => self.changed.wait(&mut open),
+                None => break,
+            }
         }
         if open.len() >= self.max_open {
             return Err(ServerError::TooManyDatabases {
@@ -555,31 +577,56 @@ impl Databases {
                 max: self.max_open,
             });
         }
+        // Claimed: no one else opens this directory, and the others are not held up.
+        open.insert(name.to_owned(), Slot::Busy);
+        drop(open);
         let path = self.root.join(name);
-        let db = Db::open(&path, self.options.clone()).map_err(|source| ServerError::Engine {
-            name: name.to_owned(),
-            source,
-        })?;
-        tracing::info!(database = name, path = %path.display(), "opened database");
-        let database = Arc::new(Database {
-            name: name.to_owned(),
-            db,
-            write_options: WriteOptions {
-                sync: self.sync == SyncMode::Always,
-                ..WriteOptions::default()
-            },
-            dirty: AtomicBool::new(false),
-            stripes: (0..STRIPES).map(|_| RwLock::new(())).collect(),
-            in_flight: (0..STRIPES).map(|_| AtomicU32::new(0)).collect(),
-            sql: Mutex::new(None),
-            last_taken: Mutex::new(Instant::now()),
-        });
-        open.insert(name.to_owned(), Arc::clone(&database));
-        Ok(database)
+        let opened = Db::open(&path, self.options.clone());
+        let mut open = self.open.lock();
+        let result = match opened {
+            Ok(db) if self.closed.load(Ordering::Acquire) => {
+                // Shut down meanwhile: `close_all` waits for this slot, so close it here.
+                open.remove(name);
+                drop(open);
+                self.changed.notify_all();
+                if let Err(e) = db.close() {
+                    tracing::error!(database = name, error = %e, "closing database failed");
+                }
+                return Err(ServerError::ShuttingDown);
+            }
+            Ok(db) => {
+                tracing::info!(database = name, path = %path.display(), "opened database");
+                let database = Arc::new(Database {
+                    name: name.to_owned(),
+                    db,
+                    write_options: WriteOptions {
+                        sync: self.sync == SyncMode::Always,
+                        ..WriteOptions::default()
+                    },
+                    dirty: AtomicBool::new(false),
+                    stripes: (0..STRIPES).map(|_| RwLock::new(())).collect(),
+                    in_flight: (0..STRIPES).map(|_| AtomicU32::new(0)).collect(),
+                    sql: Mutex::new(None),
+                    last_taken: Mutex::new(Instant::now()),
+                });
+                open.insert(name.to_owned(), Slot::Open(Arc::clone(&database)));
+                Ok(database)
+            }
+            Err(source) => {
+                open.remove(name);
+                Err(ServerError::Engine {
+                    name: name.to_owned(),
+                    source,
+                })
+            }
+        };
+        drop(open);
+        self.changed.notify_all();
+        result
     }
 
-    /// True when database `name` is open or has a directory under the root (it may still
-    /// fail to open). Never creates anything.
+    /// True when database `name` is open (or being opened) or has a directory under the root
+    /// (it may still fail to open). Never creates anything.
     pub fn exists(&self, name: &str) -> bool {
         validate_name(name).is_ok()
             && (self.open.lock().contains_key(name) || self.root.join(name).is_dir())
@@ -587,7 +634,14 @@ impl Databases {
 
     /// The open databases, by name.
     pub fn open_databases(&self) -> Vec<Arc<Database>> {
-        self.open.lock().values().cloned().collect()
+        self.open
+            .lock()
+            .values()
+            .filter_map(|slot| match slot {
+                Slot::Open(db) => Some(Arc::clone(db)),
+                Slot::Busy => None,
+            })
+            .collect()
     }
 
     /// Names of every database under the root (open or not), sorted: subdirectories with a
@@ -620,47 +674,67 @@ impl Databases {
     }
 
     /// Closes the open databases that no connection holds and none has taken for `idle` or
-    /// longer, and whose engine has no flush or compaction due (so the close does not wait
-    /// for one); the next connection that names one opens it again. Returns their names.
-    /// Close errors are logged (the WAL sync at close failing: writes acknowledged under
-    /// [`SyncMode::Batch`] or `None` may then be lost on power loss, as at shutdown).
+    /// longer; the next connection that names one opens it again. Returns their names.
     ///
-    /// The registry stays locked while they close, so a connection cannot open a database
-    /// again before its `LOCK` file is released; an idle engine closes in milliseconds.
+    /// A database whose engine has compactions due is left for a later call (its close would
+    /// wait for them). One with immutable memtables waiting for a flush (they wait for
+    /// `Config::memtables_per_flush` of them) is flushed first, so its reopen replays little
+    /// WAL, and closed by a later call. Close errors are logged (the WAL sync at close
+    /// failing: writes acknowledged under [`SyncMode::Batch`] or `None` may then be lost on
+    /// power loss, as at shutdown). The registry is not locked while they flush or close.
     pub fn close_idle(&self, idle: Duration) -> Vec<String> {
-        let mut open = self.open.lock();
-        if self.closed.load(Ordering::Acquire) {
-            return Vec::new();
-        }
-        // Only the registry holds an idle database, and only the registry (under this lock)
-        // hands out new references, so the count cannot grow while the lock is held.
-        let idle_names: Vec<String> = open
-            .iter()
-            .filter(|(_, db)| {
+        let mut to_close: Vec<(String, Arc<Database>)> = Vec::new();
+        let mut to_flush: Vec<Arc<Database>> = Vec::new();
+        {
+            let mut open = self.open.lock();
+            if self.closed.load(Ordering::Acquire) {
+                return Vec::new();
+            }
+            for (name, slot) in open.iter_mut() {
+                let Slot::Open(db) = slot else { continue };
+                // Only the registry holds an idle database, and only the registry (under
+                // this lock) hands out new references: the count cannot grow meanwhile.
+                if Arc::strong_count(db) != 1 || db.last_taken.lock().elapsed() < idle {
+                    continue;
+                }
                 let stats = db.db.stats();
-                Arc::strong_count(db) == 1
-                    && db.last_taken.lock().elapsed() >= idle
-                    && stats.immutable_memtables == 0
-                    && stats.pending_compaction_bytes == 0
-            })
-            .map(|(name, _)| name.clone())
-            .collect();
-        for name in &idle_names {
-            let Some(database) = open.remove(name).and_then(|db| Arc::try_unwrap(db).ok()) else {
-                continue;
-            };
-            match database.sync_now().and_then(|()| database.db.close()) {
-                Ok(()) => tracing::info!(database = %name, "closed idle database"),
-                Err(e) => {
-                    tracing::error!(database = %name, error = %e, "closing idle database failed");
+                if stats.pending_compaction_bytes > 0 {
+                    continue;
+                }
+                if stats.immutable_memtables > 0 {
+                    to_flush.push(Arc::clone(db));
+                    continue;
+                }
+                if let Slot::Open(db) = std::mem::replace(slot, Slot::Busy) {
+                    to_close.push((name.clone(), db));
                 }
             }
         }
-        idle_names
+        for db in to_flush {
+            if let Err(e) = db.db.flush() {
+                tracing::error!(database = db.name(), error = %e, "flushing idle database failed");
+            }
+        }
+        let mut closed = Vec::with_capacity(to_close.len());
+        for (name, db) in to_close {
+            // The slot is busy, so nothing took a reference since: the registry's is the last.
+            if let Ok(database) = Arc::try_unwrap(db) {
+                match database.sync_now().and_then(|()| database.db.close()) {
+                    Ok(()) => tracing::info!(database = %name, "closed idle database"),
+                    Err(e) => {
+                        tracing::error!(database = %name, error = %e, "closing idle database failed");
+                    }
+                }
+            }
+            self.open.lock().remove(&name);
+            self.changed.notify_all();
+            closed.push(name);
+        }
+        closed
     }
 
-    /// Syncs and closes every open database; later opens fail with
-    /// [`ServerError::ShuttingDown`]. Blocks.
+    /// Syncs and closes every open database, after any open or close under way; later opens
+    /// fail with [`ServerError::ShuttingDown`]. Blocks.
     ///
     /// # Errors
     /// The first close error (all databases are still attempted).
@@ -668,7 +742,16 @@ impl Databases {
         let dbs: Vec<Arc<Database>> = {
             let mut open = self.open.lock();
             self.closed.store(true, Ordering::Release);
-            std::mem::take(&mut *open).into_values().collect()
+            while open.values().any(|slot| matches!(slot, Slot::Busy)) {
+                self.changed.wait(&mut open);
+            }
+            std::mem::take(&mut *open)
+                .into_values()
+                .filter_map(|slot| match slot {
+                    Slot::Open(db) => Some(db),
+                    Slot::Busy => None,
+                })
+                .collect()
         };
         let mut first = None;
         for database in dbs {

@@ -665,6 +665,96 @@ fn idle_databases_are_closed_and_reopen_with_their_data() {
     roundtrip(&mut b, &encode(&[b"GET", b"k"]), b"$3\r\none\r\n");
 }
 
+/// Sends `command` on `conn` until it answers `+OK` instead of "too many open databases"
+/// (the idle closer made room).
+fn when_room(conn: &mut std::net::TcpStream, command: &[&[u8]]) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        conn.write_all(&encode(command)).expect("write");
+        let first = read_exactly(conn, 1);
+        if first == b"+" {
+            assert_eq!(read_exactly(conn, 4), b"OK\r\n");
+            return;
+        }
+        // An error line: read to its end.
+        let mut line = first;
+        while !line.ends_with(b"\r\n") {
+            line.extend(read_exactly(conn, 1));
+        }
+        assert!(
+            line.starts_with(b"-ERR too many open databases"),
+            "{}",
+            String::from_utf8_lossy(&line)
+        );
+        assert!(Instant::now() < deadline, "no database was ever closed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn an_idle_database_with_memtables_waiting_for_a_flush_is_flushed_and_closed() {
+    let server = TestServer::start(|c| {
+        c.max_databases = 2;
+        c.close_idle_databases = Some(Duration::from_millis(100));
+        c.write_buffer_size = 64 << 10;
+        c.memtables_per_flush = 16;
+    });
+    let mut a = server.raw();
+    roundtrip(
+        &mut a,
+        &encode(&[b"DATABASES", b"CREATE", b"big"]),
+        b"+OK\r\n",
+    );
+    roundtrip(&mut a, &encode(&[b"SELECT", b"big"]), b"+OK\r\n");
+    // About 400 KiB: several frozen memtables, far from the 16 a flush waits for.
+    let value = vec![b'x'; 1000];
+    for i in 0..400 {
+        let key = format!("k{i}");
+        roundtrip(
+            &mut a,
+            &encode(&[b"SET", key.as_bytes(), &value]),
+            b"+OK\r\n",
+        );
+    }
+    roundtrip(&mut a, &encode(&[b"SELECT", b"0"]), b"+OK\r\n");
+    when_room(&mut a, &[b"DATABASES", b"CREATE", b"other"]);
+    when_room(&mut a, &[b"SELECT", b"big"]);
+    roundtrip(&mut a, &encode(&[b"DBSIZE"]), b":400\r\n");
+}
+
+#[test]
+fn flushall_that_cannot_open_every_database_deletes_nothing() {
+    let server = TestServer::start(|c| {
+        c.max_databases = 2;
+        c.close_idle_databases = Some(Duration::from_millis(100));
+    });
+    let mut a = server.raw();
+    for name in [&b"dba"[..], b"dbb"] {
+        when_room(&mut a, &[b"DATABASES", b"CREATE", name]);
+        roundtrip(&mut a, &encode(&[b"SELECT", name]), b"+OK\r\n");
+        roundtrip(&mut a, &encode(&[b"SET", b"k", b"v"]), b"+OK\r\n");
+        roundtrip(&mut a, &encode(&[b"SELECT", b"0"]), b"+OK\r\n");
+        roundtrip(&mut a, &encode(&[b"SET", b"k", b"v"]), b"+OK\r\n");
+    }
+    // db0 (held), dba and dbb do not fit in two open databases.
+    a.write_all(&encode(&[b"FLUSHALL"])).expect("write");
+    let mut reply = Vec::new();
+    while !reply.ends_with(b"\r\n") {
+        reply.extend(read_exactly(&mut a, 1));
+    }
+    assert!(
+        reply.starts_with(b"-ERR too many open databases"),
+        "{}",
+        String::from_utf8_lossy(&reply)
+    );
+    roundtrip(&mut a, &encode(&[b"EXISTS", b"k"]), b":1\r\n");
+    for name in [&b"dba"[..], b"dbb"] {
+        when_room(&mut a, &[b"SELECT", name]);
+        roundtrip(&mut a, &encode(&[b"EXISTS", b"k"]), b":1\r\n");
+        roundtrip(&mut a, &encode(&[b"SELECT", b"0"]), b"+OK\r\n");
+    }
+}
+
 #[test]
 fn command_info_describes_subcommands_by_their_full_name() -> TestResult {
     let server = TestServer::start(|_| {});

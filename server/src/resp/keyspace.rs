@@ -212,12 +212,17 @@ pub(crate) fn flushall(s: &mut Session, args: &[Bytes]) {
     if !flush_mode_ok(args) {
         return s.out.error(SYNTAX);
     }
+    // Every database is opened before any is emptied, so one that cannot be opened (more on
+    // disk than --max-databases, a damaged one) fails the command with nothing flushed.
+    let mut dbs = Vec::new();
     for name in s.shared.databases.list() {
-        let db = match s.shared.databases.get_or_open(&name) {
-            Ok(db) => db,
+        match s.shared.databases.get_or_open(&name) {
+            Ok(db) => dbs.push(db),
             Err(e) => return s.out.error(&resp_server_error(&e)),
-        };
-        if let Err(e) = flush(&db) {
+        }
+    }
+    for db in &dbs {
+        if let Err(e) = flush(db) {
             return s.out.error(&resp_engine_error(&e));
         }
     }
