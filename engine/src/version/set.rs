@@ -365,6 +365,7 @@ impl VersionSet {
     /// - [`Error::Io`] from the manifest write. The set is then poisoned: the manifest's tail is
     ///   in doubt, so this and every later call fail ([`Error::Poisoned`]) and the database must
     ///   be reopened.
+    /// - [`Error::ReadOnly`] for a set from [`RecoveredManifest::into_read_only`].
     ///
     /// On every error the in-memory version and counters are unchanged.
     pub fn log_and_apply(&mut self, mut edit: VersionEdit) -> Result<Arc<Version>> {
