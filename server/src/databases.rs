@@ -488,6 +488,22 @@ enum Slot {
     Busy,
 }
 
+/// A [`Slot::Busy`] entry some thread is opening or closing outside the registry lock. Dropped
+/// (also when that thread unwinds from a panic), it removes the entry and wakes the waiters,
+/// so no one waits for it forever; [`Databases::get_or_open`] forgets it once the open has
+/// returned and settles the entry itself.
+struct BusyClaim<'a> {
+    dbs: &'a Databases,
+    name: &'a str,
+}
+
+impl Drop for BusyClaim<'_> {
+    fn drop(&mut self) {
+        self.dbs.open.lock().remove(self.name);
+        self.dbs.changed.notify_all();
+    }
+}
+
 /// All databases of one server.
 #[derive(Debug)]
 pub struct Databases {
@@ -580,8 +596,10 @@ impl Databases {
         // Claimed: no one else opens this directory, and the others are not held up.
         open.insert(name.to_owned(), Slot::Busy);
         drop(open);
+        let claim = BusyClaim { dbs: self, name };
         let path = self.root.join(name);
         let opened = Db::open(&path, self.options.clone());
+        std::mem::forget(claim);
         let mut open = self.open.lock();
         let result = match opened {
             Ok(db) if self.closed.load(Ordering::Acquire) => {
@@ -717,6 +735,11 @@ impl Databases {
         }
         let mut closed = Vec::with_capacity(to_close.len());
         for (name, db) in to_close {
+            // Settles the slot when done, also should the close panic.
+            let claim = BusyClaim {
+                dbs: self,
+                name: &name,
+            };
             // The slot is busy, so nothing took a reference since: the registry's is the last.
             if let Ok(database) = Arc::try_unwrap(db) {
                 match database.sync_now().and_then(|()| database.db.close()) {
@@ -726,8 +749,7 @@ impl Databases {
                     }
                 }
             }
-            self.open.lock().remove(&name);
-            self.changed.notify_all();
+            drop(claim);
             closed.push(name);
         }
         closed
@@ -774,6 +796,28 @@ impl Databases {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_busy_entry_is_settled_when_its_thread_panics() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let dbs = Arc::new(Databases::new(&Config::ephemeral(dir.path())).expect("registry"));
+        dbs.open.lock().insert("run1".to_owned(), Slot::Busy);
+        let holder = Arc::clone(&dbs);
+        let opener = std::thread::spawn(move || {
+            let _claim = BusyClaim {
+                dbs: &holder,
+                name: "run1",
+            };
+            std::thread::sleep(Duration::from_millis(50));
+            panic!("an open that panics");
+        });
+        // Waits for the busy entry, then opens the database itself.
+        let db = dbs.get_or_open("run1").expect("open after the panic");
+        assert_eq!(db.name(), "run1");
+        assert!(opener.join().is_err());
+        drop(db);
+        dbs.close_all().expect("close");
+    }
 
     #[test]
     fn names_are_validated() {
