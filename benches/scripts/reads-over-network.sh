@@ -14,6 +14,13 @@ trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 head -n 500000 "$tsv" | awk -F'\t' '{printf "*2\r\n$3\r\nGET\r\n$%d\r\n%s\r\n", length($1), $1}' > "$work/gets.resp"
 pairs=$(wc -l < "$tsv")
 now() { date +%s.%N; }
+wait_ready() { # port: until the server answers PING (at most 20 s)
+    for _ in $(seq 200); do
+        redis-cli -p "$1" ping >/dev/null 2>&1 && return 0
+        sleep 0.1
+    done
+    echo "server on port $1 did not start" >&2; exit 1
+}
 measure() { # server, port
     local t0 t1
     t0=$(now)
@@ -28,12 +35,12 @@ measure() { # server, port
 }
 echo "server,step,seconds,items,items_per_s"
 redis-server --port 16490 --save '' --appendonly no >/dev/null &
-pid=$!; sleep 0.5
+pid=$!; wait_ready 16490
 measure redis-server 16490
 kill "$pid"; wait "$pid" 2>/dev/null || true
 # shellcheck disable=SC2086 # SERVE_ARGS is a list of arguments
 "$bin" serve --dir "$work/db" --resp-addr 127.0.0.1:16491 --no-pg --sync batch ${SERVE_ARGS:-} \
     >/dev/null 2>&1 &
-pid=$!; sleep 1
+pid=$!; wait_ready 16491
 measure "strata${SERVE_ARGS:+ $SERVE_ARGS}" 16491
 kill -INT "$pid"; wait "$pid" 2>/dev/null || true
