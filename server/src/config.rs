@@ -84,8 +84,7 @@ pub struct Config {
     pub max_databases: usize,
     /// Close a database that no connection holds and none has taken for this long (once it
     /// has no compaction due; waiting immutable memtables are flushed first); it opens again
-    /// on next use. `None` keeps every
-    /// database open until shutdown. Default 300 s.
+    /// on next use. `None` keeps every database open until shutdown. Default 300 s.
     pub close_idle_databases: Option<Duration>,
     /// RESP framing limits (bulk size, argument count, inline length).
     pub limits: Limits,

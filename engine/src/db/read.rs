@@ -556,8 +556,7 @@ impl DbInner {
             };
             above && below
         };
-        // The level holding most of the range's bytes: its tables' first keys are the
-        // candidate cuts, weighted by the bytes of the tables before them.
+        // The level holding most of the range's bytes: the cuts are taken from its tables.
         let Some((level, files, total)) = (0..sv.version.levels.len())
             .map(|level| {
                 let files: Vec<&Arc<FileMeta>> = sv
@@ -580,8 +579,8 @@ impl DbInner {
         // Cut `k` goes about `total * k / parts` bytes in: at a table's first key, or inside a
         // table at a data block boundary from its index, the same share of the way through its
         // data blocks. A cut whose key cannot be had (the table does not open here) or that
-        // lies outside the range is left out: the scan itself reports errors, and fewer parts are
-        // still correct.
+        // lies outside the range is left out: the scan itself reports errors, and fewer parts
+        // are still correct.
         let mut cuts: Vec<Bytes> = Vec::with_capacity(parts - 1);
         let mut files = files.into_iter().peekable();
         let mut before = 0u64;

@@ -159,8 +159,7 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Arc<DbInner>> {
             else {
                 continue;
             };
-            let state = KeyspaceState::new(id, name, ks.options, version);
-            state.set_replayed_memtable(ks.mem);
+            let state = KeyspaceState::with_memtable(id, name, ks.options, version, ks.mem);
             states.insert(id, Arc::new(state));
         }
         (None, FileNumber(0))
@@ -397,9 +396,9 @@ impl Replay<'_> {
     /// Checks that `batch` (at `offset` of WAL `path`) continues the record replayed before it
     /// without a hole: its first sequence number is the next one, or every number skipped is
     /// at or below the manifest's horizon. A hole means records are missing before this one
-    /// (an older WAL cut short, or one between two others deleted): `Corruption`, except that point-in-time
-    /// recovery stops before it (returns false, and nothing later is applied) and
-    /// `SkipAnyCorruptedRecords` accepts it.
+    /// (an older WAL cut short, or one between two others deleted): `Corruption`, except that
+    /// point-in-time recovery stops before it (returns false, and nothing later is applied)
+    /// and `SkipAnyCorruptedRecords` accepts it.
     fn follows(&mut self, batch: &WriteBatch, path: &Path, offset: u64) -> Result<bool> {
         let count = batch.len() as u64;
         if count == 0 {

@@ -61,13 +61,24 @@ impl std::fmt::Debug for KeyspaceState {
 
 impl KeyspaceState {
     pub(crate) fn new(id: u32, name: String, options: Options, version: Arc<Version>) -> Self {
-        let bloom_bytes = options.memtable_bloom_bytes();
+        let mem = Arc::new(MemTable::with_bloom(options.memtable_bloom_bytes()));
+        KeyspaceState::with_memtable(id, name, options, version, mem)
+    }
+
+    /// A keyspace whose active memtable is `mem` (a read-only open's replayed WAL records).
+    pub(crate) fn with_memtable(
+        id: u32,
+        name: String,
+        options: Options,
+        version: Arc<Version>,
+        mem: Arc<MemTable>,
+    ) -> Self {
         KeyspaceState {
             id,
             name,
             options,
             super_version: RwLock::new(Arc::new(SuperVersion {
-                mem: Arc::new(MemTable::with_bloom(bloom_bytes)),
+                mem,
                 imms: Vec::new(),
                 version,
             })),
@@ -75,16 +86,6 @@ impl KeyspaceState {
             flush_requested_below: AtomicU64::new(0),
             dropped: AtomicBool::new(false),
         }
-    }
-
-    /// Makes `mem` (the WAL records replayed by a read-only open) the active memtable.
-    pub(crate) fn set_replayed_memtable(&self, mem: Arc<MemTable>) {
-        let mut sv = self.super_version.write();
-        *sv = Arc::new(SuperVersion {
-            mem,
-            imms: Vec::new(),
-            version: Arc::clone(&sv.version),
-        });
     }
 
     /// The immutable memtables the background should flush now, oldest first: all of them

@@ -51,15 +51,22 @@ pub struct VersionSet {
     max_keyspace_id: u32,
     next_file_number: FileNumber,
     last_seqno: SeqNo,
-    /// The live manifest; `CURRENT` names it. `None` in a read-only set
-    /// ([`RecoveredManifest::into_read_only`]), whose every `log_and_apply` fails.
-    manifest: Option<ManifestWriter>,
-    /// The number of the manifest `CURRENT` names (the one replayed, when read-only).
-    manifest_number: FileNumber,
+    /// The manifest `CURRENT` names.
+    manifest: Manifest,
     /// Set by the first failed manifest write; every later `log_and_apply` fails with it.
     poisoned: Option<String>,
     /// Rollover threshold, [`MAX_MANIFEST_SIZE`] except in tests.
     max_manifest_size: u64,
+}
+
+/// The manifest of a [`VersionSet`].
+#[derive(Debug)]
+enum Manifest {
+    /// Appended to by every `log_and_apply`.
+    Live(ManifestWriter),
+    /// The number of the manifest replayed by a read-only set
+    /// ([`RecoveredManifest::into_read_only`]), whose every `log_and_apply` fails.
+    ReadOnly(FileNumber),
 }
 
 impl VersionSet {
@@ -104,8 +111,7 @@ impl VersionSet {
             max_keyspace_id: DEFAULT_KEYSPACE,
             next_file_number,
             last_seqno: SeqNo::ZERO,
-            manifest: Some(manifest),
-            manifest_number: number,
+            manifest: Manifest::Live(manifest),
             poisoned: None,
             max_manifest_size: MAX_MANIFEST_SIZE,
         })
@@ -344,9 +350,10 @@ impl VersionSet {
 
     /// File number of the live manifest (the one `CURRENT` names).
     pub fn manifest_number(&self) -> FileNumber {
-        self.manifest
-            .as_ref()
-            .map_or(self.manifest_number, ManifestWriter::number)
+        match &self.manifest {
+            Manifest::Live(writer) => writer.number(),
+            Manifest::ReadOnly(number) => *number,
+        }
     }
 
     /// Records `edit` durably and installs the resulting version.
@@ -420,7 +427,7 @@ impl VersionSet {
             keyspaces.insert(id, keyspace);
         }
 
-        let Some(manifest) = self.manifest.as_mut() else {
+        let Manifest::Live(manifest) = &mut self.manifest else {
             return Err(Error::ReadOnly);
         };
         if manifest.len() >= self.max_manifest_size {
@@ -469,13 +476,12 @@ impl VersionSet {
         let new = ManifestWriter::create(&*self.fs, &self.dir, number, &snapshot)?;
         manifest::set_current(&*self.fs, &self.dir, number)?;
         tracing::debug!(
-            old = self.manifest_number.0,
+            old = self.manifest_number().0,
             new = %new.path().display(),
             "rolled over manifest"
         );
         self.next_file_number = next;
-        self.manifest_number = number;
-        if let Some(old) = self.manifest.replace(new) {
+        if let Manifest::Live(old) = std::mem::replace(&mut self.manifest, Manifest::Live(new)) {
             remove_old_manifest(&*self.fs, old.path());
         }
         Ok(())
@@ -733,8 +739,7 @@ impl RecoveredManifest {
             max_keyspace_id,
             next_file_number,
             last_seqno,
-            manifest: Some(manifest),
-            manifest_number: new_number,
+            manifest: Manifest::Live(manifest),
             poisoned: None,
             max_manifest_size: MAX_MANIFEST_SIZE,
         })
@@ -761,8 +766,7 @@ impl RecoveredManifest {
             max_keyspace_id,
             next_file_number: FileNumber(new_number.0.saturating_add(1)),
             last_seqno,
-            manifest: None,
-            manifest_number: old_number,
+            manifest: Manifest::ReadOnly(old_number),
             poisoned: None,
             max_manifest_size: MAX_MANIFEST_SIZE,
         }
