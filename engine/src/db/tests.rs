@@ -575,6 +575,21 @@ fn a_cursor_reads_tables_that_a_later_compaction_replaced() -> TestResult {
     Ok(())
 }
 
+/// The number of keys in each of the parts that `cuts` make of the whole key space.
+fn keys_per_part(db: &Db, cuts: &[Bytes]) -> Vec<usize> {
+    let mut bounds: Vec<Option<&[u8]>> = vec![None];
+    bounds.extend(cuts.iter().map(|c| Some(&c[..])));
+    bounds.push(None);
+    bounds
+        .windows(2)
+        .map(|w| {
+            let lower = w[0].map_or(std::ops::Bound::Unbounded, std::ops::Bound::Included);
+            let upper = w[1].map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded);
+            db.range(&ReadOptions::default(), (lower, upper)).count()
+        })
+        .collect()
+}
+
 #[test]
 fn split_keys_cut_a_range_into_parts_of_about_equal_bytes() -> TestResult {
     let dir = tempfile::tempdir()?;
@@ -596,13 +611,7 @@ fn split_keys_cut_a_range_into_parts_of_about_equal_bytes() -> TestResult {
         assert_eq!(cuts.len(), parts - 1, "{parts} parts");
         assert!(cuts.windows(2).all(|w| w[0] < w[1]));
         // About equal parts: each holds between a half and twice its share of the keys.
-        let mut bounds: Vec<Option<&[u8]>> = vec![None];
-        bounds.extend(cuts.iter().map(|c| Some(&c[..])));
-        bounds.push(None);
-        for w in bounds.windows(2) {
-            let lower = w[0].map_or(std::ops::Bound::Unbounded, std::ops::Bound::Included);
-            let upper = w[1].map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded);
-            let n = db.range(&ReadOptions::default(), (lower, upper)).count();
+        for n in keys_per_part(&db, &cuts) {
             let share = 6000 / parts;
             assert!(n > share / 2 && n < share * 2, "{n} keys of {share}");
         }
@@ -648,13 +657,8 @@ fn split_keys_cut_inside_tables_at_data_blocks() -> TestResult {
     for parts in [2u32, 3] {
         let cuts = db.split_keys(.., parts as usize);
         assert_eq!(cuts.len() as u32, parts - 1);
-        let mut bounds: Vec<Option<&[u8]>> = vec![None];
-        bounds.extend(cuts.iter().map(|c| Some(&c[..])));
-        bounds.push(None);
-        for w in bounds.windows(2) {
-            let lower = w[0].map_or(std::ops::Bound::Unbounded, std::ops::Bound::Included);
-            let upper = w[1].map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded);
-            let got = db.range(&ReadOptions::default(), (lower, upper)).count() as u32;
+        for got in keys_per_part(&db, &cuts) {
+            let got = got as u32;
             let share = n / parts;
             assert!(
                 got > share * 9 / 10 && got < share * 11 / 10,
