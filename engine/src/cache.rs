@@ -1,8 +1,9 @@
 //! The block cache (decompressed SSTable blocks, LRU by bytes) and the table cache (open
 //! [`Table`]s, LRU by count).
 //!
-//! Both are shared by every reader of a database (`Send + Sync`, behind `Arc`). The block
-//! cache is split into shards, each an LRU under its own `parking_lot::Mutex`, so concurrent
+//! Both are shared by every reader of a database (`Send + Sync`, behind `Arc`); the block
+//! cache's storage can also be shared by several databases ([`BlockCache::sharing`]). It is
+//! split into shards, each an LRU under its own `parking_lot::Mutex`, so concurrent
 //! readers rarely contend; a shard's lock is held only for a hash-map lookup and a list splice,
 //! never during I/O. The table cache has one mutex, also never held during I/O: two threads
 //! missing on the same table may both open it, and the second insert wins.
@@ -143,8 +144,10 @@ impl<K: Copy + Eq + Hash, V: Clone> Lru<K, V> {
     }
 }
 
-/// Key of a cached block: the table's file number and the block's byte offset in it.
-type BlockKey = (FileNumber, u64);
+/// Key of a cached block: the handle's owner id ([`BlockCache::sharing`]), the table's file
+/// number and the block's byte offset in it. File numbers restart in every database, so the
+/// owner keeps two databases sharing one cache from reading each other's blocks.
+type BlockKey = (u64, FileNumber, u64);
 
 /// Smallest capacity of one block-cache shard, in bytes; smaller caches use fewer shards so a
 /// large block still fits in its shard.
@@ -152,13 +155,30 @@ const MIN_SHARD_BYTES: usize = 4 << 20;
 /// Most block-cache shards.
 const MAX_SHARDS: usize = 16;
 
-/// An LRU cache of decompressed blocks, bounded by their total size in bytes, keyed by
-/// (file number, block offset). Shared by all tables of a database; thread safe.
+/// The storage of a block cache: LRU shards bounded by bytes, shared by every
+/// [`BlockCache`] handle made by [`BlockCache::sharing`].
+#[derive(Debug)]
+struct BlockStore {
+    shards: Vec<Mutex<Lru<BlockKey, Arc<Block>>>>,
+    capacity_bytes: usize,
+    /// Next owner id handed to a handle.
+    next_owner: AtomicU64,
+}
+
+/// A handle on an LRU cache of decompressed blocks, bounded by their total size in bytes,
+/// keyed by (owner, file number, block offset); thread safe.
 ///
-/// It also keeps the database's bloom filter statistics (see [`BlockCache::bloom_checks`]).
+/// A database reads all its tables through one handle. Handles made by
+/// [`BlockCache::sharing`] share one storage and one byte budget (RocksDB's `Cache` passed
+/// to several databases through `BlockBasedTableOptions::block_cache`), so a process holding
+/// many databases bounds their cached blocks together: pass one cache to each database with
+/// [`crate::Options::block_cache`]. Each handle has its own owner id, so databases never see
+/// each other's blocks, and its own counters: block hits and misses, and the bloom filter
+/// statistics (see [`BlockCache::bloom_checks`]), all for the tables read through it.
 #[derive(Debug)]
 pub struct BlockCache {
-    shards: Vec<Mutex<Lru<BlockKey, Arc<Block>>>>,
+    store: Arc<BlockStore>,
+    owner: u64,
     hits: StripedCounter,
     misses: StripedCounter,
     bloom_checks: StripedCounter,
@@ -205,14 +225,33 @@ fn counter_stripe() -> usize {
 }
 
 impl BlockCache {
-    /// A cache holding up to `capacity_bytes` bytes of decompressed blocks. 0 disables caching
-    /// (every block read goes to the file). A block larger than its shard (at least 4 MiB, or
-    /// the whole capacity when that is smaller) is not cached.
+    /// A cache holding up to `capacity_bytes` bytes of decompressed blocks, and its first
+    /// handle. 0 disables caching (every block read goes to the file). A block larger than its
+    /// shard (at least 4 MiB, or the whole capacity when that is smaller) is not cached.
     pub fn new(capacity_bytes: usize) -> Arc<Self> {
         let n = (capacity_bytes / MIN_SHARD_BYTES).clamp(1, MAX_SHARDS);
         let per_shard = capacity_bytes / n;
-        Arc::new(BlockCache {
+        let store = Arc::new(BlockStore {
             shards: (0..n).map(|_| Mutex::new(Lru::new(per_shard))).collect(),
+            capacity_bytes,
+            next_owner: AtomicU64::new(0),
+        });
+        Self::handle(store)
+    }
+
+    /// A new handle on this cache's storage, with its own owner id and zeroed counters: what
+    /// a database opened with [`crate::Options::block_cache`] reads through. The storage's
+    /// byte budget is shared by all handles; blocks cached through one handle are never
+    /// served through another.
+    pub fn sharing(&self) -> Arc<Self> {
+        Self::handle(Arc::clone(&self.store))
+    }
+
+    fn handle(store: Arc<BlockStore>) -> Arc<Self> {
+        let owner = store.next_owner.fetch_add(1, Ordering::Relaxed);
+        Arc::new(BlockCache {
+            store,
+            owner,
             hits: StripedCounter::default(),
             misses: StripedCounter::default(),
             bloom_checks: StripedCounter::default(),
@@ -221,15 +260,16 @@ impl BlockCache {
     }
 
     fn shard(&self, key: &BlockKey) -> &Mutex<Lru<BlockKey, Arc<Block>>> {
-        let mixed = (key.0.0 ^ key.1.rotate_left(32)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        let n = self.shards.len() as u64;
-        let i = usize::try_from((mixed >> 32) % n).unwrap_or(0);
-        &self.shards[i]
+        let mixed = (key.1.0 ^ key.2.rotate_left(32) ^ key.0.rotate_left(17))
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let shards = &self.store.shards;
+        let i = usize::try_from((mixed >> 32) % shards.len() as u64).unwrap_or(0);
+        &shards[i]
     }
 
     /// The cached block at `offset` of table `file`, counting a hit or a miss.
     pub(crate) fn get(&self, file: FileNumber, offset: u64) -> Option<Arc<Block>> {
-        let key = (file, offset);
+        let key = (self.owner, file, offset);
         let found = self.shard(&key).lock().get(&key);
         let counter = if found.is_some() {
             &self.hits
@@ -240,39 +280,47 @@ impl BlockCache {
         found
     }
 
-    /// Caches `block` (read at `offset` of table `file`), evicting least recently used blocks.
+    /// Caches `block` (read at `offset` of table `file`), evicting least recently used blocks
+    /// of any handle sharing the storage.
     pub(crate) fn insert(&self, file: FileNumber, offset: u64, block: Arc<Block>) {
-        let key = (file, offset);
+        let key = (self.owner, file, offset);
         let weight = block.size_bytes();
         self.shard(&key).lock().insert(key, block, weight);
     }
 
-    /// Block lookups answered from the cache since it was created.
+    /// The byte budget of the storage (shared by every handle on it), as passed to
+    /// [`BlockCache::new`].
+    pub fn capacity_bytes(&self) -> usize {
+        self.store.capacity_bytes
+    }
+
+    /// Block lookups through this handle answered from the cache since it was created.
     pub fn hits(&self) -> u64 {
         self.hits.get()
     }
 
-    /// Block lookups that had to read the file since the cache was created.
+    /// Block lookups through this handle that had to read the file since it was created.
     pub fn misses(&self) -> u64 {
         self.misses.get()
     }
 
-    /// Bytes of decompressed blocks currently cached.
+    /// Bytes of decompressed blocks currently cached by every handle sharing the storage.
     pub fn usage_bytes(&self) -> usize {
-        self.shards.iter().map(|s| s.lock().usage).sum()
+        self.store.shards.iter().map(|s| s.lock().usage).sum()
     }
 
-    /// Drops every cached block of table `n` (when the file is deleted). Scans the whole cache:
-    /// O(cached blocks). Not required for correctness: file numbers are never reused, so stale
-    /// blocks would only age out.
+    /// Drops every block of table `n` cached through this handle (when the file is deleted).
+    /// Scans the whole storage: O(cached blocks). Not required for correctness: a database
+    /// never reuses a file number, so stale blocks would only age out.
     pub fn erase_file(&self, n: FileNumber) {
-        for shard in &self.shards {
-            shard.lock().retain(|&(file, _)| file != n);
+        let owner = self.owner;
+        for shard in &self.store.shards {
+            shard.lock().retain(|&(o, file, _)| o != owner || file != n);
         }
     }
 
-    /// Bloom filter checks made by [`Table::get`] and [`Table::may_contain`] on tables using
-    /// this cache (tables without a filter block are not counted).
+    /// Bloom filter checks made by [`Table::get`] and [`Table::may_contain`] on tables read
+    /// through this handle (tables without a filter block are not counted).
     pub fn bloom_checks(&self) -> u64 {
         self.bloom_checks.get()
     }
@@ -288,6 +336,19 @@ impl BlockCache {
         self.bloom_checks.add(1);
         if !may_contain {
             self.bloom_useful.add(1);
+        }
+    }
+}
+
+/// A handle's blocks can never be served again once it is gone (a database reopened gets a
+/// new owner id), so they are dropped rather than left to age out of a shared storage.
+impl Drop for BlockCache {
+    fn drop(&mut self) {
+        if Arc::strong_count(&self.store) > 1 {
+            let owner = self.owner;
+            for shard in &self.store.shards {
+                shard.lock().retain(|&(o, _, _)| o != owner);
+            }
         }
     }
 }
@@ -406,11 +467,53 @@ mod tests {
         assert!(lru.nodes.len() <= 11, "slab slots are reused");
     }
 
+    /// A block of `len` payload bytes (never iterated) and one restart point.
+    fn block_of(len: usize) -> Arc<Block> {
+        let mut data = vec![7u8; len];
+        data.extend_from_slice(&0u32.to_le_bytes());
+        data.extend_from_slice(&1u32.to_le_bytes());
+        let file: Arc<std::path::Path> = Arc::from(std::path::Path::new("t.sst"));
+        Arc::new(Block::new(data.into(), crate::TableFormat::V2, file, 0).unwrap())
+    }
+
+    #[test]
+    fn handles_sharing_a_cache_keep_their_blocks_apart_and_share_its_budget() {
+        let f = FileNumber(5);
+        let a = BlockCache::new(1 << 20);
+        let b = a.sharing();
+        a.insert(f, 0, block_of(100));
+        // Another database's table 5 at offset 0 is another block.
+        assert!(b.get(f, 0).is_none());
+        b.insert(f, 0, block_of(200));
+        assert_eq!(a.get(f, 0).map(|x| x.size_bytes()), Some(108));
+        assert_eq!(b.get(f, 0).map(|x| x.size_bytes()), Some(208));
+        assert_eq!((a.usage_bytes(), b.usage_bytes()), (316, 316));
+        assert_eq!((a.hits(), a.misses(), b.hits(), b.misses()), (1, 0, 1, 1));
+        assert_eq!(b.capacity_bytes(), 1 << 20);
+        // Deleting table 5 of one database leaves the other's cached.
+        b.erase_file(f);
+        assert!(b.get(f, 0).is_none());
+        assert!(a.get(f, 0).is_some());
+
+        // One budget: blocks cached through one handle evict the other's.
+        let one = BlockCache::new(1_000);
+        let two = one.sharing();
+        one.insert(f, 0, block_of(400));
+        two.insert(f, 0, block_of(400));
+        two.insert(f, 8, block_of(400));
+        assert!(one.get(f, 0).is_none());
+        assert!(one.usage_bytes() <= 1_000);
+        assert!(two.get(f, 8).is_some());
+        // A closed database's blocks leave the shared storage with its handle.
+        drop(two);
+        assert_eq!(one.usage_bytes(), 0);
+    }
+
     #[test]
     fn block_cache_shards_scale_with_capacity() {
-        assert_eq!(BlockCache::new(0).shards.len(), 1);
-        assert_eq!(BlockCache::new(1 << 20).shards.len(), 1);
-        assert_eq!(BlockCache::new(64 << 20).shards.len(), 16);
-        assert_eq!(BlockCache::new(1 << 30).shards.len(), 16);
+        assert_eq!(BlockCache::new(0).store.shards.len(), 1);
+        assert_eq!(BlockCache::new(1 << 20).store.shards.len(), 1);
+        assert_eq!(BlockCache::new(64 << 20).store.shards.len(), 16);
+        assert_eq!(BlockCache::new(1 << 30).store.shards.len(), 16);
     }
 }

@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use crate::cache::BlockCache;
 use crate::fs::FileSystem;
 use crate::merge::MergeOperator;
 use crate::snapshot::Snapshot;
@@ -92,8 +93,15 @@ pub struct Options {
     /// [`TableFormat::V1`] only while a build that reads only version 1 must still open the
     /// directory. Both are always read.
     pub table_format: TableFormat,
-    /// Capacity of the shared block cache, in bytes of uncompressed blocks. Default 64 MiB.
+    /// Capacity of the database's block cache, in bytes of uncompressed blocks, when
+    /// [`Options::block_cache`] is `None`. Default 64 MiB.
     pub block_cache_size: usize,
+    /// A block cache to share with other databases (RocksDB's
+    /// `BlockBasedTableOptions::block_cache`): the database reads through a new handle on its
+    /// storage ([`BlockCache::sharing`]), so every database given the same cache counts against
+    /// one byte budget, and `block_cache_size` is ignored. Its statistics (`DbStats` hits,
+    /// misses, bloom checks) stay per database. Default `None`: a cache of its own.
+    pub block_cache: Option<Arc<BlockCache>>,
     /// Largest readahead window of an iterator, in bytes; 0 turns readahead off. Default
     /// 256 KiB (RocksDB's `max_auto_readahead_size`). Once an iterator has read two data blocks
     /// of a table in file order (forward or backward), each read from that table's file
@@ -183,6 +191,7 @@ impl Default for Options {
             compression: true,
             table_format: TableFormat::V2,
             block_cache_size: 64 << 20,
+            block_cache: None,
             max_auto_readahead_size: 256 << 10,
             compaction_readahead_size: 256 << 10,
             max_open_files: 1000,
@@ -250,6 +259,8 @@ setters! {
     table_format: TableFormat;
     /// Sets [`Options::block_cache_size`] (bytes).
     block_cache_size: usize;
+    /// Sets [`Options::block_cache`].
+    block_cache: Option<Arc<BlockCache>>;
     /// Sets [`Options::max_auto_readahead_size`] (bytes).
     max_auto_readahead_size: usize;
     /// Sets [`Options::compaction_readahead_size`] (bytes).

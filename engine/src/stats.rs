@@ -50,6 +50,11 @@ pub struct DbStats {
     pub block_cache_hits: u64,
     /// Block cache misses (blocks read from disk).
     pub block_cache_misses: u64,
+    /// Bytes of uncompressed blocks in the block cache. With a cache shared by several
+    /// databases (`Options::block_cache`), this and the capacity are the shared cache's.
+    pub block_cache_usage_bytes: u64,
+    /// Capacity of the block cache, in bytes.
+    pub block_cache_capacity_bytes: u64,
     /// Point lookups that consulted a bloom filter.
     pub bloom_checked: u64,
     /// Of those, lookups the filter answered "absent" (no data block read).
@@ -155,8 +160,13 @@ impl fmt::Display for DbStats {
         )?;
         writeln!(
             f,
-            "block cache: {} hits, {} misses; bloom filter: {} checked, {} useful",
-            self.block_cache_hits, self.block_cache_misses, self.bloom_checked, self.bloom_useful
+            "block cache: {} hits, {} misses, {:.1} of {:.1} MiB used; bloom filter: {} checked, {} useful",
+            self.block_cache_hits,
+            self.block_cache_misses,
+            mib(self.block_cache_usage_bytes),
+            mib(self.block_cache_capacity_bytes),
+            self.bloom_checked,
+            self.bloom_useful
         )?;
         write!(
             f,

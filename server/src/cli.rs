@@ -37,8 +37,7 @@ pub struct ServeArgs {
     /// Most simultaneous connections (both protocols).
     #[arg(long, default_value_t = 10_000)]
     pub maxclients: usize,
-    /// Most databases open at once (each keeps threads, files, memtables and a block cache
-    /// while open).
+    /// Most databases open at once (each keeps threads, files and memtables while open).
     #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_databases: u32,
     /// Close a database no connection has used for this many seconds (0 = never); it
@@ -58,8 +57,8 @@ pub struct ServeArgs {
     /// 2 x write-buffer-mb x this MiB per database (128 MiB by default).
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub memtables_per_flush: u16,
-    /// Block cache per database, in MiB.
-    #[arg(long, default_value_t = 64)]
+    /// Block cache shared by all databases, in MiB of uncompressed blocks.
+    #[arg(long, default_value_t = 512)]
     pub cache_mb: usize,
     /// Threads serving connections (0: one per core).
     #[arg(long, default_value_t = 0)]

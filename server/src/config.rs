@@ -79,7 +79,7 @@ pub struct Config {
     /// Close a connection idle (no request) for this long; `None` (default) never does.
     pub idle_timeout: Option<Duration>,
     /// Most databases open at once. Each open database keeps its background threads, WAL,
-    /// table files, memtables and block cache while open, and any client can open one by
+    /// table files and memtables while open, and any client can open one by
     /// naming it, so beyond this a new database is refused with an error. Default 512.
     pub max_databases: usize,
     /// Close a database that no connection holds and none has taken for this long (once it
@@ -103,7 +103,9 @@ pub struct Config {
     /// synced writes run on a separate blocking pool). Default [`default_worker_threads`]: one
     /// per core.
     pub worker_threads: usize,
-    /// Block cache of each database, in bytes. Default 64 MiB.
+    /// Block cache shared by all the server's databases, in bytes of uncompressed blocks
+    /// (engine `Options::block_cache`): one budget however many databases are open, each
+    /// database keeping its own hit and miss counts. Default 512 MiB.
     pub block_cache_size: usize,
 }
 
@@ -139,7 +141,7 @@ impl Config {
             write_buffer_size: 4 << 20,
             memtables_per_flush: 16,
             worker_threads: default_worker_threads(),
-            block_cache_size: 64 << 20,
+            block_cache_size: 512 << 20,
         }
     }
 

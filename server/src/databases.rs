@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use parking_lot::{Condvar, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
-use strata_engine::{Db, DbRange, Options, ReadOptions, WriteBatch, WriteOptions};
+use strata_engine::{BlockCache, Db, DbRange, Options, ReadOptions, WriteBatch, WriteOptions};
 
 use crate::config::{Config, SyncMode};
 use crate::error::ServerError;
@@ -532,7 +532,7 @@ impl Databases {
             .write_buffer_size(config.write_buffer_size)
             .min_write_buffer_number_to_merge(config.memtables_per_flush)
             .max_write_buffer_number(config.memtables_per_flush.saturating_mul(2).max(2))
-            .block_cache_size(config.block_cache_size)
+            .block_cache(Some(BlockCache::new(config.block_cache_size)))
             .max_value_size(config.limits.max_bulk_bytes.min(u32::MAX as usize - 1));
         Ok(Databases {
             root: config.dir.clone(),

@@ -831,6 +831,11 @@ fn info_command_and_client_introspection() -> TestResult {
     let engine: String = redis::cmd("INFO").arg("engine").query(&mut c)?;
     assert!(!engine.contains("# Server"));
     assert!(info_field(&engine, "level0").is_some());
+    // The block cache shared by all databases: the size the test server was given.
+    assert_eq!(
+        info_field(&engine, "block_cache_capacity_bytes").as_deref(),
+        Some("8388608")
+    );
     let count: i64 = redis::cmd("COMMAND").arg("COUNT").query(&mut c)?;
     assert!(count >= 30);
     let docs: Value = redis::cmd("COMMAND").arg("DOCS").arg("get").query(&mut c)?;

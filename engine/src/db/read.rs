@@ -513,6 +513,8 @@ impl DbInner {
             delay_micros: s.delay_micros.load(Relaxed),
             block_cache_hits: cache.hits(),
             block_cache_misses: cache.misses(),
+            block_cache_usage_bytes: cache.usage_bytes() as u64,
+            block_cache_capacity_bytes: cache.capacity_bytes() as u64,
             bloom_checked: cache.bloom_checks(),
             bloom_useful: cache.bloom_useful(),
             pending_compaction_bytes: self.pending_compaction_bytes.load(Relaxed),

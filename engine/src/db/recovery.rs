@@ -193,7 +193,10 @@ pub(crate) fn open(dir: &Path, options: Options) -> Result<Arc<DbInner>> {
         )
     })?;
 
-    let block_cache = BlockCache::new(options.block_cache_size);
+    let block_cache = match &options.block_cache {
+        Some(shared) => shared.sharing(),
+        None => BlockCache::new(options.block_cache_size),
+    };
     let table_cache = TableCache::new(
         Arc::clone(&fs),
         dir.clone(),

@@ -424,7 +424,7 @@ pub(crate) fn info(s: &mut Session, args: &[Bytes]) {
              write_groups:{}\r\nflushes:{}\r\nflush_bytes:{}\r\ncompactions:{}\r\n\
              compaction_bytes_read:{}\r\ncompaction_bytes_written:{}\r\nwrite_amplification:{:.2}\r\n\
              stall_micros:{}\r\ndelay_micros:{}\r\nblock_cache_hits:{}\r\nblock_cache_misses:{}\r\n\
-             bloom_checked:{}\r\nbloom_useful:{}\r\npending_compaction_bytes:{}\r\n\
+             block_cache_usage_bytes:{}\r\nblock_cache_capacity_bytes:{}\r\nbloom_checked:{}\r\nbloom_useful:{}\r\npending_compaction_bytes:{}\r\n\
              memtable_bytes:{}\r\nimmutable_memtables:{}\r\nlast_seqno:{}\r\ntable_bytes:{}\r\n",
             s.db.name(),
             st.user_bytes,
@@ -441,6 +441,8 @@ pub(crate) fn info(s: &mut Session, args: &[Bytes]) {
             st.delay_micros,
             st.block_cache_hits,
             st.block_cache_misses,
+            st.block_cache_usage_bytes,
+            st.block_cache_capacity_bytes,
             st.bloom_checked,
             st.bloom_useful,
             st.pending_compaction_bytes,

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
+use std::sync::Arc;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -184,5 +185,41 @@ fn verify_checksums_rereads_cached_blocks_and_catches_damage() -> TestResult {
         .filter(|i| db.get_opt(&verify, format!("k{i:04}").as_bytes()).is_err())
         .count();
     assert!(failed_gets > 0);
+    Ok(())
+}
+
+#[test]
+fn databases_sharing_a_block_cache_read_their_own_blocks() -> TestResult {
+    // Two fresh databases number their tables alike, so their first tables have the same file
+    // number and block offsets; each must still read its own values through the shared cache.
+    let cache = crate::BlockCache::new(1 << 20);
+    let (d1, d2) = (tempfile::tempdir()?, tempfile::tempdir()?);
+    let open = |dir: &std::path::Path| {
+        Db::open(
+            dir,
+            Options::default().block_cache(Some(Arc::clone(&cache))),
+        )
+    };
+    let (a, b) = (open(d1.path())?, open(d2.path())?);
+    for (db, v) in [(&a, b'a'), (&b, b'b')] {
+        for i in 0..300 {
+            db.put(format!("k{i:04}").as_bytes(), &[v; 20])?;
+        }
+        db.flush()?;
+    }
+    for _ in 0..2 {
+        assert_eq!(a.get(b"k0150")?.as_deref(), Some(&[b'a'; 20][..]));
+        assert_eq!(b.get(b"k0150")?.as_deref(), Some(&[b'b'; 20][..]));
+    }
+    // Each database counts its own lookups: one miss, then one hit.
+    for db in [&a, &b] {
+        let s = db.stats();
+        assert_eq!((s.block_cache_hits, s.block_cache_misses), (1, 1));
+    }
+    assert!(cache.usage_bytes() > 0);
+    // The cache outlives a database closed and reopened with it.
+    drop(a);
+    let a = open(d1.path())?;
+    assert_eq!(a.get(b"k0299")?.as_deref(), Some(&[b'a'; 20][..]));
     Ok(())
 }
