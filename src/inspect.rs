@@ -249,28 +249,63 @@ fn escape(bytes: &[u8]) -> String {
     bytes.escape_ascii().to_string()
 }
 
+/// Attempts of `strata check` while another process changes the database's files.
+const CHECK_ATTEMPTS: usize = 5;
+
 pub(crate) fn check(dir: &Path) -> anyhow::Result<ExitCode> {
-    // Read-only: checking changes nothing (a torn WAL tail stays in place).
-    let db = match Db::open(dir, Options::default().read_only(true)) {
-        Ok(db) => db,
-        Err(e) => {
-            println!("problem: {e}");
-            println!("1 problem found (the database does not open)");
-            return Ok(ExitCode::from(1));
+    // Read-only: checking changes nothing (a torn WAL tail stays in place). A server or repl
+    // that has the database open may delete a table or WAL it has just made obsolete while
+    // the check reads it, so problems found while the files changed are checked again.
+    let mut attempt = 1;
+    let (problems, changed) = loop {
+        let before = file_names(dir);
+        let problems = check_once(dir)?;
+        let changed = file_names(dir) != before;
+        if problems.is_empty() || !changed || attempt == CHECK_ATTEMPTS {
+            break (problems, changed);
         }
+        attempt += 1;
     };
-    let problems = db.integrity_problems()?;
-    db.close()?;
     for p in &problems {
         println!("problem: {p}");
     }
     if problems.is_empty() {
         println!("ok: no problems found in {}", dir.display());
-        Ok(ExitCode::SUCCESS)
-    } else {
-        println!("{} problem(s) found", problems.len());
-        Ok(ExitCode::from(1))
+        return Ok(ExitCode::SUCCESS);
     }
+    println!("{} problem(s) found", problems.len());
+    if changed {
+        println!(
+            "note: another process changed the database's files during each of {attempt} checks; \
+             problems with missing or changed files may come from it: check again while it is idle"
+        );
+    }
+    Ok(ExitCode::from(1))
+}
+
+/// The problems one read-only open and integrity check find, as printable lines.
+fn check_once(dir: &Path) -> anyhow::Result<Vec<String>> {
+    let db = match Db::open(dir, Options::default().read_only(true)) {
+        Ok(db) => db,
+        Err(e) => return Ok(vec![format!("{e} (the database does not open)")]),
+    };
+    let problems = db.integrity_problems()?;
+    db.close()?;
+    Ok(problems.iter().map(ToString::to_string).collect())
+}
+
+/// The sorted names of the files in `dir`, and `CURRENT`'s contents: what a writing process
+/// changes when it flushes, compacts or switches manifests (appends to a WAL change neither).
+fn file_names(dir: &Path) -> (Vec<std::ffi::OsString>, Option<Vec<u8>>) {
+    let mut names: Vec<_> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok().map(|e| e.file_name()))
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort_unstable();
+    (names, std::fs::read(dir.join("CURRENT")).ok())
 }
 
 #[cfg(test)]

@@ -23,7 +23,9 @@
 //! `--format counts` the counts of a key are summed and ingested as one merge operand for
 //! `CounterAdd`, so they add to the count the database already holds (ingesting operands
 //! instead of writing them through `WriteBatch::merge` keeps the load atomic and avoids the
-//! WAL; the database must be opened with `CounterAdd` to read them).
+//! WAL; the database must be opened with `CounterAdd` to read them). A count that cannot be
+//! added to the value the database holds for its key (not a decimal `i64`, or a sum that
+//! overflows) refuses the load before the ingest (`merge::check_counts_add`).
 //!
 //! Lines end at `\n` (a `\r` before it belongs to the value); the key ends at the first tab.
 //! Bad lines (no tab, key over 64 KiB, value over `max_value_size`, invalid UTF-8 with
@@ -404,6 +406,10 @@ pub(crate) fn load(
         Some(name) => db.keyspace(name)?,
         None => db.default_keyspace(),
     };
+    if config.format == Format::Counts {
+        bar.set_message("checking existing counts");
+        merge::check_counts_add(&target, &files)?;
+    }
     target.ingest(&paths).context("ingesting the tables")?;
     bar.finish_and_clear();
     Ok(LoadReport {

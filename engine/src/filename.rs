@@ -19,7 +19,7 @@ pub const LOCK: &str = "LOCK";
 pub const CURRENT: &str = "CURRENT";
 
 /// What a file in the database directory is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum FileKind {
     /// A WAL, `NNNNNN.wal`.
     Wal(FileNumber),

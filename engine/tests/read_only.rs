@@ -12,7 +12,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use strata_engine::fs::{ENOSPC, Fault, FaultOp, FileSystem, MemFs};
+use strata_engine::fs::{
+    DirEntry, ENOSPC, Fault, FaultOp, FileLock, FileSystem, MemFs, RandomAccessFile, WritableFile,
+};
 use strata_engine::{Db, Error, Options, ReadOptions};
 
 fn options() -> Options {
@@ -185,4 +187,100 @@ fn a_read_only_open_works_beside_the_writer_and_on_a_full_disk() {
     check(&ro);
     ro.close().unwrap();
     assert_eq!(listing(&fs), before);
+}
+
+/// A file system that runs `hook` once, the first time the engine asks whether a table exists:
+/// the moment a read-only open checks the tables its manifest names.
+#[derive(Debug)]
+struct Racing {
+    inner: MemFs,
+    hook: Hook,
+}
+
+struct Hook(std::sync::Mutex<Option<Box<dyn FnOnce() + Send>>>);
+
+impl std::fmt::Debug for Hook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Hook")
+    }
+}
+
+impl FileSystem for Racing {
+    fn create_new(&self, path: &Path) -> std::io::Result<Box<dyn WritableFile>> {
+        self.inner.create_new(path)
+    }
+    fn create(&self, path: &Path) -> std::io::Result<Box<dyn WritableFile>> {
+        self.inner.create(path)
+    }
+    fn open_writable(&self, path: &Path) -> std::io::Result<Box<dyn WritableFile>> {
+        self.inner.open_writable(path)
+    }
+    fn open(&self, path: &Path) -> std::io::Result<Arc<dyn RandomAccessFile>> {
+        self.inner.open(path)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
+        self.inner.rename(from, to)
+    }
+    fn remove_file(&self, path: &Path) -> std::io::Result<()> {
+        self.inner.remove_file(path)
+    }
+    fn remove_dir_all(&self, path: &Path) -> std::io::Result<()> {
+        self.inner.remove_dir_all(path)
+    }
+    fn create_dir_all(&self, path: &Path) -> std::io::Result<()> {
+        self.inner.create_dir_all(path)
+    }
+    fn sync_dir(&self, path: &Path) -> std::io::Result<()> {
+        self.inner.sync_dir(path)
+    }
+    fn list_dir(&self, path: &Path) -> std::io::Result<Vec<DirEntry>> {
+        self.inner.list_dir(path)
+    }
+    fn file_size(&self, path: &Path) -> std::io::Result<u64> {
+        self.inner.file_size(path)
+    }
+    fn exists(&self, path: &Path) -> bool {
+        if path.extension().is_some_and(|e| e == "sst") {
+            let hook = self.hook.0.lock().unwrap().take();
+            if let Some(hook) = hook {
+                hook();
+            }
+        }
+        self.inner.exists(path)
+    }
+    fn hard_link(&self, src: &Path, dst: &Path) -> std::io::Result<()> {
+        self.inner.hard_link(src, dst)
+    }
+    fn canonicalize(&self, path: &Path) -> std::io::Result<std::path::PathBuf> {
+        self.inner.canonicalize(path)
+    }
+    fn lock(&self, path: &Path) -> std::io::Result<Box<dyn FileLock>> {
+        self.inner.lock(path)
+    }
+}
+
+#[test]
+fn a_read_only_open_starts_over_when_the_writer_deletes_the_tables_it_was_reading() {
+    let fs = MemFs::new();
+    let db = Db::open("/db", options().file_system(Arc::new(fs.clone()))).unwrap();
+    fill(&db);
+    // Between reading the manifest and checking its tables, the writer compacts everything
+    // and deletes the tables that manifest named (what a live server does at any moment).
+    let writer = db.clone();
+    let hook: Box<dyn FnOnce() + Send> = Box::new(move || {
+        writer.flush().unwrap();
+        writer.compact_range(None, None).unwrap();
+    });
+    let racing = Racing {
+        inner: fs.clone(),
+        hook: Hook(std::sync::Mutex::new(Some(hook))),
+    };
+    let ro = Db::open(
+        "/db",
+        options().file_system(Arc::new(racing)).read_only(true),
+    )
+    .unwrap();
+    check(&ro);
+    ro.close().unwrap();
+    db.close().unwrap();
 }

@@ -8,8 +8,9 @@ use std::sync::Arc;
 use anyhow::Context;
 use strata_engine::cache::BlockCache;
 use strata_engine::iterator::InternalIterator;
+use strata_engine::merge::parse_counter;
 use strata_engine::sstable::{Table, TableIter};
-use strata_engine::{FileNumber, IngestFile, Options};
+use strata_engine::{FileNumber, IngestFile, Keyspace, Options, ReadOptions};
 
 use super::parse::Format;
 use super::runs::{RunTables, TableSink, final_count, sum_counts};
@@ -74,6 +75,76 @@ impl RunCursor {
         }
         Ok(())
     }
+}
+
+/// With `--format counts`, before anything is ingested: checks that each count in `files` (the
+/// final tables, in key order) adds to what `target` already holds for its key. An existing
+/// value that is not a decimal `i64`, or a sum past the `i64` range, would make every later
+/// read of the key (and every scan over it) fail with a merge error, so the load is refused
+/// instead, naming the key, as `INCRBY` refuses it over RESP.
+///
+/// The loaded keys and a cursor over `target` move forward together (a merge join): the cursor
+/// steps with `next` while the next loaded key is a few keys ahead and seeks when it is
+/// farther, so a load that covers the database costs about one scan of it and a sparse one a
+/// seek per key. Nothing is read when the keyspace holds no key between the first and last
+/// loaded ones (a fresh database).
+///
+/// # Errors
+/// The first key whose count cannot be added; I/O, corruption or a failing merge reading the
+/// tables or `target`.
+pub(crate) fn check_counts_add(target: &Keyspace, files: &[IngestFile]) -> anyhow::Result<()> {
+    /// `next` steps tried before a seek (RocksDB's `max_sequential_skip_in_iterations` idea).
+    const STEPS_BEFORE_SEEK: usize = 8;
+    let loaded = files.iter().filter(|f| f.num_entries > 0);
+    let (Some(first), Some(last)) = (loaded.clone().next(), loaded.last()) else {
+        return Ok(());
+    };
+    let read = ReadOptions {
+        fill_cache: Some(false),
+        ..ReadOptions::default()
+    };
+    let mut held = target.cursor(&read)?;
+    held.seek(&first.smallest_key)?;
+    if !held.valid() || held.key() > &last.largest_key[..] {
+        return Ok(());
+    }
+    let mut cursor = RunCursor::new(RunTables {
+        files: files.to_vec(),
+        smallest: first.smallest_key.clone(),
+        largest: last.largest_key.clone(),
+    })?;
+    while let Some(key) = cursor.key() {
+        let mut steps = 0;
+        while held.valid() && held.key() < key {
+            if steps == STEPS_BEFORE_SEEK {
+                held.seek(key)?;
+                break;
+            }
+            held.next()?;
+            steps += 1;
+        }
+        if !held.valid() {
+            break;
+        }
+        if held.key() == key {
+            let (existing, count) = (held.value(), cursor.value());
+            let sum = parse_counter(existing)
+                .zip(parse_counter(count))
+                .and_then(|(base, add)| base.checked_add(add));
+            if sum.is_none() {
+                let shown: String = String::from_utf8_lossy(existing).chars().take(40).collect();
+                anyhow::bail!(
+                    "key {:?}: the database holds {shown:?}, which is not a count the loaded \
+                     count {} can be added to (not a decimal 64-bit integer, or the sum \
+                     overflows); nothing was loaded",
+                    String::from_utf8_lossy(key),
+                    String::from_utf8_lossy(count)
+                );
+            }
+        }
+        cursor.advance()?;
+    }
+    Ok(())
 }
 
 /// Merges `runs` (in input order) into tables `<tmp>/final-NNNNN.sst`.

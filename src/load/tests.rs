@@ -268,6 +268,37 @@ fn counts_are_summed_and_added_to_existing_counters() {
 }
 
 #[test]
+fn counts_that_cannot_add_to_the_value_held_are_refused_with_nothing_loaded() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let options = Options::default().merge_operator(Some(Arc::new(CounterAdd)));
+    let db = Db::open(dir.path(), options.clone()).expect("open");
+    db.put(b"big", i64::MAX.to_string().as_bytes())
+        .expect("put");
+    db.put(b"name", b"hello").expect("put");
+    let config = LoadConfig {
+        format: Format::Counts,
+        ..LoadConfig::new(&options)
+    };
+    // Each would leave a key whose every read fails: refused, naming the key, nothing ingested
+    // (not even the other, valid counts of the same load).
+    for (input, key) in [("a\t1\nbig\t1\n", "big"), ("a\t1\nname\t1\n", "name")] {
+        let err = run_load(&db, &options, input, &config).expect_err(input);
+        assert!(
+            format!("{err:#}").contains(&format!("key {key:?}")),
+            "{err:#}"
+        );
+        assert_eq!(db.get(b"a").expect("get"), None);
+    }
+    assert_eq!(contents(&db).len(), 2);
+    // Counts that fit still add.
+    run_load(&db, &options, "a\t1\nbig\t-7\n", &config).expect("load");
+    assert_eq!(
+        db.get(b"big").expect("get").as_deref(),
+        Some((i64::MAX - 7).to_string().as_bytes())
+    );
+}
+
+#[test]
 fn counts_of_a_run_split_among_writer_threads_are_summed_per_key() {
     // 60,000 lines (above PARALLEL_MIN_ENTRIES), one run: the sorted run is split among the
     // table writer threads; each key's counts must be summed once, whatever the split.

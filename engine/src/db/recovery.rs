@@ -36,8 +36,48 @@ use crate::types::{FileNumber, SeqNo};
 use crate::version::{DEFAULT_KEYSPACE, VersionEdit, VersionSet};
 use crate::wal::{self, ReadOutcome};
 
+/// Attempts of a read-only open whose files change under it (see [`open`]).
+const READ_ONLY_OPEN_ATTEMPTS: usize = 5;
+
 /// Opens or creates the database in `dir`; see [`crate::Db::open`].
+///
+/// A read-only open takes no lock, so the process that has the database open may switch the
+/// manifest, or delete a table or WAL it has just made obsolete, while this one reads them:
+/// the open then fails on a file that is gone. When it fails and the directory's table, WAL and
+/// manifest names (or `CURRENT`) changed during the attempt, it starts over, up to
+/// [`READ_ONLY_OPEN_ATTEMPTS`] times; a failure in an unchanging directory is returned at once.
 pub(crate) fn open(dir: &Path, options: Options) -> Result<Arc<DbInner>> {
+    if !options.read_only {
+        return open_once(dir, options);
+    }
+    let fs = Arc::clone(&options.file_system);
+    let mut attempt = 1;
+    loop {
+        let before = files_fingerprint(&*fs, dir);
+        match open_once(dir, options.clone()) {
+            Err(e)
+                if attempt < READ_ONLY_OPEN_ATTEMPTS && files_fingerprint(&*fs, dir) != before =>
+            {
+                tracing::debug!(dir = %dir.display(), attempt, error = %e, "files changed during a read-only open; retrying");
+                attempt += 1;
+            }
+            result => return result,
+        }
+    }
+}
+
+/// The names of the database's tables, WALs and manifests, sorted, and `CURRENT`'s contents:
+/// what a concurrent writer changes when it flushes, compacts or switches manifests.
+fn files_fingerprint(fs: &dyn FileSystem, dir: &Path) -> (Vec<FileKind>, Option<Vec<u8>>) {
+    let mut kinds: Vec<FileKind> = list_dir(fs, dir)
+        .map(|files| files.into_iter().map(|(_, _, kind)| kind).collect())
+        .unwrap_or_default();
+    kinds.sort_unstable();
+    let current = fs.read(&dir.join(filename::CURRENT)).ok();
+    (kinds, current)
+}
+
+fn open_once(dir: &Path, options: Options) -> Result<Arc<DbInner>> {
     options.validate()?;
     let fs = Arc::clone(&options.file_system);
     let read_only = options.read_only;
@@ -378,11 +418,18 @@ impl Replay<'_> {
                     self.stop = true;
                 }
                 WalRecoveryMode::TolerateCorruptedTail => {
-                    if !newest
-                        || has_valid_record_after(&mut reader)?
-                        || wal::scan::later_record_start(self.fs, &path, offset)?.is_some()
-                    {
+                    if !newest || has_valid_record_after(&mut reader)? {
                         return Err(Error::corruption(&path, offset, reason));
+                    }
+                    if let Some(at) = wal::scan::later_record_start(self.fs, &path, offset)? {
+                        return Err(Error::corruption(
+                            &path,
+                            offset,
+                            format!(
+                                "{reason}; the skipped bytes hold an intact record at byte {at}, so \
+                                 this is damage, not a torn tail"
+                            ),
+                        ));
                     }
                     tracing::warn!(path = %path.display(), offset, %reason, "dropping torn WAL tail");
                     if !self.read_only {

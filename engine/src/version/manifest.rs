@@ -223,7 +223,7 @@ pub(crate) fn replay(
                 }
                 let after = later.map_or_else(
                     || "intact records follow".to_owned(),
-                    |at| format!("an intact record follows at byte {at}"),
+                    |at| format!("the skipped bytes hold an intact record at byte {at}"),
                 );
                 return Err(Error::corruption(
                     path,

@@ -206,7 +206,9 @@ impl Reader {
                         Some(damage) => {
                             let file_end = self.block_start + self.block_len as u64;
                             let reason = format!(
-                                "{}; nothing intact follows up to the end of the file at byte {file_end}",
+                                "{}; no intact record was read after it up to the end of the file \
+                                 at byte {file_end} (after damage the reader skips the rest of its \
+                                 32 KiB block)",
                                 damage.describe()
                             );
                             self.report_bad(damage.offset, reason, true)
