@@ -46,6 +46,10 @@ pub(crate) fn arg_bytes(what: &str, text: &str, hex: bool) -> anyhow::Result<Vec
         .strip_prefix("0x")
         .or_else(|| text.strip_prefix("0X"))
         .unwrap_or(text);
+    // Checked here so the message names a character, not one byte of its UTF-8 encoding.
+    if let Some(c) = digits.chars().find(|c| !c.is_ascii_hexdigit()) {
+        anyhow::bail!("--hex: {what} {text:?} is not hexadecimal: {c:?} is not a hex digit");
+    }
     hex::decode(digits).with_context(|| format!("--hex: {what} {text:?} is not hexadecimal"))
 }
 
@@ -323,6 +327,11 @@ mod tests {
             let e = arg_bytes("KEY", bad, true).expect_err(bad);
             assert!(e.to_string().contains("not hexadecimal"), "{e}");
         }
+        let e = arg_bytes("KEY", "\u{ff21}\u{ff22}", true).expect_err("full-width letters");
+        assert!(
+            e.to_string().ends_with("'\u{ff21}' is not a hex digit"),
+            "{e}"
+        );
         Ok(())
     }
 

@@ -196,12 +196,27 @@ pub(crate) fn run(args: &LoadArgs) -> anyhow::Result<ExitCode> {
     let (Some(db), Some(file)) = (&args.db, &args.file) else {
         anyhow::bail!("give a database directory and a file: strata load DB FILE");
     };
+    // The input is opened before the database, so a missing or unreadable file creates
+    // nothing.
+    let mut input = if file.as_os_str() == "-" {
+        None
+    } else {
+        let input =
+            std::fs::File::open(file).with_context(|| format!("opening {}", file.display()))?;
+        let meta = input
+            .metadata()
+            .with_context(|| format!("reading the metadata of {}", file.display()))?;
+        anyhow::ensure!(!meta.is_dir(), "{} is a directory", file.display());
+        Some((input, meta))
+    };
     let mut options = Options::default();
     if args.format == Format::Counts {
         options = options.merge_operator(Some(Arc::new(CounterAdd)));
     }
-    let db = Db::open(db, options.clone())
-        .with_context(|| format!("opening database at {}", db.display()))?;
+    let db_dir = db;
+    let created = !db_dir.exists();
+    let db = Db::open(db_dir, options.clone())
+        .with_context(|| format!("opening database at {}", db_dir.display()))?;
     let mut config = LoadConfig::new(&options);
     config.format = args.format;
     config.table_size_bytes = args.table_size.max(1).saturating_mul(1 << 20);
@@ -210,41 +225,50 @@ pub(crate) fn run(args: &LoadArgs) -> anyhow::Result<ExitCode> {
     config.text = args.text;
     config.progress = std::io::stderr().is_terminal();
     config.keyspace.clone_from(&args.keyspace);
-    let report = if file.as_os_str() == "-" {
-        let reader = &mut std::io::stdin().lock();
-        load(
-            &db,
-            &options,
-            Input::Stream {
-                reader,
-                total_bytes: None,
-            },
-            &config,
-        )
-    } else {
-        let mut input =
-            std::fs::File::open(file).with_context(|| format!("opening {}", file.display()))?;
-        let meta = input
-            .metadata()
-            .with_context(|| format!("reading the metadata of {}", file.display()))?;
-        // A regular file is mapped; anything else, or a file that cannot be mapped (an
-        // empty file, some file systems, sysfs), is read as a stream.
-        let map = if meta.is_file() {
-            runs::map_file(&input)
-        } else {
-            None
-        };
-        let source = match &map {
-            Some(map) => Input::Mapped(map),
-            None => Input::Stream {
-                reader: &mut input,
-                // Sizes the arena and the progress bar; only a hint (sysfs files say 4096).
-                total_bytes: meta.is_file().then_some(meta.len()),
-            },
-        };
-        load(&db, &options, source, &config)
+    let report = match &mut input {
+        None => {
+            let reader = &mut std::io::stdin().lock();
+            load(
+                &db,
+                &options,
+                Input::Stream {
+                    reader,
+                    total_bytes: None,
+                },
+                &config,
+            )
+        }
+        Some((input, meta)) => {
+            // A regular file is mapped; anything else, or a file that cannot be mapped (an
+            // empty file, some file systems, sysfs), is read as a stream.
+            let map = if meta.is_file() {
+                runs::map_file(input)
+            } else {
+                None
+            };
+            let source = match &map {
+                Some(map) => Input::Mapped(map),
+                None => Input::Stream {
+                    reader: input,
+                    // Sizes the arena and the progress bar; only a hint (sysfs files say 4096).
+                    total_bytes: meta.is_file().then_some(meta.len()),
+                },
+            };
+            load(&db, &options, source, &config)
+        }
     };
-    let report = report.with_context(|| format!("loading {}", file.display()))?;
+    let report = match report {
+        Ok(report) => report,
+        Err(e) => {
+            // Nothing was ingested; a database this load created is removed again, so a failed
+            // load leaves no trace, as it leaves an existing database as it was.
+            drop(db.close());
+            if created {
+                drop(std::fs::remove_dir_all(db_dir));
+            }
+            return Err(e.context(format!("loading {}", file.display())));
+        }
+    };
     db.close()?;
     println!("{report}");
     Ok(ExitCode::SUCCESS)

@@ -443,9 +443,22 @@ fn the_command_loads_a_file_and_refuses_a_directory() {
     let db_handle = Db::open(&db, Options::default()).expect("open");
     assert_eq!(contents(&db_handle).len(), 40_000);
     drop(db_handle);
-    // A directory is not a regular file: read as a stream, it fails with the OS's error.
+    // A directory is refused before the database is opened.
     let err = run(&cli(&[db.as_os_str(), dir.path().as_os_str()])).expect_err("a directory");
-    assert!(format!("{err:#}").contains("loading"), "{err:#}");
+    assert!(format!("{err:#}").contains("is a directory"), "{err:#}");
+    // A failed load into a database that did not exist leaves no database behind: a missing
+    // input, a directory, or a bad line.
+    let bad = dir.path().join("bad.tsv");
+    std::fs::write(&bad, "a\t1\nno tab here\n").expect("write input");
+    for input in [
+        dir.path().join("missing.tsv"),
+        dir.path().to_path_buf(),
+        bad,
+    ] {
+        let fresh = dir.path().join("fresh");
+        run(&cli(&[fresh.as_os_str(), input.as_os_str()])).expect_err("fails");
+        assert!(!fresh.exists(), "{}", input.display());
+    }
 }
 
 #[test]

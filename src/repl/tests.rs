@@ -226,9 +226,17 @@ fn a_read_only_shell_queries_beside_the_writer_and_refuses_writes() {
         &mut err
     ));
     assert!(String::from_utf8(out).unwrap().contains("|     1 |"));
+    // Every writing statement is refused as such, whether it would have failed otherwise
+    // (a duplicate key) or changed nothing.
     for write in [
         "INSERT INTO t VALUES (3, 'z');",
+        "INSERT INTO t VALUES (1, 'dup');",
+        "INSERT OR IGNORE INTO t VALUES (1, 'x');",
+        "DELETE FROM t WHERE a = 99;",
+        "UPDATE t SET b = 'q' WHERE a = 99;",
         "CREATE TABLE u (a BIGINT PRIMARY KEY);",
+        "CREATE TABLE IF NOT EXISTS t (a BIGINT PRIMARY KEY);",
+        "DROP TABLE IF EXISTS nope;",
     ] {
         let (mut out, mut err) = (Vec::new(), Vec::new());
         assert!(!run_script(&reader, write, &mut out, &mut err), "{write}");

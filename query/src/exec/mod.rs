@@ -54,6 +54,10 @@ pub struct Database<S: KvStore = DbStore> {
     store: S,
     catalog: RwLock<Arc<Catalog>>,
     statement_lock: Mutex<()>,
+    /// Opened by [`Database::open_read_only`]: statements that write are refused before they
+    /// run (as SQLite refuses them on a read-only connection), so the error never depends on
+    /// what the statement would have found.
+    read_only: bool,
 }
 
 impl Database<DbStore> {
@@ -76,7 +80,9 @@ impl Database<DbStore> {
     /// [`QueryError::Corruption`] for a damaged catalog.
     pub fn open_read_only(dir: impl AsRef<Path>) -> Result<Self> {
         let db = Db::open(dir, Options::default().read_only(true))?;
-        Database::load(DbStore::new(db), false)
+        let mut database = Database::load(DbStore::new(db), false)?;
+        database.read_only = true;
+        Ok(database)
     }
 }
 
@@ -129,6 +135,7 @@ impl<S: KvStore> Database<S> {
             store,
             catalog: RwLock::new(Arc::new(catalog)),
             statement_lock: Mutex::new(()),
+            read_only: false,
         })
     }
 
@@ -181,6 +188,7 @@ impl<S: KvStore> Database<S> {
     /// # Errors
     /// Any [`QueryError`].
     pub fn run(&self, stmt: &Statement) -> Result<Output> {
+        self.check_writable(stmt)?;
         match stmt {
             Statement::Select(s) => {
                 let catalog = self.catalog();
@@ -242,11 +250,34 @@ impl<S: KvStore> Database<S> {
         rows: Vec<Vec<Value>>,
         on_conflict: OnConflict,
     ) -> Result<u64> {
+        if self.read_only {
+            return Err(strata_engine::Error::ReadOnly.into());
+        }
         let _guard = self.lock();
         match write::insert_values(self, table, columns, rows, on_conflict)? {
             Output::Affected(n) => Ok(n),
             _ => Ok(0),
         }
+    }
+
+    /// Refuses a statement that writes (DDL, INSERT, UPDATE, DELETE) on a read-only database,
+    /// even one that would change nothing (`DELETE` matching no rows, `CREATE TABLE IF NOT
+    /// EXISTS` of an existing table).
+    fn check_writable(&self, stmt: &Statement) -> Result<()> {
+        let writes = matches!(
+            stmt,
+            Statement::CreateTable { .. }
+                | Statement::DropTable { .. }
+                | Statement::CreateIndex { .. }
+                | Statement::DropIndex { .. }
+                | Statement::Insert(_)
+                | Statement::Update { .. }
+                | Statement::Delete { .. }
+        );
+        if self.read_only && writes {
+            return Err(strata_engine::Error::ReadOnly.into());
+        }
+        Ok(())
     }
 
     fn explain(&self, stmt: &Statement) -> Result<Output> {
