@@ -187,6 +187,52 @@ impl std::fmt::Display for LoadReport {
     }
 }
 
+/// What a load that fails must remove so that it leaves no trace: the directories it created
+/// for the database (the outermost one that did not exist), or the files it put in a directory
+/// that existed but was empty. A directory that held anything is never touched: a failed load
+/// leaves an existing database as it was by ingesting nothing.
+enum LoadTrace {
+    CreatedDir(PathBuf),
+    FilledEmptyDir(PathBuf),
+    Nothing,
+}
+
+impl LoadTrace {
+    fn before(db_dir: &std::path::Path) -> LoadTrace {
+        match std::fs::read_dir(db_dir).map(|mut entries| entries.next().is_none()) {
+            Ok(true) => LoadTrace::FilledEmptyDir(db_dir.to_path_buf()),
+            Ok(false) => LoadTrace::Nothing,
+            Err(_) => {
+                let outermost = db_dir
+                    .ancestors()
+                    .take_while(|a| !a.as_os_str().is_empty() && !a.exists())
+                    .last();
+                outermost.map_or(LoadTrace::Nothing, |d| {
+                    LoadTrace::CreatedDir(d.to_path_buf())
+                })
+            }
+        }
+    }
+
+    /// Best effort: a file that cannot be removed stays.
+    fn remove(&self) {
+        match self {
+            LoadTrace::CreatedDir(dir) => drop(std::fs::remove_dir_all(dir)),
+            LoadTrace::FilledEmptyDir(dir) => {
+                for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+                    let path = entry.path();
+                    if path.is_dir() {
+                        drop(std::fs::remove_dir_all(&path));
+                    } else {
+                        drop(std::fs::remove_file(&path));
+                    }
+                }
+            }
+            LoadTrace::Nothing => {}
+        }
+    }
+}
+
 /// `strata load`: opens the database (or connects to `--resp`), loads, prints the final
 /// line.
 pub(crate) fn run(args: &LoadArgs) -> anyhow::Result<ExitCode> {
@@ -214,7 +260,7 @@ pub(crate) fn run(args: &LoadArgs) -> anyhow::Result<ExitCode> {
         options = options.merge_operator(Some(Arc::new(CounterAdd)));
     }
     let db_dir = db;
-    let created = !db_dir.exists();
+    let trace = LoadTrace::before(db_dir);
     let db = Db::open(db_dir, options.clone())
         .with_context(|| format!("opening database at {}", db_dir.display()))?;
     let mut config = LoadConfig::new(&options);
@@ -263,9 +309,7 @@ pub(crate) fn run(args: &LoadArgs) -> anyhow::Result<ExitCode> {
             // Nothing was ingested; a database this load created is removed again, so a failed
             // load leaves no trace, as it leaves an existing database as it was.
             drop(db.close());
-            if created {
-                drop(std::fs::remove_dir_all(db_dir));
-            }
+            trace.remove();
             return Err(e.context(format!("loading {}", file.display())));
         }
     };

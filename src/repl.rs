@@ -215,6 +215,11 @@ impl<'a, S: KvStore> Session<'a, S> {
     }
 
     fn import(&mut self, file: &Path, table: &str, out: &mut dyn Write, err: &mut dyn Write) {
+        if self.db.is_read_only() {
+            // Refused before the file or the table is looked at, as a writing statement is.
+            let refusal = strata_query::QueryError::from(strata_engine::Error::ReadOnly);
+            return self.fail(err, format!(".import: {refusal}"));
+        }
         let ext = file
             .extension()
             .and_then(|e| e.to_str())

@@ -284,3 +284,29 @@ fn a_read_only_open_starts_over_when_the_writer_deletes_the_tables_it_was_readin
     ro.close().unwrap();
     db.close().unwrap();
 }
+
+#[test]
+fn a_read_only_database_keeps_reading_tables_the_writer_deletes_after_its_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), options()).unwrap();
+    fill(&db);
+    db.flush().unwrap();
+    let ro = Db::open(dir.path(), options().read_only(true)).unwrap();
+    // The writer rewrites every table and deletes the ones the reader's version names.
+    let before: Vec<String> = files(dir.path()).into_keys().collect();
+    for i in 0..2000 {
+        db.put(&key(i), format!("old{i}").as_bytes()).unwrap();
+    }
+    db.flush().unwrap();
+    db.compact_range(None, None).unwrap();
+    let after = files(dir.path());
+    let gone = before
+        .iter()
+        .filter(|n| n.ends_with(".sst") && !after.contains_key(*n))
+        .count();
+    assert!(gone > 0, "the writer deleted no table");
+    // The reader still sees the state as of its open, from tables it opened then.
+    check(&ro);
+    ro.close().unwrap();
+    db.close().unwrap();
+}

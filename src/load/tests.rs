@@ -453,12 +453,24 @@ fn the_command_loads_a_file_and_refuses_a_directory() {
     for input in [
         dir.path().join("missing.tsv"),
         dir.path().to_path_buf(),
-        bad,
+        bad.clone(),
     ] {
         let fresh = dir.path().join("fresh");
         run(&cli(&[fresh.as_os_str(), input.as_os_str()])).expect_err("fails");
         assert!(!fresh.exists(), "{}", input.display());
     }
+    // Nor the parent directories it created, nor files in an empty directory it was given.
+    let nested = dir.path().join("n1").join("n2").join("n3");
+    run(&cli(&[nested.as_os_str(), bad.as_os_str()])).expect_err("fails");
+    assert!(!dir.path().join("n1").exists());
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).expect("mkdir");
+    run(&cli(&[empty.as_os_str(), bad.as_os_str()])).expect_err("fails");
+    assert_eq!(std::fs::read_dir(&empty).expect("list").count(), 0);
+    // An existing database is left as it was.
+    run(&cli(&[db.as_os_str(), bad.as_os_str()])).expect_err("fails");
+    let db_handle = Db::open(&db, Options::default()).expect("open");
+    assert_eq!(contents(&db_handle).len(), 40_000);
 }
 
 #[test]

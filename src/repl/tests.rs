@@ -243,6 +243,18 @@ fn a_read_only_shell_queries_beside_the_writer_and_refuses_writes() {
         let err = String::from_utf8(err).unwrap();
         assert!(err.contains("opened read-only"), "{write}: {err}");
     }
+    // `.import` is refused before its file or table is looked at: an empty file, and a table
+    // that does not exist.
+    let inputs = tempfile::tempdir().unwrap();
+    let empty = inputs.path().join("empty.tsv");
+    std::fs::write(&empty, "").unwrap();
+    for table in ["t", "nope"] {
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let script = format!(".import {} {table}\n", empty.display());
+        assert!(!run_script(&reader, &script, &mut out, &mut err), "{table}");
+        let err = String::from_utf8(err).unwrap();
+        assert!(err.contains("opened read-only"), "{table}: {err}");
+    }
     // An engine database that never held SQL opens with no tables and is not written.
     let plain = tempfile::tempdir().unwrap();
     strata_engine::Db::open(plain.path(), strata_engine::Options::default())

@@ -237,12 +237,35 @@ fn open_once(dir: &Path, options: Options) -> Result<Arc<DbInner>> {
         Some(shared) => shared.sharing(),
         None => BlockCache::new(options.block_cache_size),
     };
+    // A read-only open opens every table now and keeps them all open: the writer beside it
+    // may delete a table its compactions replaced at any moment, and an open file stays
+    // readable after its name is gone. (A table deleted before this point fails the open,
+    // which then starts over; see `open`.)
+    let tables: Vec<(FileNumber, Option<SeqNo>)> = if read_only {
+        states
+            .values()
+            .flat_map(|ks| {
+                let sv = ks.super_version();
+                sv.version
+                    .levels
+                    .iter()
+                    .flatten()
+                    .map(|f| (f.number, f.global_seqno))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
     let table_cache = TableCache::new(
         Arc::clone(&fs),
         dir.clone(),
-        options.max_open_files,
+        options.max_open_files.max(tables.len()),
         block_cache,
     );
+    for (number, global_seqno) in tables {
+        table_cache.get(number, global_seqno)?;
+    }
     tracing::debug!(dir = %dir.display(), last_seqno = max_seqno.get(), wal = %wal_number, "database opened");
     let inner = Arc::new(DbInner {
         dir,
@@ -368,7 +391,15 @@ impl Replay<'_> {
         versions: &mut VersionSet,
     ) -> Result<()> {
         let path = filename::wal_path(self.dir, number);
-        let mut reader = wal::Reader::open(self.fs, &path)?;
+        // Beside a live writer (a read-only open) the log grows while it is read: only the
+        // bytes there now are replayed, so a record being appended is a torn tail, never a
+        // half-read record that a later intact one seems to follow.
+        let end = if self.read_only {
+            self.fs.file_size(&path).ctx(&path)?
+        } else {
+            u64::MAX
+        };
+        let mut reader = wal::Reader::open_prefix(self.fs, &path, end)?;
         let mut records = 0u64;
         loop {
             let outcome = reader.next_outcome()?;
@@ -421,7 +452,9 @@ impl Replay<'_> {
                     if !newest || has_valid_record_after(&mut reader)? {
                         return Err(Error::corruption(&path, offset, reason));
                     }
-                    if let Some(at) = wal::scan::later_record_start(self.fs, &path, offset)? {
+                    if let Some(at) =
+                        wal::scan::later_record_start_before(self.fs, &path, offset, end)?
+                    {
                         return Err(Error::corruption(
                             &path,
                             offset,

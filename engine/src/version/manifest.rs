@@ -188,7 +188,10 @@ pub(crate) fn replay(
     path: &Path,
     mut apply: impl FnMut(u64, VersionEdit) -> Result<()>,
 ) -> Result<ReplayEnd> {
-    let mut reader = wal::Reader::open(fs, path)?;
+    // Only the bytes there now: a read-only open beside a live writer must not take an edit
+    // being appended for damage that an intact record follows.
+    let end = fs.file_size(path).ctx(path)?;
+    let mut reader = wal::Reader::open_prefix(fs, path, end)?;
     loop {
         match reader.next_outcome()? {
             ReadOutcome::Record { offset, payload } => {
@@ -207,7 +210,7 @@ pub(crate) fn replay(
                 // rest of a damaged block, which may hold later records).
                 let at_tail = matches!(reader.next_outcome()?, ReadOutcome::Eof);
                 let later = if at_tail {
-                    wal::scan::later_record_start(fs, path, offset)?
+                    wal::scan::later_record_start_before(fs, path, offset, end)?
                 } else {
                     None
                 };

@@ -78,6 +78,8 @@ pub struct Reader {
     pending: Option<ReadOutcome>,
     /// End of file reached and reported.
     done: bool,
+    /// Bytes of the file read at most ([`Reader::open_prefix`]); `u64::MAX` for all of it.
+    limit: u64,
 }
 
 /// A stretch of damage being coalesced into one `Bad`.
@@ -110,6 +112,16 @@ impl Reader {
     /// # Errors
     /// [`Error::Io`] naming `path`.
     pub fn open(fs: &dyn FileSystem, path: &Path) -> Result<Reader> {
+        Reader::open_prefix(fs, path, u64::MAX)
+    }
+
+    /// Like [`Reader::open`], reading only the first `len` bytes: the end of the file is taken
+    /// to be there. A reader beside the process appending to the log (a read-only open) uses
+    /// the size it saw first, so records appended meanwhile are never half seen.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming `path`.
+    pub fn open_prefix(fs: &dyn FileSystem, path: &Path, len: u64) -> Result<Reader> {
         let file = fs.open(path).ctx(path)?;
         Ok(Reader {
             file,
@@ -125,6 +137,7 @@ impl Reader {
             damage: None,
             pending: None,
             done: false,
+            limit: len,
         })
     }
 
@@ -357,7 +370,9 @@ impl Reader {
     /// Reads the next block (fewer than `BLOCK_SIZE` bytes only at the end of the file).
     fn load_next_block(&mut self) -> Result<()> {
         let mut filled = 0;
-        while let Some(room) = self.block.get_mut(filled..).filter(|r| !r.is_empty()) {
+        let want = usize::try_from(self.limit.saturating_sub(self.next_block))
+            .map_or(BLOCK_SIZE, |left| left.min(BLOCK_SIZE));
+        while let Some(room) = self.block.get_mut(filled..want).filter(|r| !r.is_empty()) {
             match self.file.read_at(room, self.next_block + filled as u64) {
                 Ok(0) => break,
                 Ok(n) => filled += n,

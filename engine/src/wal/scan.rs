@@ -23,8 +23,23 @@ use crate::wal;
 /// `crc: u32 LE | length: u16 LE | type: u8` that fits in its 32 KiB block and whose masked
 /// CRC32C of `[type][payload]` matches. Random bytes pass with probability 2^-32 per position.
 pub fn later_record_start(fs: &dyn FileSystem, path: &Path, damaged: u64) -> Result<Option<u64>> {
+    later_record_start_before(fs, path, damaged, u64::MAX)
+}
+
+/// [`later_record_start`] within the first `end` bytes of the file: the prefix a
+/// [`wal::Reader::open_prefix`] read, so bytes appended since are not taken for a record after
+/// the damage.
+///
+/// # Errors
+/// [`crate::Error::Io`] reading the file.
+pub fn later_record_start_before(
+    fs: &dyn FileSystem,
+    path: &Path,
+    damaged: u64,
+    end: u64,
+) -> Result<Option<u64>> {
     let file = fs.open(path).ctx(path)?;
-    let len = file.size().ctx(path)?;
+    let len = file.size().ctx(path)?.min(end);
     let tail_len = usize::try_from(len.saturating_sub(damaged))
         .map_err(|_| Error::corruption(path, damaged, "log tail too large to scan"))?;
     let mut tail = vec![0u8; tail_len];

@@ -682,3 +682,21 @@ fn sync_with_nothing_appended_since_the_last_sync_does_no_io() -> crate::Result<
     );
     Ok(())
 }
+
+#[test]
+fn a_prefix_read_sees_a_record_being_appended_as_a_torn_tail() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let recs = vec![payload(1, 100), payload(2, 300), payload(3, 50)];
+    let (path, offsets) = write_log(dir.path(), "000001.log", &recs)?;
+    // What a reader beside the writer saw: the second record half written.
+    let end = offsets[1] + 100;
+    let mut reader = Reader::open_prefix(&crate::fs::OsFs, &path, end)?;
+    ensure!(reader.next_outcome()? == record(offsets[0], &recs[0]));
+    expect_bad(Some(&reader.next_outcome()?), offsets[1], true)?;
+    ensure!(reader.next_outcome()? == ReadOutcome::Eof);
+    // The bytes appended since hold intact records; only the prefix read counts.
+    let fs = crate::fs::OsFs;
+    ensure!(scan::later_record_start(&fs, &path, offsets[1])? == Some(offsets[2]));
+    ensure!(scan::later_record_start_before(&fs, &path, offsets[1], end)?.is_none());
+    Ok(())
+}

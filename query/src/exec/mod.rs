@@ -139,6 +139,12 @@ impl<S: KvStore> Database<S> {
         })
     }
 
+    /// True when opened by [`Database::open_read_only`]: every statement that writes is
+    /// refused with [`QueryError::Engine`] holding [`strata_engine::Error::ReadOnly`].
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
     /// The store.
     pub fn store(&self) -> &S {
         &self.store
