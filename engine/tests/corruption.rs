@@ -182,7 +182,7 @@ fn damage_in_the_middle_of_the_wal_fails_the_open_unless_the_mode_allows_it() {
 }
 
 #[test]
-fn integrity_report_lists_every_damaged_table_and_a_missing_one_fails_the_open() {
+fn integrity_report_lists_every_damaged_block_and_a_missing_table_fails_the_open() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = Db::open(dir.path(), no_compression()).expect("open");
     for round in 0..3u32 {
@@ -196,10 +196,12 @@ fn integrity_report_lists_every_damaged_table_and_a_missing_one_fails_the_open()
     let tables = files_with_ext(dir.path(), "sst");
     assert_eq!(tables.len(), 3);
     flip_byte(&tables[0], 50);
+    // A second damaged data block of the same table is a problem of its own.
+    flip_byte(&tables[0], 5_000);
     flip_byte(&tables[1], 70);
     let db = Db::open(dir.path(), no_compression()).expect("open");
     let problems = db.integrity_problems().expect("report");
-    assert_eq!(problems.len(), 2, "{problems:?}");
+    assert_eq!(problems.len(), 3, "{problems:?}");
     assert!(problems.iter().all(Error::is_corruption));
     db.close().expect("close");
     // A missing table fails the open itself, naming it (see the test below).

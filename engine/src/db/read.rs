@@ -308,15 +308,10 @@ impl DbInner {
                         meta,
                         format!("table is {meta} bytes, the manifest says {}", file.size),
                     )),
-                    Ok(_) => {
-                        if let Err(e) = self
-                            .table_cache
-                            .get(file.number, file.global_seqno)
-                            .and_then(|t| t.verify_checksums())
-                        {
-                            problems.push(e);
-                        }
-                    }
+                    Ok(_) => match self.table_cache.get(file.number, file.global_seqno) {
+                        Ok(table) => problems.extend(table.block_problems()),
+                        Err(e) => problems.push(e),
+                    },
                 }
             }
         }

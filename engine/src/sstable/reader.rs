@@ -286,39 +286,60 @@ impl Table {
     /// `Db::check_integrity`).
     ///
     /// # Errors
-    /// As [`Table::open`]; the first problem found is returned.
+    /// As [`Table::open`]; the first problem [`Table::block_problems`] finds is returned.
     pub fn verify_checksums(&self) -> Result<()> {
+        match self.block_problems().into_iter().next() {
+            Some(problem) => Err(problem),
+            None => Ok(()),
+        }
+    }
+
+    /// Every problem [`Table::verify_checksums`] looks for, one per damaged block: the footer,
+    /// the index, properties and filter blocks, then each data block (a damaged one is
+    /// reported and the check goes on with the next index entry), then the block and entry
+    /// counts against the properties (only when every block read). Empty when the table is
+    /// sound. Used by `Db::integrity_problems` (`strata check`).
+    pub fn block_problems(&self) -> Vec<Error> {
+        let mut problems = Vec::new();
         let mut buf = [0u8; FOOTER_LEN];
-        read_at(&*self.file, &self.path, &mut buf, self.footer_at)?;
-        Footer::decode(&buf, &self.path, self.footer_at)?;
+        if let Err(e) = read_at(&*self.file, &self.path, &mut buf, self.footer_at)
+            .and_then(|()| Footer::decode(&buf, &self.path, self.footer_at).map(drop))
+        {
+            problems.push(e);
+        }
         for handle in [
             self.footer.index,
             self.footer.properties,
             self.footer.filter,
         ] {
-            if handle.size > 0 {
-                read_block(&*self.file, &self.path, handle)?;
+            if handle.size > 0
+                && let Err(e) = read_block(&*self.file, &self.path, handle)
+            {
+                problems.push(e);
             }
         }
-        let mut index = self.index.iter();
-        index.seek_to_first()?;
+        let damaged_before = problems.len();
         let (mut blocks, mut entries) = (0u64, 0u64);
+        let mut index = self.index.iter();
+        if let Err(e) = index.seek_to_first() {
+            problems.push(e);
+            return problems;
+        }
         while index.valid() {
-            let handle = self.decode_handle(index.value())?;
-            let mut it = self
-                .data_block(handle, BlockCachePolicy::Bypass, &mut Readahead::default())?
-                .iter();
-            it.seek_to_first()?;
-            while it.valid() {
-                entries += 1;
-                it.next()?;
-            }
             blocks += 1;
-            index.next()?;
+            if let Err(e) = self.count_block_entries(index.value(), &mut entries) {
+                problems.push(e);
+            }
+            if let Err(e) = index.next() {
+                problems.push(e);
+                return problems;
+            }
         }
         let p = &self.properties;
-        if blocks != p.num_data_blocks || entries != p.num_entries {
-            return Err(Error::corruption(
+        if problems.len() == damaged_before
+            && (blocks != p.num_data_blocks || entries != p.num_entries)
+        {
+            problems.push(Error::corruption(
                 &*self.path,
                 self.footer.properties.offset,
                 format!(
@@ -326,6 +347,21 @@ impl Table {
                     p.num_data_blocks, p.num_entries
                 ),
             ));
+        }
+        problems
+    }
+
+    /// Reads the data block whose index value is `handle_value` from the file and adds its
+    /// entries to `entries`.
+    fn count_block_entries(&self, handle_value: &[u8], entries: &mut u64) -> Result<()> {
+        let handle = self.decode_handle(handle_value)?;
+        let mut it = self
+            .data_block(handle, BlockCachePolicy::Bypass, &mut Readahead::default())?
+            .iter();
+        it.seek_to_first()?;
+        while it.valid() {
+            *entries += 1;
+            it.next()?;
         }
         Ok(())
     }
