@@ -44,6 +44,10 @@ pub struct ServeArgs {
     /// reopens on next use.
     #[arg(long, default_value_t = 300)]
     pub close_idle_databases: u64,
+    /// Flush a database's waiting memtables once it has taken no write for this many
+    /// milliseconds (0 = never).
+    #[arg(long, default_value_t = 2000)]
+    pub flush_when_quiet_ms: u64,
     /// Close connections idle for this many seconds (0 = never).
     #[arg(long, default_value_t = 0)]
     pub timeout: u64,
@@ -79,6 +83,8 @@ impl ServeArgs {
         config.idle_timeout = (self.timeout > 0).then(|| Duration::from_secs(self.timeout));
         config.close_idle_databases =
             (self.close_idle_databases > 0).then(|| Duration::from_secs(self.close_idle_databases));
+        config.flush_when_quiet =
+            (self.flush_when_quiet_ms > 0).then(|| Duration::from_millis(self.flush_when_quiet_ms));
         config.limits.max_bulk_bytes = self.proto_max_bulk_len;
         config.write_buffer_size = usize::try_from(self.write_buffer_mb)
             .unwrap_or(usize::MAX)

@@ -86,6 +86,11 @@ pub struct Config {
     /// has no compaction due; waiting immutable memtables are flushed first); it opens again
     /// on next use. `None` keeps every database open until shutdown. Default 300 s.
     pub close_idle_databases: Option<Duration>,
+    /// Flush a database's memtables into one level-0 table once it has taken no write for
+    /// this long and holds immutable memtables (they otherwise wait for
+    /// `memtables_per_flush` of them, so reads after a load probe them all, and a restart
+    /// replays their WAL). `None` never does. Default 2 s.
+    pub flush_when_quiet: Option<Duration>,
     /// RESP framing limits (bulk size, argument count, inline length).
     pub limits: Limits,
     /// How long shutdown waits for in-flight commands before closing the databases anyway.
@@ -136,6 +141,7 @@ impl Config {
             idle_timeout: None,
             max_databases: 512,
             close_idle_databases: Some(Duration::from_secs(300)),
+            flush_when_quiet: Some(Duration::from_secs(2)),
             limits: Limits::default(),
             shutdown_grace: Duration::from_secs(10),
             write_buffer_size: 4 << 20,

@@ -101,6 +101,9 @@ pub struct Database {
     /// When a connection last took this database from the registry
     /// ([`Databases::close_idle`]).
     last_taken: Mutex<Instant>,
+    /// The last sequence number [`Databases::flush_quiet`] saw, and since when it has not
+    /// moved.
+    quiet_since: Mutex<(u64, Instant)>,
 }
 
 /// A new reference to `db` for a connection, noting when it was taken.
@@ -626,6 +629,7 @@ impl Databases {
                     in_flight: (0..STRIPES).map(|_| AtomicU32::new(0)).collect(),
                     sql: Mutex::new(None),
                     last_taken: Mutex::new(Instant::now()),
+                    quiet_since: Mutex::new((0, Instant::now())),
                 });
                 open.insert(name.to_owned(), Slot::Open(Arc::clone(&database)));
                 Ok(database)
@@ -753,6 +757,46 @@ impl Databases {
             closed.push(name);
         }
         closed
+    }
+
+    /// Flushes the memtables of every open database that holds immutable memtables and has
+    /// taken no write for `quiet` (its last sequence number has not moved since): they become
+    /// one level-0 table. Memtables otherwise wait until `memtables_per_flush` are full, so
+    /// after a load every read probes up to that many memtables, and a restart replays their
+    /// WAL, for as long as no more writes come. Blocks while flushing; returns the names of the
+    /// databases flushed. A database being opened or closed is skipped.
+    pub fn flush_quiet(&self, quiet: Duration) -> Vec<String> {
+        let mut to_flush: Vec<Arc<Database>> = Vec::new();
+        {
+            let open = self.open.lock();
+            for slot in open.values() {
+                let Slot::Open(db) = slot else { continue };
+                let stats = db.db.stats();
+                let mut seen = db.quiet_since.lock();
+                if seen.0 != stats.last_seqno {
+                    *seen = (stats.last_seqno, Instant::now());
+                } else if stats.immutable_memtables > 0 && seen.1.elapsed() >= quiet {
+                    // Holding a reference keeps `close_idle` away until the flush is done.
+                    to_flush.push(Arc::clone(db));
+                }
+            }
+        }
+        let mut flushed = Vec::with_capacity(to_flush.len());
+        for db in to_flush {
+            match db.db.flush() {
+                Ok(()) => {
+                    tracing::debug!(
+                        database = db.name(),
+                        "flushed the memtables of a quiet database"
+                    );
+                    flushed.push(db.name().to_owned());
+                }
+                Err(e) => {
+                    tracing::error!(database = db.name(), error = %e, "flushing a quiet database failed");
+                }
+            }
+        }
+        flushed
     }
 
     /// Syncs and closes every open database, after any open or close under way; later opens

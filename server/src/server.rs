@@ -222,6 +222,13 @@ impl Server {
         if shared.config.sync == SyncMode::Batch {
             loops.spawn(sync_loop(Arc::clone(&shared), stop_rx.clone()));
         }
+        if let Some(quiet) = shared.config.flush_when_quiet {
+            loops.spawn(flush_quiet_loop(
+                Arc::clone(&shared),
+                quiet,
+                stop_rx.clone(),
+            ));
+        }
         if let Some(idle) = shared.config.close_idle_databases {
             loops.spawn(close_idle_loop(Arc::clone(&shared), idle, stop_rx.clone()));
         }
@@ -325,6 +332,23 @@ async fn sync_loop(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
             _ = tick.tick() => {
                 let s = Arc::clone(&shared);
                 let _ = shared.blocking(move || s.databases.sync_dirty()).await;
+            }
+            _ = stop.changed() => return,
+        }
+    }
+}
+
+/// [`Config::flush_when_quiet`]: flushes the memtables of databases without writes for
+/// `quiet`, checking every quarter of it (at least every 10 ms, at most every 10 s).
+async fn flush_quiet_loop(shared: Arc<Shared>, quiet: Duration, mut stop: watch::Receiver<bool>) {
+    let period = (quiet / 4).clamp(Duration::from_millis(10), Duration::from_secs(10));
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {
+                let s = Arc::clone(&shared);
+                let _ = shared.blocking(move || s.databases.flush_quiet(quiet)).await;
             }
             _ = stop.changed() => return,
         }

@@ -684,6 +684,8 @@ fn an_idle_database_with_memtables_waiting_for_a_flush_is_flushed_and_closed() {
         c.close_idle_databases = Some(Duration::from_millis(100));
         c.write_buffer_size = 64 << 10;
         c.memtables_per_flush = 16;
+        // The close must flush them itself.
+        c.flush_when_quiet = None;
     });
     let mut a = server.raw();
     roundtrip(
@@ -706,6 +708,40 @@ fn an_idle_database_with_memtables_waiting_for_a_flush_is_flushed_and_closed() {
     when_room(&mut a, &[b"DATABASES", b"CREATE", b"other"], "other");
     when_room(&mut a, &[b"SELECT", b"big"], "big");
     roundtrip(&mut a, &encode(&[b"DBSIZE"]), b":400\r\n");
+}
+
+#[test]
+fn memtables_waiting_for_a_flush_are_flushed_once_writes_go_quiet() -> TestResult {
+    let server = TestServer::start(|c| {
+        c.write_buffer_size = 64 << 10;
+        c.memtables_per_flush = 16;
+        c.flush_when_quiet = Some(Duration::from_secs(1));
+    });
+    let mut c = server.client();
+    // About 400 KiB: several frozen memtables, far from the 16 a flush waits for.
+    let value = vec![b'x'; 1000];
+    let mut pipe = redis::pipe();
+    for i in 0..400 {
+        pipe.cmd("SET").arg(format!("k{i}")).arg(&value).ignore();
+    }
+    let () = pipe.query(&mut c)?;
+    let field =
+        |c: &mut redis::Connection, name: &str| -> Result<String, Box<dyn std::error::Error>> {
+            let info: String = redis::cmd("INFO").arg("engine").query(c)?;
+            Ok(info_field(&info, name).ok_or("no such field")?)
+        };
+    assert_ne!(field(&mut c, "immutable_memtables")?, "0");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while field(&mut c, "immutable_memtables")? != "0" {
+        assert!(std::time::Instant::now() < deadline, "never flushed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(field(&mut c, "level0")?.starts_with("tables=1,"));
+    let got: Vec<u8> = c.get("k399")?;
+    assert_eq!(got, value);
+    let n: u64 = redis::cmd("DBSIZE").query(&mut c)?;
+    assert_eq!(n, 400);
+    Ok(())
 }
 
 #[test]
