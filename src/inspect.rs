@@ -273,6 +273,14 @@ pub(crate) fn check(dir: &Path) -> anyhow::Result<ExitCode> {
     for p in &problems {
         println!("problem: {p}");
     }
+    for scratch in load_scratch_dirs(dir) {
+        println!(
+            "note: {} is the scratch directory of a `strata load` that is running or was \
+             interrupted; nothing in it is part of the database, and the next writing open \
+             removes it",
+            scratch.display()
+        );
+    }
     if problems.is_empty() {
         println!("ok: no problems found in {}", dir.display());
         return Ok(ExitCode::SUCCESS);
@@ -285,6 +293,26 @@ pub(crate) fn check(dir: &Path) -> anyhow::Result<ExitCode> {
         );
     }
     Ok(ExitCode::from(1))
+}
+
+/// The `strata-load-<pid>.tmp` directories inside `dir` (see `load::scratch_dir`).
+fn load_scratch_dirs(dir: &Path) -> Vec<std::path::PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut found: Vec<_> = entries
+        .filter_map(Result::ok)
+        .filter(|e| {
+            e.file_name().to_str().is_some_and(|n| {
+                n.strip_prefix("strata-load-")
+                    .and_then(|rest| rest.strip_suffix(".tmp"))
+                    .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
+            })
+        })
+        .map(|e| e.path())
+        .collect();
+    found.sort();
+    found
 }
 
 /// The problems one read-only open and integrity check find, as printable lines.
@@ -315,6 +343,29 @@ fn file_names(dir: &Path) -> (Vec<std::ffi::OsString>, Option<Vec<u8>>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn check_notes_only_the_scratch_directories_of_loads() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        for name in [
+            "strata-load-123.tmp",
+            "strata-load-.tmp",
+            "strata-load-12x.tmp",
+            "other.tmp",
+        ] {
+            std::fs::create_dir(dir.path().join(name))?;
+        }
+        std::fs::write(dir.path().join("strata-load-7.tmp"), b"")?;
+        let found = load_scratch_dirs(dir.path());
+        assert_eq!(
+            found,
+            [
+                dir.path().join("strata-load-123.tmp"),
+                dir.path().join("strata-load-7.tmp")
+            ]
+        );
+        Ok(())
+    }
 
     #[test]
     fn hex_arguments_take_an_optional_0x_and_bad_digits_are_errors() -> anyhow::Result<()> {

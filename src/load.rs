@@ -115,6 +115,12 @@ pub(crate) struct LoadArgs {
     /// Load into this keyspace (created if missing) instead of the default one.
     #[arg(long, conflicts_with = "resp")]
     keyspace: Option<String>,
+    /// Store each key as `strata serve` stores a Redis key (the engine key is `k` followed
+    /// by the key), so a server on the database's parent directory serves the loaded pairs
+    /// to GET, MGET, KEYS, SCAN and (with --format counts) INCR. DB is then `DIR/db0` for
+    /// RESP database 0, `DIR/NAME` for a named one (docs/server.md, "Databases").
+    #[arg(long, conflicts_with_all = ["resp", "keyspace"])]
+    resp_keys: bool,
 }
 
 /// How to load.
@@ -130,6 +136,8 @@ pub(crate) struct LoadConfig {
     pub(crate) progress: bool,
     /// Keyspace to load into (created if missing); `None` = the default keyspace.
     pub(crate) keyspace: Option<String>,
+    /// Bytes put before every key (`--resp-keys`: the server's `k`); empty by default.
+    pub(crate) key_prefix: Vec<u8>,
 }
 
 impl LoadConfig {
@@ -143,6 +151,7 @@ impl LoadConfig {
             table_size_bytes: db_options.target_file_size,
             progress: false,
             keyspace: None,
+            key_prefix: Vec::new(),
         }
     }
 }
@@ -271,6 +280,9 @@ pub(crate) fn run(args: &LoadArgs) -> anyhow::Result<ExitCode> {
     config.text = args.text;
     config.progress = std::io::stderr().is_terminal();
     config.keyspace.clone_from(&args.keyspace);
+    if args.resp_keys {
+        config.key_prefix = vec![strata_server::databases::KV_PREFIX];
+    }
     let report = match &mut input {
         None => {
             let reader = &mut std::io::stdin().lock();
@@ -334,6 +346,7 @@ fn run_resp(args: &LoadArgs, addr: &str) -> anyhow::Result<ExitCode> {
             format: args.format,
             text: args.text,
             max_value_size: Options::default().max_value_size,
+            max_key_size: strata_engine::MAX_KEY_SIZE,
         },
         skip_bad: args.skip_bad,
         pipeline_len: args.pipeline.max(1),
@@ -440,7 +453,9 @@ pub(crate) fn load(
             format: config.format,
             text: config.text,
             max_value_size: db_options.max_value_size,
+            max_key_size: strata_engine::MAX_KEY_SIZE - config.key_prefix.len(),
         },
+        key_prefix: &config.key_prefix,
         table_size_bytes: config.table_size_bytes,
         memory_bytes: config.memory_bytes.max(4096),
         input_bytes: total_bytes,

@@ -96,14 +96,18 @@ impl Error {
         }
     }
 
-    /// Builds a [`Error::Corruption`].
+    /// Builds a [`Error::Corruption`], logged at debug level only: whoever surfaces the error
+    /// reports it (the `strata` commands print it, the server logs it with the command that
+    /// met it, a background flush or compaction poisons the database with it). Some are
+    /// expected and handled: a read-only open beside a writer that finds a table deleted
+    /// under it starts over.
     pub(crate) fn corruption(
         file: impl Into<PathBuf>,
         offset: u64,
         reason: impl Into<String>,
     ) -> Self {
         let (file, reason) = (file.into(), reason.into());
-        tracing::error!(file = %file.display(), offset, %reason, "corruption detected");
+        tracing::debug!(file = %file.display(), offset, %reason, "corruption detected");
         Error::Corruption {
             file,
             offset,

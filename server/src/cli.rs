@@ -61,9 +61,10 @@ pub struct ServeArgs {
     /// 2 x write-buffer-mb x this MiB per database (128 MiB by default).
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub memtables_per_flush: u16,
-    /// Block cache shared by all databases, in MiB of uncompressed blocks.
-    #[arg(long, default_value_t = 512)]
-    pub cache_mb: usize,
+    /// Block cache shared by all databases, in MiB of uncompressed blocks, 0 (no cache) to
+    /// 1048576 (1 TiB).
+    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(0..=1_048_576))]
+    pub cache_mb: u32,
     /// Threads serving connections (0: one per core).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
@@ -90,7 +91,9 @@ impl ServeArgs {
             .unwrap_or(usize::MAX)
             .saturating_mul(1 << 20);
         config.memtables_per_flush = usize::from(self.memtables_per_flush);
-        config.block_cache_size = self.cache_mb.saturating_mul(1 << 20);
+        config.block_cache_size = usize::try_from(self.cache_mb)
+            .unwrap_or(usize::MAX)
+            .saturating_mul(1 << 20);
         if self.threads > 0 {
             config.worker_threads = self.threads;
         }

@@ -30,7 +30,9 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use parking_lot::{Condvar, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
-use strata_engine::{BlockCache, Db, DbRange, Options, ReadOptions, WriteBatch, WriteOptions};
+use strata_engine::{
+    BlockCache, CounterAdd, Db, DbRange, Options, ReadOptions, WriteBatch, WriteOptions,
+};
 
 use crate::config::{Config, SyncMode};
 use crate::error::ServerError;
@@ -536,6 +538,10 @@ impl Databases {
             .min_write_buffer_number_to_merge(config.memtables_per_flush)
             .max_write_buffer_number(config.memtables_per_flush.saturating_mul(2).max(2))
             .block_cache(Some(BlockCache::new(config.block_cache_size)))
+            // The server writes plain values, but counts loaded offline by
+            // `strata load --format counts` are `CounterAdd` operands: without the operator
+            // every read, scan and FLUSHDB of such a database would fail.
+            .merge_operator(Some(Arc::new(CounterAdd)))
             .max_value_size(config.limits.max_bulk_bytes.min(u32::MAX as usize - 1));
         Ok(Databases {
             root: config.dir.clone(),

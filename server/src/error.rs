@@ -55,8 +55,18 @@ pub enum ServerError {
     Runtime(#[source] std::io::Error),
 }
 
+/// Logs `e` at error level when it means damaged data. The engine logs corruption at debug
+/// level only and leaves reporting it to whoever surfaces the error: here, the reply to the
+/// client and this line in the server's log.
+pub(crate) fn log_corruption(e: &strata_engine::Error) {
+    if e.is_corruption() {
+        tracing::error!(error = %e, "storage corruption met serving a command");
+    }
+}
+
 /// The RESP error line (without `-`) for an engine error.
 pub fn resp_engine_error(e: &strata_engine::Error) -> String {
+    log_corruption(e);
     match e {
         strata_engine::Error::InvalidArgument(_) => format!("ERR {e}"),
         strata_engine::Error::Closed => "ERR the database is closed (server shutting down)".into(),
@@ -66,6 +76,9 @@ pub fn resp_engine_error(e: &strata_engine::Error) -> String {
 
 /// The RESP error line for a [`ServerError`] met while serving a command.
 pub fn resp_server_error(e: &ServerError) -> String {
+    if let ServerError::Engine { source, .. } = e {
+        log_corruption(source);
+    }
     match e {
         ServerError::BadName(msg) => format!("ERR {msg}"),
         ServerError::Engine {

@@ -171,7 +171,8 @@ pub(crate) fn merge_runs(
     for i in (0..heap.len() / 2).rev() {
         sift_down(&mut heap, i, &cursors, less);
     }
-    let mut out = TableSink::new(tmp, "final".to_string(), options, table_size_bytes);
+    // The runs' keys already carry any `--resp-keys` prefix.
+    let mut out = TableSink::new(tmp, "final".to_string(), options, table_size_bytes, &[]);
     let mut key: Vec<u8> = Vec::new();
     let mut value: Vec<u8> = Vec::new();
     while let Some(&top) = heap.first() {

@@ -1,7 +1,6 @@
 //! Splitting input into `key<TAB>value` pairs and checking them, without a per-line allocation:
 //! lines stay in the run's arena and are described by [`Entry`] offsets.
 
-use strata_engine::MAX_KEY_SIZE;
 use strata_engine::merge::parse_counter;
 
 /// Input format of `strata load`.
@@ -56,7 +55,8 @@ pub(crate) fn key_prefix(key: &[u8]) -> u64 {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum BadLine {
     NoTab,
-    KeyTooLong(usize),
+    /// The key's length and the limit, in bytes.
+    KeyTooLong(usize, usize),
     ValueTooLong(usize, usize),
     NotUtf8,
     NotACount,
@@ -66,11 +66,8 @@ impl std::fmt::Display for BadLine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             BadLine::NoTab => write!(f, "no tab between key and value"),
-            BadLine::KeyTooLong(n) => {
-                write!(
-                    f,
-                    "key of {n} bytes exceeds the limit of {MAX_KEY_SIZE} bytes"
-                )
+            BadLine::KeyTooLong(n, max) => {
+                write!(f, "key of {n} bytes exceeds the limit of {max} bytes")
             }
             BadLine::ValueTooLong(n, max) => {
                 write!(f, "value of {n} bytes exceeds the limit of {max} bytes")
@@ -87,6 +84,8 @@ pub(crate) struct Rules {
     pub(crate) format: Format,
     pub(crate) text: bool,
     pub(crate) max_value_size: usize,
+    /// Longest key in bytes: `MAX_KEY_SIZE`, less the prefix `--resp-keys` adds.
+    pub(crate) max_key_size: usize,
 }
 
 impl Rules {
@@ -95,8 +94,8 @@ impl Rules {
     pub(crate) fn check(&self, line: &[u8]) -> Result<usize, BadLine> {
         let tab = memchr::memchr(b'\t', line).ok_or(BadLine::NoTab)?;
         let (key, value) = (&line[..tab], &line[tab + 1..]);
-        if key.len() > MAX_KEY_SIZE {
-            return Err(BadLine::KeyTooLong(key.len()));
+        if key.len() > self.max_key_size {
+            return Err(BadLine::KeyTooLong(key.len(), self.max_key_size));
         }
         if value.len() > self.max_value_size || u32::try_from(value.len()).is_err() {
             return Err(BadLine::ValueTooLong(value.len(), self.max_value_size));
@@ -119,7 +118,7 @@ impl Rules {
         Ok(Entry {
             prefix: 0,
             off,
-            klen: u32::try_from(klen).map_err(|_| BadLine::KeyTooLong(klen))?,
+            klen: u32::try_from(klen).map_err(|_| BadLine::KeyTooLong(klen, self.max_key_size))?,
             vlen: u32::try_from(vlen)
                 .map_err(|_| BadLine::ValueTooLong(vlen, self.max_value_size))?,
         })
@@ -129,12 +128,14 @@ impl Rules {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use strata_engine::MAX_KEY_SIZE;
 
     fn rules(format: Format, text: bool) -> Rules {
         Rules {
             format,
             text,
             max_value_size: 8,
+            max_key_size: MAX_KEY_SIZE,
         }
     }
 
@@ -146,7 +147,20 @@ mod tests {
         assert_eq!(r.check(b"kv"), Err(BadLine::NoTab));
         assert_eq!(r.check(b"k\t123456789"), Err(BadLine::ValueTooLong(9, 8)));
         let long = [vec![b'k'; MAX_KEY_SIZE + 1], b"\tv".to_vec()].concat();
-        assert_eq!(r.check(&long), Err(BadLine::KeyTooLong(MAX_KEY_SIZE + 1)));
+        assert_eq!(
+            r.check(&long),
+            Err(BadLine::KeyTooLong(MAX_KEY_SIZE + 1, MAX_KEY_SIZE))
+        );
+        let prefixed = Rules {
+            max_key_size: MAX_KEY_SIZE - 1,
+            ..r
+        };
+        let at_limit = [vec![b'k'; MAX_KEY_SIZE], b"\tv".to_vec()].concat();
+        assert_eq!(r.check(&at_limit), Ok(MAX_KEY_SIZE));
+        assert_eq!(
+            prefixed.check(&at_limit),
+            Err(BadLine::KeyTooLong(MAX_KEY_SIZE, MAX_KEY_SIZE - 1))
+        );
         assert_eq!(r.check(b"\xff\tv"), Ok(1));
         assert_eq!(
             rules(Format::Tsv, true).check(b"\xff\tv"),

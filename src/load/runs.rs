@@ -58,6 +58,8 @@ pub(crate) struct RunWriter<'a> {
     /// Options for runs that will be merged again: no compression, no bloom filter.
     pub(crate) scratch_options: Options,
     pub(crate) rules: Rules,
+    /// Put before every key written (`--resp-keys`); the runs' bounds include it.
+    pub(crate) key_prefix: &'a [u8],
     pub(crate) table_size_bytes: u64,
     pub(crate) memory_bytes: usize,
     /// Size of the input in bytes when known (a file): the arena is allocated once at
@@ -348,6 +350,7 @@ impl RunWriter<'_> {
         };
         let cuts = split_by_bytes(entries, parts);
         let (tmp, table_size, format) = (self.tmp, self.table_size_bytes, self.rules.format);
+        let prefix = self.key_prefix;
         let entries = &entries[..];
         let results = std::thread::scope(|scope| {
             let handles: Vec<_> = cuts
@@ -358,7 +361,7 @@ impl RunWriter<'_> {
                     let sums = sums.get(w[0]..).unwrap_or_default();
                     scope.spawn(move || {
                         let stem = format!("run{index:05}-{p:02}");
-                        let mut out = TableSink::new(tmp, stem, options, table_size);
+                        let mut out = TableSink::new(tmp, stem, options, table_size, prefix);
                         let mut batch = Gathered::default();
                         for (b, chunk) in part.chunks(GATHER_ENTRIES).enumerate() {
                             batch.gather(arena, chunk);
@@ -394,8 +397,8 @@ impl RunWriter<'_> {
         }
         Ok(RunTables {
             files,
-            smallest: Bytes::copy_from_slice(smallest),
-            largest: Bytes::copy_from_slice(largest),
+            smallest: Bytes::from([prefix, smallest].concat()),
+            largest: Bytes::from([prefix, largest].concat()),
         })
     }
 
@@ -728,7 +731,8 @@ pub(crate) fn sum_counts<'a>(
 /// # Errors
 /// When the total does not fit an `i64`.
 pub(crate) fn final_count(sum: i128, key: &[u8]) -> anyhow::Result<i64> {
-    i64::try_from(sum).with_context(|| overflow(key))
+    // The conversion's own error adds nothing to the message.
+    i64::try_from(sum).map_err(|_| anyhow::anyhow!(overflow(key)))
 }
 
 fn overflow(key: &[u8]) -> String {
@@ -738,12 +742,16 @@ fn overflow(key: &[u8]) -> String {
     )
 }
 
-/// Writes sorted pairs to numbered tables `<dir>/<stem>-NNNNN.sst`, cutting at a size.
+/// Writes sorted pairs to numbered tables `<dir>/<stem>-NNNNN.sst`, cutting at a size, with
+/// `key_prefix` before every key (the same prefix keeps the order).
 pub(crate) struct TableSink<'a> {
     dir: &'a Path,
     stem: String,
     options: &'a Options,
     table_size_bytes: u64,
+    key_prefix: &'a [u8],
+    /// The prefixed key being written (reused).
+    key: Vec<u8>,
     current: Option<TableWriter>,
     done: Vec<IngestFile>,
 }
@@ -754,12 +762,15 @@ impl<'a> TableSink<'a> {
         stem: String,
         options: &'a Options,
         table_size_bytes: u64,
+        key_prefix: &'a [u8],
     ) -> Self {
         TableSink {
             dir,
             stem,
             options,
             table_size_bytes,
+            key_prefix,
+            key: Vec::new(),
             current: None,
             done: Vec::new(),
         }
@@ -784,11 +795,32 @@ impl<'a> TableSink<'a> {
     }
 
     pub(crate) fn put(&mut self, key: &[u8], value: &[u8]) -> anyhow::Result<()> {
-        Ok(self.writer()?.put(key, value)?)
+        if self.key_prefix.is_empty() {
+            return Ok(self.writer()?.put(key, value)?);
+        }
+        let key = self.prefixed(key);
+        let result = self.writer().and_then(|w| Ok(w.put(&key, value)?));
+        self.key = key;
+        result
     }
 
     pub(crate) fn merge(&mut self, key: &[u8], operand: &[u8]) -> anyhow::Result<()> {
-        Ok(self.writer()?.merge(key, operand)?)
+        if self.key_prefix.is_empty() {
+            return Ok(self.writer()?.merge(key, operand)?);
+        }
+        let key = self.prefixed(key);
+        let result = self.writer().and_then(|w| Ok(w.merge(&key, operand)?));
+        self.key = key;
+        result
+    }
+
+    /// `key_prefix` + `key`, in the reused buffer (taken; put it back after use).
+    fn prefixed(&mut self, key: &[u8]) -> Vec<u8> {
+        let mut buf = std::mem::take(&mut self.key);
+        buf.clear();
+        buf.extend_from_slice(self.key_prefix);
+        buf.extend_from_slice(key);
+        buf
     }
 
     pub(crate) fn finish(mut self) -> anyhow::Result<Vec<IngestFile>> {

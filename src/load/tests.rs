@@ -526,3 +526,73 @@ fn counts_whose_partial_sums_overflow_load_when_the_total_fits() {
         assert!(format!("{err:#}").contains("overflow"), "{err:#}");
     }
 }
+
+#[test]
+fn resp_keys_put_the_server_prefix_before_every_key_once_on_every_path() {
+    let (input, expected) = unsorted_input(3000);
+    let mut sorted_input = String::new();
+    for (k, v) in &expected {
+        sorted_input.push_str(&format!("{k}\t{v}\n"));
+    }
+    let prefixed = |m: &BTreeMap<String, String>| -> Vec<(String, String)> {
+        m.iter()
+            .map(|(k, v)| (format!("k{k}"), v.clone()))
+            .collect()
+    };
+    // One run; many overlapping runs merged; many ordered runs ingested as they are.
+    for (text, memory, merged) in [
+        (&input, 256 << 20, false),
+        (&input, 8 << 10, true),
+        (&sorted_input, 8 << 10, false),
+    ] {
+        for use_file in [true, false] {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let options = Options::default();
+            let db = Db::open(dir.path(), options.clone()).expect("open");
+            let config = LoadConfig {
+                memory_bytes: memory,
+                table_size_bytes: 4 << 10,
+                key_prefix: b"k".to_vec(),
+                ..LoadConfig::new(&options)
+            };
+            let report = load_via(use_file, &db, &options, text.as_bytes(), &config).expect("load");
+            assert_eq!(report.runs > 1, memory < 1 << 20, "{report:?}");
+            assert_eq!(
+                contents(&db),
+                prefixed(&expected),
+                "merged {merged}, file {use_file}"
+            );
+        }
+    }
+
+    // Counts: operands under the prefixed key add to what the server stored there.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let options = Options::default().merge_operator(Some(Arc::new(CounterAdd)));
+    let db = Db::open(dir.path(), options.clone()).expect("open");
+    db.put(b"kACGT", b"10").expect("put");
+    let config = LoadConfig {
+        format: Format::Counts,
+        memory_bytes: 1 << 10,
+        key_prefix: b"k".to_vec(),
+        ..LoadConfig::new(&options)
+    };
+    let mut counts = String::new();
+    for i in 0..300 {
+        counts.push_str(&format!("{}\t1\n", ["ACGT", "TTGA"][i % 2]));
+    }
+    let report = run_load(&db, &options, &counts, &config).expect("load");
+    assert!(report.runs > 1, "{report:?}");
+    let want = vec![
+        ("kACGT".to_owned(), "160".to_owned()),
+        ("kTTGA".to_owned(), "150".to_owned()),
+    ];
+    assert_eq!(contents(&db), want);
+
+    // The prefix counts against the key size limit.
+    let long = format!("{}\tv\n", "x".repeat(strata_engine::MAX_KEY_SIZE));
+    let err = run_load(&db, &options, &long, &config).expect_err("too long");
+    assert!(
+        err.to_string().contains("exceeds the limit of 65535"),
+        "{err:#}"
+    );
+}

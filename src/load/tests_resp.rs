@@ -67,6 +67,7 @@ fn config(format: Format, pipeline_len: usize) -> RespConfig {
             format,
             text: false,
             max_value_size: 1 << 20,
+            max_key_size: strata_engine::MAX_KEY_SIZE,
         },
         skip_bad: false,
         pipeline_len,

@@ -1181,3 +1181,29 @@ fn quit_closes_after_replying() {
     roundtrip(&mut raw, b"QUIT\r\nPING\r\n", b"+OK\r\n");
     assert!(server_util::closed_by_peer(&mut raw));
 }
+
+#[test]
+fn counts_loaded_offline_as_merge_operands_are_served_and_flushable() -> TestResult {
+    let mut server = TestServer::start(|_| {});
+    server.stop();
+    // What `strata load --resp-keys --format counts DIR/db0` leaves: `CounterAdd` operands
+    // under Redis keys, beside a plain value.
+    let options = strata_engine::Options::default()
+        .merge_operator(Some(std::sync::Arc::new(strata_engine::CounterAdd)));
+    let db = strata_engine::Db::open(server.dir.path().join("db0"), options)?;
+    db.put(b"kplain", b"v")?;
+    db.merge(b"kreads", b"5")?;
+    db.merge(b"kreads", b"4")?;
+    db.close()?;
+    server.restart();
+    let mut c = server.client();
+    assert_eq!(c.get::<_, String>("reads")?, "9");
+    assert_eq!(c.incr::<_, _, i64>("reads", 1)?, 10);
+    let mut keys: Vec<String> = c.keys("*")?;
+    keys.sort();
+    assert_eq!(keys, ["plain", "reads"]);
+    assert_eq!(redis::cmd("DBSIZE").query::<i64>(&mut c)?, 2);
+    let () = redis::cmd("FLUSHDB").query(&mut c)?;
+    assert_eq!(redis::cmd("DBSIZE").query::<i64>(&mut c)?, 0);
+    Ok(())
+}

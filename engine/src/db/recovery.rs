@@ -464,8 +464,12 @@ impl Replay<'_> {
                             ),
                         ));
                     }
-                    tracing::warn!(path = %path.display(), offset, %reason, "dropping torn WAL tail");
-                    if !self.read_only {
+                    if self.read_only {
+                        // Most likely a record the writer beside us is appending; nothing
+                        // is dropped.
+                        tracing::debug!(path = %path.display(), offset, %reason, "not replaying a partial WAL record");
+                    } else {
+                        tracing::warn!(path = %path.display(), offset, %reason, "dropping torn WAL tail");
                         truncate(self.fs, &path, offset)?;
                     }
                     break;

@@ -250,7 +250,8 @@ impl Reader {
     }
 
     fn report_bad(&self, offset: u64, reason: String, torn: bool) -> ReadOutcome {
-        tracing::warn!(path = %self.path.display(), offset, torn, %reason, "damaged log record");
+        // Recovery logs what it does about it (drop a torn tail, stop, fail).
+        tracing::debug!(path = %self.path.display(), offset, torn, %reason, "damaged log record");
         ReadOutcome::Bad {
             offset,
             reason,

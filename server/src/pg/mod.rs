@@ -398,6 +398,7 @@ fn user_error(code: &str, message: String) -> PgWireError {
 }
 
 fn sql_error(e: &SqlError) -> PgWireError {
+    e.log_corruption();
     user_error(e.sqlstate(), e.to_string())
 }
 

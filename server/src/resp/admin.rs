@@ -478,6 +478,7 @@ pub(crate) fn sql(s: &mut Session, args: &[Bytes]) {
         match crate::sql::run(&s.db, stmt) {
             Ok(o) => outcomes.push(o),
             Err(e) => {
+                e.log_corruption();
                 let message = format!("ERR [{}] {e}", e.sqlstate());
                 return s.out.error(&message);
             }

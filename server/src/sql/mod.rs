@@ -91,6 +91,21 @@ impl From<QueryError> for SqlError {
 }
 
 impl SqlError {
+    /// Logs this error at error level when it means damaged data (see
+    /// [`crate::error::log_corruption`]); called where it becomes a reply.
+    pub fn log_corruption(&self) {
+        match self {
+            SqlError::Query(QueryError::Engine(e))
+            | SqlError::Server(ServerError::Engine { source: e, .. }) => {
+                crate::error::log_corruption(e);
+            }
+            SqlError::Query(QueryError::Corruption(e)) => {
+                tracing::error!(error = %e, "damaged SQL catalog or row met serving a command");
+            }
+            _ => {}
+        }
+    }
+
     /// The PostgreSQL SQLSTATE of this error (the one error → code map).
     pub fn sqlstate(&self) -> &'static str {
         match self {
