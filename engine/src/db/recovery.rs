@@ -119,6 +119,11 @@ fn open_once(dir: &Path, options: Options) -> Result<Arc<DbInner>> {
         // Nothing is written before every table the manifest names is known to exist.
         let recovered = VersionSet::replay(&fs, &dir)?;
         recovered.check_tables()?;
+        if let Some((path, offset)) = recovered.torn_tail() {
+            // A read-only open beside a writer may meet an edit being appended: it says
+            // nothing. Here the edit is gone for good once the manifest is rewritten.
+            tracing::warn!(path = %path.display(), offset, "ignoring a torn last manifest record (a write cut short by a crash)");
+        }
         recovered.install()?
     } else {
         if list_dir(&*fs, &dir)?.iter().any(|(_, _, kind)| match kind {

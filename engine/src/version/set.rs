@@ -248,6 +248,10 @@ impl VersionSet {
             path,
             old_number,
             last_offset,
+            torn_tail: match end {
+                manifest::ReplayEnd::Clean => None,
+                manifest::ReplayEnd::TornTail { offset } => Some(offset),
+            },
             new_number,
             keyspaces,
             max_keyspace_id,
@@ -671,6 +675,8 @@ pub struct RecoveredManifest {
     old_number: FileNumber,
     /// Offset of its last record applied.
     last_offset: u64,
+    /// Offset of a torn last record that was ignored, if any.
+    torn_tail: Option<u64>,
     /// The number of the manifest [`RecoveredManifest::install`] writes.
     new_number: FileNumber,
     keyspaces: BTreeMap<u32, KeyspaceVersion>,
@@ -679,6 +685,12 @@ pub struct RecoveredManifest {
 }
 
 impl RecoveredManifest {
+    /// The manifest replayed and the offset of its torn last record, when one was ignored
+    /// (a crash cut its write short; the edit in it never took effect).
+    pub(crate) fn torn_tail(&self) -> Option<(&Path, u64)> {
+        self.torn_tail.map(|offset| (self.path.as_path(), offset))
+    }
+
     /// Checks that every table the recovered versions name exists (`fs.exists`).
     ///
     /// A version replayed without a lost (damaged or missing) last edit can name tables a
