@@ -142,6 +142,15 @@ pub fn encode_id(out: &mut Vec<u8>, id: u32) {
     out.extend_from_slice(&id.to_be_bytes());
 }
 
+/// Reads the id [`encode_id`] wrote in the 4 bytes `b`.
+#[expect(
+    clippy::big_endian_bytes,
+    reason = "order-preserving key encoding: big-endian bytes sort like the integers"
+)]
+pub fn decode_id(b: [u8; 4]) -> u32 {
+    u32::from_be_bytes(b)
+}
+
 /// Decodes one value at the start of `buf`; returns it and the number of bytes it used.
 ///
 /// # Errors

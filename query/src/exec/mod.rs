@@ -61,7 +61,9 @@ pub struct Database<S: KvStore = DbStore> {
 }
 
 impl Database<DbStore> {
-    /// Opens (or creates) the engine database in `dir` and loads the catalog.
+    /// Opens (or creates) the engine database in `dir` and loads the catalog. Rows and index
+    /// entries a crash left under ids no table or index uses (an interrupted `CREATE INDEX`,
+    /// `DROP TABLE` or `DROP INDEX`) are deleted first (`docs/format/keys.md`).
     ///
     /// # Errors
     /// [`QueryError::Engine`] when the engine cannot open `dir` (for example
@@ -87,7 +89,8 @@ impl Database<DbStore> {
 }
 
 impl<S: KvStore> Database<S> {
-    /// Loads the catalog from `store` (writing the format record into an empty store).
+    /// Loads the catalog from `store` (writing the format record into an empty store) and
+    /// deletes what a crash left under unused ids, as [`Database::open`] does.
     ///
     /// # Errors
     /// [`QueryError::Corruption`] for damaged catalog records or an unknown format version;
@@ -131,12 +134,17 @@ impl<S: KvStore> Database<S> {
             catalog.tables.insert(name.to_owned(), Arc::new(t));
         }
         drop(reader);
-        Ok(Database {
+        let database = Database {
             store,
             catalog: RwLock::new(Arc::new(catalog)),
             statement_lock: Mutex::new(()),
             read_only: false,
-        })
+        };
+        if write_format {
+            // A writable open finishes what a crash interrupted (see `remove_orphans`).
+            ddl::remove_orphans(&database)?;
+        }
+        Ok(database)
     }
 
     /// True when opened by [`Database::open_read_only`]: every statement that writes is
