@@ -261,17 +261,25 @@ pub(crate) fn check(dir: &Path) -> anyhow::Result<ExitCode> {
     // that has the database open may delete a table or WAL it has just made obsolete while
     // the check reads it, so problems found while the files changed are checked again.
     let mut attempt = 1;
-    let (problems, changed) = loop {
+    let (problems, unreferenced, changed) = loop {
         let before = file_names(dir);
-        let problems = check_once(dir)?;
+        let (problems, unreferenced) = check_once(dir)?;
         let changed = file_names(dir) != before;
         if problems.is_empty() || !changed || attempt == CHECK_ATTEMPTS {
-            break (problems, changed);
+            break (problems, unreferenced, changed);
         }
         attempt += 1;
     };
     for p in &problems {
         println!("problem: {p}");
+    }
+    for table in &unreferenced {
+        println!(
+            "note: {} is a table the manifest does not name: the output of a flush, compaction \
+             or ingest cut short (the next writing open deletes it), one the process that has \
+             the database open is writing now, or one a lost manifest edit had added",
+            table.display()
+        );
     }
     for scratch in load_scratch_dirs(dir) {
         println!(
@@ -315,15 +323,25 @@ fn load_scratch_dirs(dir: &Path) -> Vec<std::path::PathBuf> {
     found
 }
 
-/// The problems one read-only open and integrity check find, as printable lines.
-fn check_once(dir: &Path) -> anyhow::Result<Vec<String>> {
+/// The problems one read-only open and integrity check find, as printable lines, and the
+/// table files the manifest does not name.
+fn check_once(dir: &Path) -> anyhow::Result<(Vec<String>, Vec<std::path::PathBuf>)> {
     let db = match Db::open(dir, Options::default().read_only(true)) {
         Ok(db) => db,
-        Err(e) => return Ok(vec![format!("{e} (the database does not open)")]),
+        Err(e) => {
+            return Ok((
+                vec![format!("{e} (the database does not open)")],
+                Vec::new(),
+            ));
+        }
     };
     let problems = db.integrity_problems()?;
+    let unreferenced = db.unreferenced_tables()?;
     db.close()?;
-    Ok(problems.iter().map(ToString::to_string).collect())
+    Ok((
+        problems.iter().map(ToString::to_string).collect(),
+        unreferenced,
+    ))
 }
 
 /// The sorted names of the files in `dir`, and `CURRENT`'s contents: what a writing process

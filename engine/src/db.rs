@@ -25,7 +25,7 @@ mod state;
 mod write;
 
 use std::ops::RangeBounds;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -395,6 +395,20 @@ impl Db {
     /// [`crate::Error::Closed`].
     pub fn integrity_problems(&self) -> Result<Vec<crate::Error>> {
         self.inner().integrity_problems()
+    }
+
+    /// The table files (`NNNNNN.sst`) in the database directory that no version of any
+    /// keyspace names, sorted by path. They are not part of the database: outputs of a flush,
+    /// compaction or ingest that a crash cut short (a writing open deletes them), tables the
+    /// process that has the database open is writing right now (seen from a read-only
+    /// handle), or, rarely, tables a lost last manifest edit had added. For a handle that
+    /// writes, the outputs of its own running flushes and compactions are listed too. What
+    /// `strata check` notes (RocksDB's `ldb` lists live files the same way).
+    ///
+    /// # Errors
+    /// [`crate::Error::Closed`]; [`crate::Error::Io`] when the directory cannot be listed.
+    pub fn unreferenced_tables(&self) -> Result<Vec<PathBuf>> {
+        self.inner().unreferenced_tables()
     }
 
     /// The database directory.

@@ -261,3 +261,34 @@ fn a_lost_last_manifest_edit_fails_the_open_and_deletes_nothing() {
     assert_eq!(files_with_ext(dir.path(), "sst"), tables);
     assert_eq!(manifests(dir.path()), vec![manifest]);
 }
+
+#[test]
+fn tables_the_manifest_does_not_name_are_listed_and_a_writing_open_deletes_them() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(dir.path(), no_compression()).expect("open");
+    db.put(b"k", b"v").expect("put");
+    db.flush().expect("flush");
+    assert_eq!(
+        db.unreferenced_tables().expect("list"),
+        Vec::<PathBuf>::new()
+    );
+    db.close().expect("close");
+    // What a crash in the middle of a flush leaves: a table no manifest edit names.
+    let orphan = dir.path().join("000999.sst");
+    std::fs::write(&orphan, b"half a table").expect("write");
+    std::fs::write(dir.path().join("notes.sst.bak"), b"not ours").expect("write");
+    let read_only = Db::open(dir.path(), no_compression().read_only(true)).expect("open");
+    assert_eq!(
+        read_only.unreferenced_tables().expect("list"),
+        std::slice::from_ref(&orphan)
+    );
+    assert!(read_only.integrity_problems().expect("report").is_empty());
+    read_only.close().expect("close");
+    let db = Db::open(dir.path(), no_compression()).expect("open");
+    assert!(!orphan.exists());
+    assert_eq!(
+        db.unreferenced_tables().expect("list"),
+        Vec::<PathBuf>::new()
+    );
+    assert_eq!(db.get(b"k").expect("get").as_deref(), Some(&b"v"[..]));
+}

@@ -273,6 +273,39 @@ impl DbInner {
         }
     }
 
+    /// Table files in the directory that nothing of this handle names; see
+    /// [`crate::Db::unreferenced_tables`].
+    pub(crate) fn unreferenced_tables(&self) -> Result<Vec<std::path::PathBuf>> {
+        self.check_open()?;
+        let mut named: std::collections::HashSet<FileNumber> = self.versions.lock().live_files();
+        {
+            let mut live = self.live_versions.lock();
+            live.retain(|v| v.strong_count() > 0);
+            named.extend(
+                live.iter()
+                    .filter_map(std::sync::Weak::upgrade)
+                    .flat_map(|v| v.all_file_numbers().collect::<Vec<_>>()),
+            );
+        }
+        named.extend(self.pending_deletes.lock().iter().copied());
+        named.extend(self.bg.lock().busy.iter().copied());
+        let mut found: Vec<_> = self
+            .fs()
+            .list_dir(&self.dir)
+            .map_err(|e| Error::io(&self.dir, e))?
+            .into_iter()
+            .filter(|entry| {
+                matches!(
+                    entry.path.file_name().and_then(|n| n.to_str()).and_then(crate::filename::parse),
+                    Some(crate::filename::FileKind::Table(n)) if !named.contains(&n)
+                )
+            })
+            .map(|entry| entry.path)
+            .collect();
+        found.sort();
+        Ok(found)
+    }
+
     /// Verifies every table's checksums and the version invariants of every keyspace,
     /// collecting every problem.
     pub(crate) fn integrity_problems(&self) -> Result<Vec<Error>> {
