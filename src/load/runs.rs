@@ -337,7 +337,11 @@ impl RunWriter<'_> {
             anyhow::bail!("empty run");
         };
         let (smallest, largest) = (first.key(arena), last.key(arena));
-        let maybe_final = ordered_so_far && previous.is_none_or(|p| &p.largest[..] < smallest);
+        // The previous run's bounds carry the key prefix; this run's keys do not yet.
+        let maybe_final = ordered_so_far
+            && previous.is_none_or(|p| {
+                p.largest.get(self.key_prefix.len()..).unwrap_or_default() < smallest
+            });
         let options = if maybe_final {
             self.options
         } else {

@@ -527,23 +527,39 @@ fn counts_whose_partial_sums_overflow_load_when_the_total_fits() {
     }
 }
 
+/// Bytes of all the tables in `dir`.
+fn sst_bytes(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir)
+        .expect("read_dir")
+        .filter_map(Result::ok)
+        .filter(|e| e.path().extension().is_some_and(|x| x == "sst"))
+        .map(|e| e.metadata().expect("metadata").len())
+        .sum()
+}
+
 #[test]
 fn resp_keys_put_the_server_prefix_before_every_key_once_on_every_path() {
     let (input, expected) = unsorted_input(3000);
-    let mut sorted_input = String::new();
-    for (k, v) in &expected {
-        sorted_input.push_str(&format!("{k}\t{v}\n"));
-    }
+    // Keys that sort below the prefix byte as well as above it (`{` > `k` > `A`).
+    let low: BTreeMap<String, String> = expected
+        .iter()
+        .map(|(k, v)| (format!("A{k}"), v.clone()))
+        .collect();
+    let lines = |m: &BTreeMap<String, String>| -> String {
+        m.iter().map(|(k, v)| format!("{k}\t{v}\n")).collect()
+    };
+    let (sorted_input, sorted_low) = (lines(&expected), lines(&low));
     let prefixed = |m: &BTreeMap<String, String>| -> Vec<(String, String)> {
         m.iter()
             .map(|(k, v)| (format!("k{k}"), v.clone()))
             .collect()
     };
     // One run; many overlapping runs merged; many ordered runs ingested as they are.
-    for (text, memory, merged) in [
-        (&input, 256 << 20, false),
-        (&input, 8 << 10, true),
-        (&sorted_input, 8 << 10, false),
+    for (text, expected, memory, merged) in [
+        (&input, &expected, 256 << 20, false),
+        (&input, &expected, 8 << 10, true),
+        (&sorted_input, &expected, 8 << 10, false),
+        (&sorted_low, &low, 8 << 10, false),
     ] {
         for use_file in [true, false] {
             let dir = tempfile::tempdir().expect("tempdir");
@@ -559,8 +575,23 @@ fn resp_keys_put_the_server_prefix_before_every_key_once_on_every_path() {
             assert_eq!(report.runs > 1, memory < 1 << 20, "{report:?}");
             assert_eq!(
                 contents(&db),
-                prefixed(&expected),
+                prefixed(expected),
                 "merged {merged}, file {use_file}"
+            );
+            // The same load without the prefix writes tables of about the same size: a run
+            // judged against the previous one's bounds with the prefix on one side only would
+            // be taken for an overlapping run and written uncompressed, without a filter.
+            let plain_dir = tempfile::tempdir().expect("tempdir");
+            let plain = Db::open(plain_dir.path(), options.clone()).expect("open");
+            let plain_config = LoadConfig {
+                key_prefix: Vec::new(),
+                ..config.clone()
+            };
+            load_via(use_file, &plain, &options, text.as_bytes(), &plain_config).expect("load");
+            let (with, without) = (sst_bytes(dir.path()), sst_bytes(plain_dir.path()));
+            assert!(
+                with.abs_diff(without) * 20 < without,
+                "{with} bytes of tables with the prefix, {without} without (merged {merged})"
             );
         }
     }
