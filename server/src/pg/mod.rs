@@ -528,11 +528,14 @@ impl SimpleQueryHandler for PgQuery {
             .into_iter()
             .map(|r| match r {
                 Ok(o) => response_in(client.portal_store(), o, &Format::UnifiedText),
-                Err(e) => Response::Error(Box::new(ErrorInfo::new(
-                    "ERROR".to_owned(),
-                    e.sqlstate().to_owned(),
-                    e.to_string(),
-                ))),
+                Err(e) => {
+                    e.log_corruption();
+                    Response::Error(Box::new(ErrorInfo::new(
+                        "ERROR".to_owned(),
+                        e.sqlstate().to_owned(),
+                        e.to_string(),
+                    )))
+                }
             })
             .collect())
     }
