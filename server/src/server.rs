@@ -220,17 +220,38 @@ impl Server {
             ));
         }
         if shared.config.sync == SyncMode::Batch {
-            loops.spawn(sync_loop(Arc::clone(&shared), stop_rx.clone()));
+            // [`SyncMode::Batch`]: fsyncs databases with new writes every `sync_interval`.
+            loops.spawn(every(
+                Arc::clone(&shared),
+                shared.config.sync_interval,
+                stop_rx.clone(),
+                |s| {
+                    s.databases.sync_dirty();
+                },
+            ));
         }
         if let Some(quiet) = shared.config.flush_when_quiet {
-            loops.spawn(flush_quiet_loop(
+            // [`Config::flush_when_quiet`]: flushes the memtables of databases without
+            // writes for that long.
+            loops.spawn(every(
                 Arc::clone(&shared),
-                quiet,
+                check_period(quiet),
                 stop_rx.clone(),
+                move |s| {
+                    s.databases.flush_quiet(quiet);
+                },
             ));
         }
         if let Some(idle) = shared.config.close_idle_databases {
-            loops.spawn(close_idle_loop(Arc::clone(&shared), idle, stop_rx.clone()));
+            // [`Config::close_idle_databases`]: closes databases idle for that long.
+            loops.spawn(every(
+                Arc::clone(&shared),
+                check_period(idle),
+                stop_rx.clone(),
+                move |s| {
+                    s.databases.close_idle(idle);
+                },
+            ));
         }
         shutdown.await;
         tracing::info!("shutting down: no new connections, finishing in-flight commands");
@@ -323,53 +344,31 @@ async fn reject(mut stream: TcpStream, protocol: Protocol) {
     let _ = stream.shutdown().await;
 }
 
-/// [`SyncMode::Batch`]: fsyncs databases with new writes every `sync_interval`.
-async fn sync_loop(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
-    let mut tick = tokio::time::interval(shared.config.sync_interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {
-                let s = Arc::clone(&shared);
-                let _ = shared.blocking(move || s.databases.sync_dirty()).await;
-            }
-            _ = stop.changed() => return,
-        }
-    }
-}
-
-/// [`Config::flush_when_quiet`]: flushes the memtables of databases without writes for
-/// `quiet`, checking every quarter of it (at least every 10 ms, at most every 10 s).
-async fn flush_quiet_loop(shared: Arc<Shared>, quiet: Duration, mut stop: watch::Receiver<bool>) {
-    let period = (quiet / 4).clamp(Duration::from_millis(10), Duration::from_secs(10));
+/// Runs `job` on a blocking thread every `period` until `stop` changes (a run under way
+/// finishes first): the server's housekeeping loops.
+async fn every(
+    shared: Arc<Shared>,
+    period: Duration,
+    mut stop: watch::Receiver<bool>,
+    job: impl Fn(&Shared) + Copy + Send + 'static,
+) {
     let mut tick = tokio::time::interval(period);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             _ = tick.tick() => {
                 let s = Arc::clone(&shared);
-                let _ = shared.blocking(move || s.databases.flush_quiet(quiet)).await;
+                let _ = shared.blocking(move || job(&s)).await;
             }
             _ = stop.changed() => return,
         }
     }
 }
 
-/// [`Config::close_idle_databases`]: closes databases idle for `idle`, checking every quarter
-/// of it (at least every 10 ms, at most every 10 s).
-async fn close_idle_loop(shared: Arc<Shared>, idle: Duration, mut stop: watch::Receiver<bool>) {
-    let period = (idle / 4).clamp(Duration::from_millis(10), Duration::from_secs(10));
-    let mut tick = tokio::time::interval(period);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {
-                let s = Arc::clone(&shared);
-                let _ = shared.blocking(move || s.databases.close_idle(idle)).await;
-            }
-            _ = stop.changed() => return,
-        }
-    }
+/// The check period of a loop acting on things idle for `idle`: a quarter of it, at least
+/// 10 ms and at most 10 s.
+fn check_period(idle: Duration) -> Duration {
+    (idle / 4).clamp(Duration::from_millis(10), Duration::from_secs(10))
 }
 
 /// The runtime serving connections, with `worker_threads` workers.

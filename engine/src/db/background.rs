@@ -253,12 +253,11 @@ impl DbInner {
         live.push(Arc::downgrade(version));
     }
 
-    /// Deletes the tables in `candidates` (and earlier deferred ones) that no live version
-    /// references; the rest wait for a later call.
-    pub(crate) fn delete_obsolete_tables(&self, candidates: Vec<FileNumber>) {
-        let mut pending = self.pending_deletes.lock();
-        pending.extend(candidates);
-        let mut referenced: HashSet<FileNumber> = {
+    /// The tables that must stay on disk for now: those of every version someone still holds,
+    /// and the inputs of running compactions (of a keyspace dropped meanwhile, they are in
+    /// no live version; they are deleted once the compaction is done).
+    pub(crate) fn tables_in_use(&self) -> HashSet<FileNumber> {
+        let mut in_use: HashSet<FileNumber> = {
             let mut live = self.live_versions.lock();
             live.retain(|v| v.strong_count() > 0);
             live.iter()
@@ -266,9 +265,16 @@ impl DbInner {
                 .flat_map(|v| v.all_file_numbers().collect::<Vec<_>>())
                 .collect()
         };
-        // Inputs of running compactions (of a keyspace dropped meanwhile, they are in no
-        // live version) are deleted once the compaction is done.
-        referenced.extend(self.bg.lock().busy.iter().copied());
+        in_use.extend(self.bg.lock().busy.iter().copied());
+        in_use
+    }
+
+    /// Deletes the tables in `candidates` (and earlier deferred ones) that no live version
+    /// references; the rest wait for a later call.
+    pub(crate) fn delete_obsolete_tables(&self, candidates: Vec<FileNumber>) {
+        let mut pending = self.pending_deletes.lock();
+        pending.extend(candidates);
+        let referenced = self.tables_in_use();
         pending.retain(|&n| {
             if referenced.contains(&n) {
                 return true;

@@ -277,18 +277,9 @@ impl DbInner {
     /// [`crate::Db::unreferenced_tables`].
     pub(crate) fn unreferenced_tables(&self) -> Result<Vec<std::path::PathBuf>> {
         self.check_open()?;
-        let mut named: std::collections::HashSet<FileNumber> = self.versions.lock().live_files();
-        {
-            let mut live = self.live_versions.lock();
-            live.retain(|v| v.strong_count() > 0);
-            named.extend(
-                live.iter()
-                    .filter_map(std::sync::Weak::upgrade)
-                    .flat_map(|v| v.all_file_numbers().collect::<Vec<_>>()),
-            );
-        }
+        let mut named = self.versions.lock().live_files();
+        named.extend(self.tables_in_use());
         named.extend(self.pending_deletes.lock().iter().copied());
-        named.extend(self.bg.lock().busy.iter().copied());
         let mut found: Vec<_> = self
             .fs()
             .list_dir(&self.dir)
