@@ -303,7 +303,7 @@ pub(crate) fn check(dir: &Path) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(1))
 }
 
-/// The `strata-load-<pid>.tmp` directories inside `dir` (see `load::scratch_dir`).
+/// The `strata-load-<pid>.tmp` directories inside `dir` (see [`crate::load::scratch_dir`]).
 fn load_scratch_dirs(dir: &Path) -> Vec<std::path::PathBuf> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
@@ -311,11 +311,9 @@ fn load_scratch_dirs(dir: &Path) -> Vec<std::path::PathBuf> {
     let mut found: Vec<_> = entries
         .filter_map(Result::ok)
         .filter(|e| {
-            e.file_name().to_str().is_some_and(|n| {
-                n.strip_prefix("strata-load-")
-                    .and_then(|rest| rest.strip_suffix(".tmp"))
-                    .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
-            })
+            e.file_name()
+                .to_str()
+                .is_some_and(crate::load::is_scratch_name)
         })
         .map(|e| e.path())
         .collect();

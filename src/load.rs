@@ -419,10 +419,7 @@ pub(crate) fn load(
 ) -> anyhow::Result<LoadReport> {
     let total_bytes = input.total_bytes();
     let start = Instant::now();
-    let scratch = ScratchDir(
-        db.path()
-            .join(format!("strata-load-{}.tmp", std::process::id())),
-    );
+    let scratch = ScratchDir(scratch_dir(db.path()));
     std::fs::create_dir_all(&scratch.0)
         .with_context(|| format!("creating {}", scratch.0.display()))?;
     let bar = progress_bar(config.progress, total_bytes);
@@ -523,8 +520,15 @@ fn progress_bar(enabled: bool, total_bytes: Option<u64>) -> ProgressBar {
     bar
 }
 
-/// Where a scratch directory of this process would be, for tests.
-#[cfg(test)]
+/// Where this process's scratch directory goes: `strata-load-<pid>.tmp` in the database
+/// directory (the engine deletes `*.tmp` at the next writing open).
 pub(crate) fn scratch_dir(db: &std::path::Path) -> PathBuf {
     db.join(format!("strata-load-{}.tmp", std::process::id()))
+}
+
+/// True for a name [`scratch_dir`] gives (of any process).
+pub(crate) fn is_scratch_name(name: &str) -> bool {
+    name.strip_prefix("strata-load-")
+        .and_then(|rest| rest.strip_suffix(".tmp"))
+        .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
 }

@@ -799,32 +799,31 @@ impl<'a> TableSink<'a> {
     }
 
     pub(crate) fn put(&mut self, key: &[u8], value: &[u8]) -> anyhow::Result<()> {
-        if self.key_prefix.is_empty() {
-            return Ok(self.writer()?.put(key, value)?);
-        }
-        let key = self.prefixed(key);
-        let result = self.writer().and_then(|w| Ok(w.put(&key, value)?));
-        self.key = key;
-        result
+        self.add(key, |w, k| w.put(k, value))
     }
 
     pub(crate) fn merge(&mut self, key: &[u8], operand: &[u8]) -> anyhow::Result<()> {
-        if self.key_prefix.is_empty() {
-            return Ok(self.writer()?.merge(key, operand)?);
-        }
-        let key = self.prefixed(key);
-        let result = self.writer().and_then(|w| Ok(w.merge(&key, operand)?));
-        self.key = key;
-        result
+        self.add(key, |w, k| w.merge(k, operand))
     }
 
-    /// `key_prefix` + `key`, in the reused buffer (taken; put it back after use).
-    fn prefixed(&mut self, key: &[u8]) -> Vec<u8> {
+    /// Writes `key` with `key_prefix` before it (copied into the reused buffer only when
+    /// there is a prefix) through `write`.
+    fn add(
+        &mut self,
+        key: &[u8],
+        write: impl FnOnce(&mut TableWriter, &[u8]) -> strata_engine::Result<()>,
+    ) -> anyhow::Result<()> {
+        if self.key_prefix.is_empty() {
+            return Ok(write(self.writer()?, key)?);
+        }
+        // Taken out of `self` while `writer` borrows it, then put back.
         let mut buf = std::mem::take(&mut self.key);
         buf.clear();
         buf.extend_from_slice(self.key_prefix);
         buf.extend_from_slice(key);
-        buf
+        let result = self.writer().and_then(|w| Ok(write(w, &buf)?));
+        self.key = buf;
+        result
     }
 
     pub(crate) fn finish(mut self) -> anyhow::Result<Vec<IngestFile>> {
