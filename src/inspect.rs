@@ -281,9 +281,9 @@ pub(crate) fn check(dir: &Path) -> anyhow::Result<ExitCode> {
             table.display()
         );
     }
-    for scratch in load_scratch_dirs(dir) {
+    for (scratch, what) in scratch_dirs(dir) {
         println!(
-            "note: {} is the scratch directory of a `strata load` that is running or was \
+            "note: {} is the scratch directory of {what} that is running or was \
              interrupted; nothing in it is part of the database, and the next writing open \
              removes it",
             scratch.display()
@@ -303,19 +303,27 @@ pub(crate) fn check(dir: &Path) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(1))
 }
 
-/// The `strata-load-<pid>.tmp` directories inside `dir` (see [`crate::load::scratch_dir`]).
-fn load_scratch_dirs(dir: &Path) -> Vec<std::path::PathBuf> {
+/// The scratch directories inside `dir` of loads (`strata-load-<pid>.tmp`, see
+/// [`crate::load::scratch_dir`]) and of SQL index builds (`strata-index-<pid>-<n>.tmp`, see
+/// [`strata_query::exec::store::bulk_scratch_dir`]), each with what made it.
+fn scratch_dirs(dir: &Path) -> Vec<(std::path::PathBuf, &'static str)> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
     let mut found: Vec<_> = entries
         .filter_map(Result::ok)
-        .filter(|e| {
-            e.file_name()
-                .to_str()
-                .is_some_and(crate::load::is_scratch_name)
+        .filter_map(|e| {
+            let name = e.file_name();
+            let name = name.to_str()?;
+            let what = if crate::load::is_scratch_name(name) {
+                "a `strata load`"
+            } else if strata_query::exec::store::is_bulk_scratch_name(name) {
+                "a `CREATE INDEX`"
+            } else {
+                return None;
+            };
+            Some((e.path(), what))
         })
-        .map(|e| e.path())
         .collect();
     found.sort();
     found
@@ -361,23 +369,27 @@ mod tests {
     use super::*;
 
     #[test]
-    fn check_notes_only_the_scratch_directories_of_loads() -> anyhow::Result<()> {
+    fn check_notes_only_the_scratch_directories_of_loads_and_index_builds() -> anyhow::Result<()> {
         let dir = tempfile::tempdir()?;
         for name in [
             "strata-load-123.tmp",
             "strata-load-.tmp",
             "strata-load-12x.tmp",
+            "strata-index-5-0.tmp",
+            "strata-index-5.tmp",
+            "strata-index-5-.tmp",
             "other.tmp",
         ] {
             std::fs::create_dir(dir.path().join(name))?;
         }
         std::fs::write(dir.path().join("strata-load-7.tmp"), b"")?;
-        let found = load_scratch_dirs(dir.path());
+        let found = scratch_dirs(dir.path());
         assert_eq!(
             found,
             [
-                dir.path().join("strata-load-123.tmp"),
-                dir.path().join("strata-load-7.tmp")
+                (dir.path().join("strata-index-5-0.tmp"), "a `CREATE INDEX`"),
+                (dir.path().join("strata-load-123.tmp"), "a `strata load`"),
+                (dir.path().join("strata-load-7.tmp"), "a `strata load`")
             ]
         );
         Ok(())

@@ -416,6 +416,13 @@ impl Db {
         &self.inner().dir
     }
 
+    /// The default keyspace's options (a copy): what tables built outside the database for
+    /// [`Db::ingest`] (with [`crate::TableWriter`] or [`crate::TableSorter`]) should be laid
+    /// out with.
+    pub fn options(&self) -> Options {
+        self.inner().default_ks.options.clone()
+    }
+
     /// Closes the database: waits for in-flight writes and background flushes, syncs the WAL
     /// and releases the `LOCK` file. Every clone of this handle returns [`crate::Error::Closed`]
     /// afterwards. Dropping the last clone does the same, ignoring errors.

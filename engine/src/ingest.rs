@@ -18,7 +18,7 @@ use bytes::Bytes;
 
 use crate::error::{Error, Result};
 use crate::fs::FileSystem;
-use crate::options::{MAX_KEY_SIZE, Options};
+use crate::options::Options;
 use crate::sstable::{TableBuilder, TableBuilderOptions};
 use crate::types::{InternalKeyRef, SeqNo, ValueKind};
 
@@ -69,7 +69,8 @@ pub struct TableWriter {
     path: PathBuf,
     /// `None` once finished (or after a failed finish, whose file is removed).
     builder: Option<TableBuilder>,
-    max_value_size: usize,
+    /// For the entry size limits.
+    options: Options,
     first_key: Vec<u8>,
     last_key: Vec<u8>,
     entries: u64,
@@ -93,7 +94,7 @@ impl TableWriter {
             fs: Arc::clone(&options.file_system),
             path: path.to_path_buf(),
             builder: Some(builder),
-            max_value_size: options.max_value_size,
+            options: options.clone(),
             first_key: Vec::new(),
             last_key: Vec::new(),
             entries: 0,
@@ -104,7 +105,7 @@ impl TableWriter {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] when `key` is not strictly greater than the previous key,
-    /// is over [`MAX_KEY_SIZE`] bytes, or `value` is over [`Options::max_value_size`]; nothing
+    /// is over [`crate::MAX_KEY_SIZE`] bytes, or `value` is over [`Options::max_value_size`]; nothing
     /// is added then and the writer stays usable. [`Error::Io`] from writing a block: the
     /// writer is then unusable (drop it to delete the partial file).
     pub fn put(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
@@ -122,19 +123,7 @@ impl TableWriter {
     }
 
     fn add(&mut self, key: &[u8], kind: ValueKind, value: &[u8]) -> Result<()> {
-        if key.len() > MAX_KEY_SIZE {
-            return Err(Error::InvalidArgument(format!(
-                "key of {} bytes exceeds the limit of {MAX_KEY_SIZE} bytes",
-                key.len()
-            )));
-        }
-        if value.len() > self.max_value_size {
-            return Err(Error::InvalidArgument(format!(
-                "value of {} bytes exceeds max_value_size ({} bytes)",
-                value.len(),
-                self.max_value_size
-            )));
-        }
+        self.options.check_entry_size(key, value)?;
         if self.entries > 0 && key <= self.last_key.as_slice() {
             return Err(Error::InvalidArgument(format!(
                 "keys must be strictly increasing: {:?} after {:?}",
@@ -214,6 +203,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
+    use crate::MAX_KEY_SIZE;
     use crate::cache::BlockCache;
     use crate::iterator::InternalIterator;
     use crate::sstable::{BlockCachePolicy, Table};

@@ -42,6 +42,7 @@ pub mod memtable;
 pub mod merge;
 pub mod options;
 pub mod snapshot;
+pub mod sorter;
 pub mod sstable;
 pub mod stats;
 #[cfg(test)]
@@ -61,6 +62,7 @@ pub use ingest::{IngestFile, TableWriter};
 pub use merge::{CounterAdd, MergeOperator};
 pub use options::{MAX_KEY_SIZE, Options, ReadOptions, WalRecoveryMode, WriteOptions};
 pub use snapshot::Snapshot;
+pub use sorter::{SortedTables, TableSorter};
 pub use sstable::TableFormat;
 pub use stats::{DbStats, LevelStats};
 pub use types::{FileNumber, SeqNo, ValueKind};

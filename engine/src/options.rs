@@ -372,6 +372,29 @@ impl Options {
 }
 
 impl Options {
+    /// Checks one entry against the size limits: `key` at most [`MAX_KEY_SIZE`] bytes,
+    /// `value` at most [`Options::max_value_size`] bytes. Used by writes, [`crate::TableWriter`]
+    /// and [`crate::TableSorter`].
+    ///
+    /// # Errors
+    /// [`crate::Error::InvalidArgument`] naming the size and the limit.
+    pub fn check_entry_size(&self, key: &[u8], value: &[u8]) -> crate::Result<()> {
+        if key.len() > MAX_KEY_SIZE {
+            return Err(crate::Error::InvalidArgument(format!(
+                "key of {} bytes exceeds the limit of {MAX_KEY_SIZE} bytes",
+                key.len()
+            )));
+        }
+        if value.len() > self.max_value_size {
+            return Err(crate::Error::InvalidArgument(format!(
+                "value of {} bytes exceeds max_value_size ({} bytes)",
+                value.len(),
+                self.max_value_size
+            )));
+        }
+        Ok(())
+    }
+
     /// Checks ranges; called by `Db::open`.
     ///
     /// # Errors

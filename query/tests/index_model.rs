@@ -108,6 +108,11 @@ fn run_model<S: KvStore>(db: &Database<S>, seed: u64, steps: usize) {
             // An index built over existing rows must match too.
             db.execute("CREATE INDEX t_s ON t (s)").unwrap();
         }
+        if step == 2 * steps / 3 {
+            // Dropped and built again over the rows of now.
+            db.execute("DROP INDEX t_s").unwrap();
+            db.execute("CREATE INDEX t_s ON t (s)").unwrap();
+        }
         let id = rng.random_range(0..40);
         let (k, s) = (random_k(&mut rng), random_s(&mut rng));
         match rng.random_range(0..9) {

@@ -346,7 +346,8 @@ fn delete_obsolete_files(
         };
         if obsolete {
             tracing::debug!(path = %path.display(), "deleting obsolete file");
-            // A `*.tmp` directory is scratch space of an interrupted `strata load`.
+            // A `*.tmp` directory is scratch space of an interrupted `strata load` or SQL index
+            // build.
             let removed = if kind == FileKind::Temp && is_dir {
                 fs.remove_dir_all(&path)
             } else {

@@ -35,7 +35,6 @@ use crate::batch::{Owner, WriteBatch};
 use crate::error::{Error, Result};
 use crate::filename;
 use crate::memtable::MemTable;
-use crate::options::MAX_KEY_SIZE;
 use crate::types::{FileNumber, SeqNo, ValueKind};
 use crate::wal;
 
@@ -338,19 +337,7 @@ impl DbInner {
                 })?;
             }
             ks.check_live()?;
-            if key.len() > MAX_KEY_SIZE {
-                return Err(Error::InvalidArgument(format!(
-                    "key of {} bytes exceeds the limit of {MAX_KEY_SIZE} bytes",
-                    key.len()
-                )));
-            }
-            if value.len() > ks.options.max_value_size {
-                return Err(Error::InvalidArgument(format!(
-                    "value of {} bytes exceeds max_value_size ({} bytes)",
-                    value.len(),
-                    ks.options.max_value_size
-                )));
-            }
+            ks.options.check_entry_size(key, value)?;
             user_bytes += (key.len() + value.len()) as u64;
         }
         Ok(user_bytes)

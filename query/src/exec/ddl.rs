@@ -1,17 +1,17 @@
 //! CREATE/DROP TABLE and INDEX, DESCRIBE.
 //!
-//! Catalog changes are one batch. Work proportional to the table (building or dropping an
-//! index, dropping a table's rows) is written in chunks of [`CHUNK_ENTRIES`] under the
-//! statement lock: an index becomes visible only when its catalog record is written after
-//! the last chunk, and a dropped object disappears from the catalog before its entries are
-//! deleted. Ids are never reused, so entries a crash leaves behind are unreachable garbage,
-//! never wrong answers.
+//! Catalog changes are one batch. Work proportional to the table is done under the statement
+//! lock: an index is built as one bulk write ([`KvStore::bulk`]: sorted and ingested by the
+//! engine) and becomes visible only when its catalog record is written after it; dropping an
+//! index or a table's rows deletes in chunks of [`CHUNK_ENTRIES`] after the object left the
+//! catalog. Ids are never reused, so entries a crash leaves behind are unreachable garbage,
+//! never wrong answers (and [`remove_orphans`] deletes them at the next open).
 
 use std::ops::Bound;
 use std::sync::Arc;
 
 use super::source::decode;
-use super::store::{KvBatch, KvRead, KvStore, ScanCache};
+use super::store::{KvBatch, KvBulk, KvRead, KvStore, ScanCache};
 use super::write::index_key;
 use super::{Database, Output};
 use crate::ast::Statement;
@@ -26,7 +26,7 @@ use crate::plan;
 use crate::translate::quote_ident;
 use crate::value::Value;
 
-/// Entries per write batch when building or deleting an index or a table's rows.
+/// Entries per write batch when deleting an index or a table's rows.
 pub const CHUNK_ENTRIES: usize = 50_000;
 
 pub(super) fn run<S: KvStore>(db: &Database<S>, stmt: &Statement) -> Result<Output> {
@@ -122,12 +122,10 @@ pub(super) fn run<S: KvStore>(db: &Database<S>, stmt: &Statement) -> Result<Outp
             let mut batch = S::Batch::default();
             batch.put(&META_KEY, &encode_meta(FORMAT_VERSION, next.next_id));
             db.store.write(batch)?;
-            if let Err(e) = build_index(db, &t, &index) {
-                // The chunks written before the failure (a value over the key limit, say)
-                // would stay behind unused: the index id is never reused.
-                let _ = delete_prefix(db, &index.key_prefix());
-                return Err(e);
-            }
+            // Nothing of the index is visible when the build fails; a crash between the
+            // build and the table record below leaves entries under an id nothing uses,
+            // which `remove_orphans` deletes at the next open.
+            build_index(db, &t, &index)?;
             let mut t2 = (*t).clone();
             t2.indexes.push(index);
             let mut batch = S::Batch::default();
@@ -163,6 +161,8 @@ pub(super) fn run<S: KvStore>(db: &Database<S>, stmt: &Statement) -> Result<Outp
     }
 }
 
+/// Writes the index entries of every row of `t` as one bulk write (sorted and ingested by the
+/// engine: written once, visible together when this returns Ok, none of them on an error).
 fn build_index<S: KvStore>(db: &Database<S>, t: &TableSchema, index: &IndexDef) -> Result<()> {
     let reader = db.store.reader();
     let lo = t.key_prefix();
@@ -177,7 +177,7 @@ fn build_index<S: KvStore>(db: &Database<S>, t: &TableSchema, index: &IndexDef) 
         *n = true;
     }
     let mut row = vec![Value::Null; t.columns.len()];
-    let mut batch = S::Batch::default();
+    let mut bulk = db.store.bulk()?;
     let mut rows = reader.cursor(
         Bound::Included(lo.as_slice()),
         upper,
@@ -188,12 +188,10 @@ fn build_index<S: KvStore>(db: &Database<S>, t: &TableSchema, index: &IndexDef) 
         decode(t, k, v, &needed, &mut row)?;
         let entry = index_key(index, &row, k);
         super::write::check_key_size(&entry, || super::write::index_entry(t, index))?;
-        batch.put(&entry, &[]);
-        if batch.len() >= CHUNK_ENTRIES {
-            db.store.write(std::mem::take(&mut batch))?;
-        }
+        bulk.put(&entry, &[])?;
     }
-    db.store.write(batch)?;
+    drop(rows);
+    db.store.finish_bulk(bulk)?;
     Ok(())
 }
 
