@@ -62,9 +62,10 @@ pub enum Error {
         path: PathBuf,
     },
 
-    /// An earlier write, fsync, flush or manifest update failed, so the durable state is in
-    /// doubt. The database refuses writes; close and reopen it to recover from the files.
-    #[error("database is poisoned by an earlier failure ({reason}); close and reopen it")]
+    /// A write, fsync, flush or manifest update failed (in this call, for a manifest update
+    /// whose durability is unknown, or in an earlier one), so the durable state is in doubt.
+    /// The database refuses writes; close and reopen it to recover from the files.
+    #[error("database is poisoned ({reason}): its durable state is in doubt; close and reopen it")]
     Poisoned {
         /// What failed first.
         reason: String,

@@ -2,8 +2,8 @@
 //! by an external merge sort in bounded memory.
 //!
 //! Entries are gathered in a buffer up to half the memory budget; each full buffer is sorted
-//! and written as a *run* (one uncompressed table without a filter block, in the scratch
-//! directory) on a background thread while the caller fills the other half. At
+//! and written as a *run* (one uncompressed table without a filter block, with 256 KiB data
+//! blocks, in the scratch directory) on a background thread while the caller fills the other half. At
 //! [`TableSorter::finish`] the runs are merged, at most [`MAX_MERGE_WIDTH`] at a time (wider
 //! merges go in passes, so the open files stay bounded), into the final tables, laid out as the
 //! database's options ask and cut at [`Options::target_file_size`]; the merge is cut into key
@@ -39,6 +39,12 @@ const ENTRY_OVERHEAD_BYTES: usize = std::mem::size_of::<Slot>();
 /// Size of the arena chunks entries are copied into, in bytes (an entry larger than this gets
 /// a chunk of its own). Chunks are kept from one run to the next, so memory is touched once.
 const CHUNK_BYTES: usize = 4 << 20;
+
+/// Data block size of the runs, in bytes. Runs are only read front to back, and the merge
+/// holds every run's index block in memory: with the database's 4 KiB blocks a run of long
+/// keys (an index over 8 KB values) had an index block as large as its data, one block per
+/// entry, and a merge of a few runs took gigabytes.
+const RUN_BLOCK_BYTES: usize = 256 << 10;
 
 /// Keys sampled from each run, evenly spaced, to cut the final merge into key ranges.
 const SAMPLES_PER_RUN: usize = 64;
@@ -251,6 +257,7 @@ impl TableSorter {
         let mut run_options = options.clone();
         run_options.compression = false;
         run_options.bloom_bits_per_key = 0;
+        run_options.block_size = RUN_BLOCK_BYTES;
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
         Ok(TableSorter {
             dir: dir.to_path_buf(),
