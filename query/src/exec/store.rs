@@ -243,7 +243,8 @@ impl KvScan for DbScan {
 
 /// Memory a [`DbBulk`] holds (two buffers of half this; each full one is written to disk as a
 /// sorted run), in bytes. With 64 MiB buffers a `CREATE INDEX` over 2.8 million 150-byte
-/// reads took the same time as with 512 MiB ones (docs/benchmarks.md).
+/// reads took the same time as with 512 MiB ones (docs/sql.md, "Index builds by sort and
+/// ingest").
 pub const BULK_MEMORY_BYTES: usize = 128 << 20;
 
 /// Where a [`DbStore`] bulk write keeps its sorted runs and tables: a `*.tmp` directory inside
