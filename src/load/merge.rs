@@ -1,6 +1,7 @@
 //! Phase 2 of a load, when the runs overlap: a k-way merge of the runs' tables into the final
 //! tables. For a key in several runs the latest run wins (`tsv`) or the counts are summed
-//! (`counts`).
+//! (`counts`). The key space is cut into one range per core (at keys taken from the largest
+//! run's index blocks), each range merged and compressed on its own thread.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -10,7 +11,8 @@ use strata_engine::cache::BlockCache;
 use strata_engine::iterator::InternalIterator;
 use strata_engine::merge::parse_counter;
 use strata_engine::sstable::{Table, TableIter};
-use strata_engine::{FileNumber, IngestFile, Keyspace, Options, ReadOptions};
+use strata_engine::types::InternalKeyRef;
+use strata_engine::{FileNumber, IngestFile, Keyspace, Options, ReadOptions, SeqNo, ValueKind};
 
 use super::parse::Format;
 use super::runs::{RunTables, TableSink, final_count, sum_counts};
@@ -24,19 +26,25 @@ struct RunCursor {
 }
 
 impl RunCursor {
-    fn new(run: RunTables) -> anyhow::Result<RunCursor> {
+    /// A cursor over `files` (one run's tables, in key order) from the first key at or after
+    /// `lower` (from the start when `None`).
+    fn new(files: &[IngestFile], lower: Option<&[u8]>) -> anyhow::Result<RunCursor> {
+        let skip = lower.map_or(0, |lo| {
+            files.iter().take_while(|f| &f.largest_key[..] < lo).count()
+        });
         let mut c = RunCursor {
-            files: run.files,
+            files: files.get(skip..).unwrap_or_default().to_vec(),
             next_file: 0,
             iter: None,
             cache: BlockCache::new(0),
         };
-        c.open_next()?;
+        c.open_next(lower)?;
         Ok(c)
     }
 
-    /// Moves to the first entry of the next non-empty table, or ends the cursor.
-    fn open_next(&mut self) -> anyhow::Result<()> {
+    /// Moves to the first entry (at or after `lower`) of the next non-empty table, or ends the
+    /// cursor.
+    fn open_next(&mut self, lower: Option<&[u8]>) -> anyhow::Result<()> {
         self.iter = None;
         while let Some(f) = self.files.get(self.next_file) {
             self.next_file += 1;
@@ -49,7 +57,10 @@ impl RunCursor {
             )
             .with_context(|| format!("opening run table {}", f.path.display()))?;
             let mut it = table.iter();
-            it.seek_to_first()?;
+            match lower {
+                Some(lo) => it.seek(InternalKeyRef::new(lo, SeqNo::MAX, ValueKind::FOR_SEEK))?,
+                None => it.seek_to_first()?,
+            }
             if it.valid() {
                 self.iter = Some(it);
                 return Ok(());
@@ -70,7 +81,7 @@ impl RunCursor {
         if let Some(it) = &mut self.iter {
             it.next()?;
             if !it.valid() {
-                self.open_next()?;
+                self.open_next(None)?;
             }
         }
         Ok(())
@@ -108,11 +119,7 @@ pub(crate) fn check_counts_add(target: &Keyspace, files: &[IngestFile]) -> anyho
     if !held.valid() || held.key() > &last.largest_key[..] {
         return Ok(());
     }
-    let mut cursor = RunCursor::new(RunTables {
-        files: files.to_vec(),
-        smallest: first.smallest_key.clone(),
-        largest: last.largest_key.clone(),
-    })?;
+    let mut cursor = RunCursor::new(files, None)?;
     while let Some(key) = cursor.key() {
         let mut steps = 0;
         while held.valid() && held.key() < key {
@@ -147,7 +154,12 @@ pub(crate) fn check_counts_add(target: &Keyspace, files: &[IngestFile]) -> anyho
     Ok(())
 }
 
-/// Merges `runs` (in input order) into tables `<tmp>/final-NNNNN.sst`.
+/// Runs smaller than this (bytes, the largest run's tables) are merged on one thread. 0 in
+/// unit tests, so their small runs are merged in ranges too.
+const PARALLEL_MERGE_MIN_BYTES: u64 = if cfg!(test) { 0 } else { 16 << 20 };
+
+/// Merges `runs` (in input order) into tables `<tmp>/final-PP-NNNNN.sst`, in key order: one
+/// key range `PP` per core, each merged on its own thread.
 pub(crate) fn merge_runs(
     runs: Vec<RunTables>,
     tmp: &Path,
@@ -155,9 +167,96 @@ pub(crate) fn merge_runs(
     format: Format,
     table_size_bytes: u64,
 ) -> anyhow::Result<Vec<IngestFile>> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
+    let cuts = cut_keys(&runs, threads)?;
+    let mut lowers: Vec<Option<&[u8]>> = vec![None];
+    lowers.extend(cuts.iter().map(|c| Some(c.as_slice())));
+    let mut uppers: Vec<Option<&[u8]>> = cuts.iter().map(|c| Some(c.as_slice())).collect();
+    uppers.push(None);
+    let runs = &runs;
+    let results: Vec<anyhow::Result<Vec<IngestFile>>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = lowers
+            .into_iter()
+            .zip(uppers)
+            .enumerate()
+            .map(|(part, (lower, upper))| {
+                // The runs' keys already carry any `--resp-keys` prefix.
+                let out = TableSink::new(
+                    tmp,
+                    format!("final-{part:02}"),
+                    options,
+                    table_size_bytes,
+                    &[],
+                );
+                scope.spawn(move || merge_range(runs, lower, upper, format, out))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("a merge thread panicked")))
+            })
+            .collect()
+    });
+    let mut files = Vec::new();
+    for part in results {
+        files.extend(part?);
+    }
+    Ok(files)
+}
+
+/// Up to `parts - 1` increasing keys that cut the largest run into parts of about equal
+/// bytes (index keys of its tables, [`Table::key_at_share`]; no data block is read); none
+/// for a run under [`PARALLEL_MERGE_MIN_BYTES`]. The runs hold keys spread alike (each is a
+/// slice of the same input), so the cuts balance the others too.
+fn cut_keys(runs: &[RunTables], parts: usize) -> anyhow::Result<Vec<Vec<u8>>> {
+    let size = |r: &RunTables| r.files.iter().map(|f| f.size_bytes).sum::<u64>();
+    let Some(run) = runs.iter().max_by_key(|r| size(r)) else {
+        return Ok(Vec::new());
+    };
+    let total = size(run);
+    if parts < 2 || total < PARALLEL_MERGE_MIN_BYTES {
+        return Ok(Vec::new());
+    }
+    let cache = BlockCache::new(0);
+    let mut cuts: Vec<Vec<u8>> = Vec::new();
+    let mut files = run.files.iter().peekable();
+    let mut before = 0u64;
+    for k in 1..parts as u64 {
+        let target = total.saturating_mul(k) / parts as u64;
+        while let Some(f) = files.next_if(|f| before.saturating_add(f.size_bytes) <= target) {
+            before = before.saturating_add(f.size_bytes);
+        }
+        let Some(f) = files.peek() else { break };
+        let table = Table::open(
+            &strata_engine::fs::OsFs,
+            &f.path,
+            FileNumber(0),
+            None,
+            Arc::clone(&cache),
+        )
+        .with_context(|| format!("opening run table {}", f.path.display()))?;
+        if let Some(key) = table.key_at_share(target - before, f.size_bytes)?
+            && cuts.last().is_none_or(|c| c[..] < key[..])
+        {
+            cuts.push(key.to_vec());
+        }
+    }
+    Ok(cuts)
+}
+
+/// Merges the keys of `runs` in `[lower, upper)` (unbounded where `None`) into `out`.
+fn merge_range(
+    runs: &[RunTables],
+    lower: Option<&[u8]>,
+    upper: Option<&[u8]>,
+    format: Format,
+    mut out: TableSink<'_>,
+) -> anyhow::Result<Vec<IngestFile>> {
     let mut cursors = runs
-        .into_iter()
-        .map(RunCursor::new)
+        .iter()
+        .map(|r| RunCursor::new(&r.files, lower))
         .collect::<anyhow::Result<Vec<_>>>()?;
     // A binary min-heap of cursor indices by (key, newest run first).
     let mut heap: Vec<usize> = (0..cursors.len())
@@ -171,14 +270,16 @@ pub(crate) fn merge_runs(
     for i in (0..heap.len() / 2).rev() {
         sift_down(&mut heap, i, &cursors, less);
     }
-    // The runs' keys already carry any `--resp-keys` prefix.
-    let mut out = TableSink::new(tmp, "final".to_string(), options, table_size_bytes, &[]);
     let mut key: Vec<u8> = Vec::new();
     let mut value: Vec<u8> = Vec::new();
     while let Some(&top) = heap.first() {
         let c = &cursors[top];
+        let current = c.key().unwrap_or_default();
+        if upper.is_some_and(|u| current >= u) {
+            break;
+        }
         key.clear();
-        key.extend_from_slice(c.key().unwrap_or_default());
+        key.extend_from_slice(current);
         value.clear();
         value.extend_from_slice(c.value());
         let mut sum: i128 = 0;

@@ -198,7 +198,7 @@ impl Table {
     ///
     /// # Errors
     /// [`Error::Corruption`] for a malformed index entry.
-    pub(crate) fn key_at_share(&self, part: u64, whole: u64) -> Result<Option<Bytes>> {
+    pub fn key_at_share(&self, part: u64, whole: u64) -> Result<Option<Bytes>> {
         if whole == 0 {
             return Ok(None);
         }
