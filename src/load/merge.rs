@@ -154,9 +154,9 @@ pub(crate) fn check_counts_add(target: &Keyspace, files: &[IngestFile]) -> anyho
     Ok(())
 }
 
-/// Runs smaller than this (bytes, the largest run's tables) are merged on one thread. 0 in
+/// Runs smaller than this (bytes, the largest run's tables) are merged on one thread. 1 in
 /// unit tests, so their small runs are merged in ranges too.
-const PARALLEL_MERGE_MIN_BYTES: u64 = if cfg!(test) { 0 } else { 16 << 20 };
+const PARALLEL_MERGE_MIN_BYTES: u64 = if cfg!(test) { 1 } else { 16 << 20 };
 
 /// Merges `runs` (in input order) into tables `<tmp>/final-PP-NNNNN.sst`, in key order: one
 /// key range `PP` per core, each merged on its own thread.
