@@ -30,6 +30,10 @@ use crate::types::{FileNumber, InternalKeyRef, SeqNo, ValueKind};
 /// Most runs merged at once; more runs are merged in passes of this width first.
 pub const MAX_MERGE_WIDTH: usize = 64;
 
+/// Most run files the final merge's threads hold open together (each opens every run, so
+/// fewer threads merge more runs).
+const MAX_OPEN_RUN_FILES: usize = 128;
+
 /// The smallest memory budget, in bytes.
 pub const MIN_MEMORY_BUDGET: usize = 64 << 10;
 
@@ -406,7 +410,12 @@ impl TableSorter {
     fn merge_runs(&mut self) -> Result<Vec<IngestFile>> {
         self.samples.sort_unstable();
         self.samples.dedup();
-        let parts = self.threads.min(self.samples.len() + 1).max(1);
+        // Each part opens every run: at most MAX_OPEN_RUN_FILES files together.
+        let parts = self
+            .threads
+            .min(self.samples.len() + 1)
+            .min(MAX_OPEN_RUN_FILES / self.runs.len().max(1))
+            .max(1);
         let cuts: Vec<&[u8]> = (1..parts)
             .map(|p| self.samples[p * self.samples.len() / parts].as_slice())
             .collect();

@@ -154,6 +154,9 @@ pub(crate) fn check_counts_add(target: &Keyspace, files: &[IngestFile]) -> anyho
     Ok(())
 }
 
+/// Most run files the merge threads hold open together (each thread opens every run).
+const MAX_OPEN_RUN_FILES: usize = 128;
+
 /// Runs smaller than this (bytes, the largest run's tables) are merged on one thread. 1 in
 /// unit tests, so their small runs are merged in ranges too.
 const PARALLEL_MERGE_MIN_BYTES: u64 = if cfg!(test) { 1 } else { 16 << 20 };
@@ -167,7 +170,11 @@ pub(crate) fn merge_runs(
     format: Format,
     table_size_bytes: u64,
 ) -> anyhow::Result<Vec<IngestFile>> {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
+    // Each thread has every run open (one table file and its index block at a time): fewer
+    // threads when that would pass MAX_OPEN_RUN_FILES, down to one for many runs.
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get().min(8))
+        .min((MAX_OPEN_RUN_FILES / runs.len().max(1)).max(1));
     let cuts = cut_keys(&runs, threads)?;
     let mut lowers: Vec<Option<&[u8]>> = vec![None];
     lowers.extend(cuts.iter().map(|c| Some(c.as_slice())));
