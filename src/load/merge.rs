@@ -10,7 +10,7 @@ use anyhow::Context;
 use strata_engine::cache::BlockCache;
 use strata_engine::iterator::InternalIterator;
 use strata_engine::merge::parse_counter;
-use strata_engine::sstable::{Table, TableIter};
+use strata_engine::sstable::{Table, TableIter, byte_cuts};
 use strata_engine::types::InternalKeyRef;
 use strata_engine::{FileNumber, IngestFile, Keyspace, Options, ReadOptions, SeqNo, ValueKind};
 
@@ -227,15 +227,10 @@ fn cut_keys(runs: &[RunTables], parts: usize) -> anyhow::Result<Vec<Vec<u8>>> {
         return Ok(Vec::new());
     }
     let cache = BlockCache::new(0);
+    let sizes: Vec<u64> = run.files.iter().map(|f| f.size_bytes).collect();
     let mut cuts: Vec<Vec<u8>> = Vec::new();
-    let mut files = run.files.iter().peekable();
-    let mut before = 0u64;
-    for k in 1..parts as u64 {
-        let target = total.saturating_mul(k) / parts as u64;
-        while let Some(f) = files.next_if(|f| before.saturating_add(f.size_bytes) <= target) {
-            before = before.saturating_add(f.size_bytes);
-        }
-        let Some(f) = files.peek() else { break };
+    for (i, within) in byte_cuts(&sizes, parts) {
+        let f = &run.files[i];
         let table = Table::open(
             &strata_engine::fs::OsFs,
             &f.path,
@@ -244,7 +239,7 @@ fn cut_keys(runs: &[RunTables], parts: usize) -> anyhow::Result<Vec<Vec<u8>>> {
             Arc::clone(&cache),
         )
         .with_context(|| format!("opening run table {}", f.path.display()))?;
-        if let Some(key) = table.key_at_share(target - before, f.size_bytes)?
+        if let Some(key) = table.key_at_share(within, f.size_bytes)?
             && cuts.last().is_none_or(|c| c[..] < key[..])
         {
             cuts.push(key.to_vec());

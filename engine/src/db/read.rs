@@ -602,16 +602,10 @@ impl DbInner {
         // data blocks. A cut whose key cannot be had (the table does not open here) or that
         // lies outside the range is left out: the scan itself reports errors, and fewer parts
         // are still correct.
+        let sizes: Vec<u64> = files.iter().map(|f| f.size).collect();
         let mut cuts: Vec<Bytes> = Vec::with_capacity(parts - 1);
-        let mut files = files.into_iter().peekable();
-        let mut before = 0u64;
-        for k in 1..parts as u64 {
-            let target = total.saturating_mul(k) / parts as u64;
-            while let Some(f) = files.next_if(|f| before.saturating_add(f.size) <= target) {
-                before = before.saturating_add(f.size);
-            }
-            let Some(f) = files.peek() else { break };
-            let within = target - before;
+        for (i, within) in crate::sstable::byte_cuts(&sizes, parts) {
+            let f = files[i];
             let key = if within == 0 {
                 Some(Bytes::copy_from_slice(&f.smallest.user_key))
             } else {

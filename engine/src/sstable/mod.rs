@@ -31,7 +31,7 @@ pub use builder::{TableBuilder, TableBuilderOptions};
 pub use format::TableFormat;
 pub use properties::TableProperties;
 pub use readahead::INITIAL_READAHEAD;
-pub use reader::{BlockCachePolicy, Table, TableIter};
+pub use reader::{BlockCachePolicy, Table, TableIter, byte_cuts};
 
 #[cfg(test)]
 mod tests;

@@ -650,3 +650,28 @@ impl InternalIterator for TableIter {
         self.data.as_ref().map_or(&[], |d| d.value())
     }
 }
+
+/// Where cuts fall among tables of `sizes` bytes (in key order) that cut them into `parts`
+/// parts of about equal bytes: for each cut `k` in `1..parts`, the index of the table holding
+/// byte `total * k / parts` and how many bytes into that table it is (pass those to
+/// [`Table::key_at_share`] with the table's size). Cuts at or past the end are left out.
+/// Used by [`crate::Db::split_keys`] and by `strata load`'s parallel merge.
+pub fn byte_cuts(sizes: &[u64], parts: usize) -> Vec<(usize, u64)> {
+    let total = sizes.iter().fold(0u64, |a, &s| a.saturating_add(s));
+    let mut cuts = Vec::with_capacity(parts.saturating_sub(1));
+    let (mut i, mut before) = (0, 0u64);
+    for k in 1..parts as u64 {
+        let target = total.saturating_mul(k) / parts as u64;
+        while let Some(&size) = sizes.get(i)
+            && before.saturating_add(size) <= target
+        {
+            before = before.saturating_add(size);
+            i += 1;
+        }
+        if i >= sizes.len() {
+            break;
+        }
+        cuts.push((i, target - before));
+    }
+    cuts
+}

@@ -876,3 +876,15 @@ fn readahead_iterators_match_plain_ones_step_by_step() -> Result<()> {
     }
     Ok(())
 }
+
+/// Cuts fall at `total * k / parts` bytes: the table holding that byte and the offset into it;
+/// a cut on a table boundary starts the next table (offset 0); nothing past the end.
+#[test]
+fn byte_cuts_locate_each_share_among_the_tables() {
+    use super::byte_cuts;
+    assert_eq!(byte_cuts(&[100, 100], 2), [(1, 0)]);
+    assert_eq!(byte_cuts(&[300], 3), [(0, 100), (0, 200)]);
+    assert_eq!(byte_cuts(&[10, 50, 40], 4), [(1, 15), (1, 40), (2, 15)]);
+    assert!(byte_cuts(&[], 4).is_empty());
+    assert!(byte_cuts(&[7], 1).is_empty());
+}
