@@ -309,9 +309,11 @@ impl Db {
     }
 
     /// Compacts every table overlapping the user-key range `[begin, end]` (`None` =
-    /// unbounded on that side) down level by level, after flushing the memtables, and returns
-    /// when done. Old versions no snapshot needs and tombstones at the bottom are dropped.
-    /// Automatic compactions pause meanwhile; reads and writes go on.
+    /// unbounded on that side) down level by level, after flushing the memtables, then
+    /// rewrites the last level's tables in the range that still hold tombstones (RocksDB's
+    /// `BottommostLevelCompaction::kForceOptimized`; `docs/compaction.md` section 2.5), and
+    /// returns when done. Old versions no snapshot needs and tombstones at the bottom are
+    /// dropped. Automatic compactions pause meanwhile; reads and writes go on.
     ///
     /// # Errors
     /// [`crate::Error::Io`], [`crate::Error::Corruption`] from reading or writing tables (the

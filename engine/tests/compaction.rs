@@ -83,6 +83,77 @@ fn snapshot_reads_the_value_it_saw_after_compaction() {
     assert_eq!(db.iter(&ReadOptions::default()).count(), 1000);
 }
 
+/// Entries and tombstones stored in the database's tables (each table's properties).
+fn stored_entries(dir: &std::path::Path) -> (u64, u64) {
+    let cache = strata_engine::cache::BlockCache::new(1 << 20);
+    let (mut entries, mut deletions) = (0, 0);
+    for e in std::fs::read_dir(dir)
+        .expect("read_dir")
+        .filter_map(Result::ok)
+    {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(number) = name.strip_suffix(".sst") else {
+            continue;
+        };
+        let number = strata_engine::FileNumber(number.parse().expect("table number"));
+        let table = strata_engine::sstable::Table::open(
+            &strata_engine::fs::OsFs,
+            &e.path(),
+            number,
+            None,
+            std::sync::Arc::clone(&cache),
+        )
+        .expect("open table");
+        entries += table.properties().num_entries;
+        deletions += table.properties().num_deletions;
+    }
+    (entries, deletions)
+}
+
+#[test]
+fn manual_compaction_rewrites_tombstones_a_snapshot_kept_in_the_last_level() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(dir.path(), small()).expect("open");
+    for i in 0..2000u32 {
+        db.put(format!("k{i:05}").as_bytes(), &[1; 30])
+            .expect("put");
+    }
+    db.compact_range(None, None).expect("compact");
+    // A snapshot between the values and their tombstones: the compaction must keep both, and
+    // they meet in the last level.
+    let snap = db.snapshot();
+    for i in (0..2000u32).filter(|i| i % 4 != 0) {
+        db.delete(format!("k{i:05}").as_bytes()).expect("delete");
+    }
+    db.compact_range(None, None).expect("compact");
+    let (entries, deletions) = stored_entries(dir.path());
+    assert_eq!((entries, deletions), (3500, 1500), "kept for the snapshot");
+    assert_eq!(db.iter(&ReadOptions::at(&snap)).count(), 2000);
+    // Compacting with the snapshot still live changes nothing and ends.
+    db.compact_range(Some(b"k00100"), Some(b"k00900"))
+        .expect("compact");
+    assert_eq!(stored_entries(dir.path()), (3500, 1500));
+    drop(snap);
+    // Only the range asked for is rewritten (at table granularity: every table it overlaps).
+    db.compact_range(Some(b"k00000"), Some(b"k00999"))
+        .expect("compact");
+    let (entries, deletions) = stored_entries(dir.path());
+    assert!(
+        deletions < 1500 && deletions > 0,
+        "{entries} entries, {deletions} tombstones"
+    );
+    db.compact_range(None, None).expect("compact");
+    assert_eq!(stored_entries(dir.path()), (500, 0));
+    assert_eq!(db.iter(&ReadOptions::default()).count(), 500);
+    db.close().expect("close");
+    let db = Db::open(dir.path(), small()).expect("reopen");
+    for i in 0..2000u32 {
+        let got = db.get(format!("k{i:05}").as_bytes()).expect("get");
+        assert_eq!(got.is_some(), i % 4 == 0, "key {i}");
+    }
+    db.check_integrity().expect("integrity");
+}
+
 #[test]
 fn a_run_of_only_tombstones_compacts_to_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");

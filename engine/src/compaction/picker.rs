@@ -49,7 +49,8 @@ pub enum CompactionReason {
     Level0,
     /// A level `>= 1` is over its target size.
     LevelSize,
-    /// Asked for through [`pick_range_compaction`] (`Db::compact_range`).
+    /// Asked for through [`pick_range_compaction`] or [`pick_bottom_rewrite`]
+    /// (`Db::compact_range`).
     Manual,
 }
 
@@ -59,7 +60,8 @@ pub enum CompactionReason {
 pub struct CompactionTask {
     /// The level the compaction takes its tables from.
     pub level: usize,
-    /// The level the output goes to: the base level for L0, `level + 1` otherwise.
+    /// The level the output goes to: the base level for L0, `level + 1` otherwise (`level`
+    /// itself for [`pick_bottom_rewrite`]'s tasks).
     pub output_level: usize,
     /// Input tables from `level`, in the level's order (newest first for L0).
     pub inputs: Vec<Arc<FileMeta>>,
@@ -617,6 +619,55 @@ pub fn pick_range_compaction(
         CompactionReason::Manual,
         &HashSet::new(),
     )
+}
+
+/// The last step of a manual compaction (RocksDB's `CompactRange` with
+/// `BottommostLevelCompaction::kForceOptimized`): tables of the last level overlapping
+/// `[begin, end]` (`None` = unbounded on that side) that hold tombstones and are numbered below
+/// `before` (so tables this manual compaction wrote are not rewritten again) are rewritten in
+/// place, output level = input level, which drops the tombstones no snapshot needs together
+/// with the values they hide. Tombstones reach the last level beside what they delete when a
+/// compaction merged them while a snapshot was live; no automatic compaction rewrites the last
+/// level, so without this they stay.
+///
+/// The task takes one run of adjacent such tables (a gap would let an output table overlap the
+/// table skipped), cut once it holds [`MAX_COMPACTION_FACTOR`]` * target_file_size` bytes.
+/// Call again after applying it until `None`. The caller keeps other compactions off these
+/// tables meanwhile.
+pub fn pick_bottom_rewrite(
+    version: &Version,
+    options: &Options,
+    begin: Option<&[u8]>,
+    end: Option<&[u8]>,
+    before: FileNumber,
+) -> Option<CompactionTask> {
+    let wanted = |f: &Arc<FileMeta>| f.num_deletions > 0 && f.number < before;
+    let files = version.overlapping_files(LAST_LEVEL, begin, end);
+    let first = files.iter().position(wanted)?;
+    let max_bytes = MAX_COMPACTION_FACTOR.saturating_mul(options.target_file_size);
+    let mut total = 0u64;
+    let inputs: Vec<Arc<FileMeta>> = files
+        .get(first..)
+        .unwrap_or_default()
+        .iter()
+        .take_while(|f| {
+            let take = wanted(f) && total < max_bytes;
+            total = total.saturating_add(f.size);
+            take
+        })
+        .cloned()
+        .collect();
+    Some(CompactionTask {
+        level: LAST_LEVEL,
+        output_level: LAST_LEVEL,
+        inputs,
+        output_inputs: Vec::new(),
+        grandparents: Vec::new(),
+        trivial_move: false,
+        score: 0.0,
+        reason: CompactionReason::Manual,
+        bottommost: true,
+    })
 }
 
 /// Estimate of the bytes compaction must still rewrite to bring every level under its target

@@ -352,28 +352,43 @@ impl DbInner {
         end: Option<&[u8]>,
     ) -> Result<()> {
         for level in 0..NUM_LEVELS - 1 {
-            loop {
-                self.check_writable()?;
-                ks.check_live()?;
-                let version = Arc::clone(&ks.super_version().version);
-                let task =
-                    compaction::pick_range_compaction(&version, &ks.options, level, begin, end);
-                // Drop our reference so the inputs can be deleted as soon as the task is done.
-                drop(version);
-                let Some(task) = task else {
-                    break;
-                };
-                let result = self.run_compaction_task(ks, &task);
-                // Writers stalled at a hard limit wait for a finished compaction.
-                self.bg.lock().compactions_done += 1;
-                self.refresh_pending_compaction_bytes();
-                self.wake_background();
-                if let Err(e) = result {
-                    self.set_poison(format!("manual compaction failed: {e}"));
-                    return Err(e);
-                }
+            self.run_manual_tasks(ks, |version| {
+                compaction::pick_range_compaction(version, &ks.options, level, begin, end)
+            })?;
+        }
+        // Then the last level's tables in the range that still hold tombstones, each once.
+        let before = self.versions.lock().new_file_number();
+        self.run_manual_tasks(ks, |version| {
+            compaction::pick_bottom_rewrite(version, &ks.options, begin, end, before)
+        })
+    }
+
+    /// Runs the tasks `pick` gives for the current version, one after another, until it gives
+    /// none. A failed task poisons the database.
+    fn run_manual_tasks(
+        &self,
+        ks: &KeyspaceState,
+        pick: impl Fn(&Version) -> Option<CompactionTask>,
+    ) -> Result<()> {
+        loop {
+            self.check_writable()?;
+            ks.check_live()?;
+            let version = Arc::clone(&ks.super_version().version);
+            let task = pick(&version);
+            // Drop our reference so the inputs can be deleted as soon as the task is done.
+            drop(version);
+            let Some(task) = task else {
+                return Ok(());
+            };
+            let result = self.run_compaction_task(ks, &task);
+            // Writers stalled at a hard limit wait for a finished compaction.
+            self.bg.lock().compactions_done += 1;
+            self.refresh_pending_compaction_bytes();
+            self.wake_background();
+            if let Err(e) = result {
+                self.set_poison(format!("manual compaction failed: {e}"));
+                return Err(e);
             }
         }
-        Ok(())
     }
 }

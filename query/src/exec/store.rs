@@ -130,6 +130,19 @@ pub trait KvStore: Send + Sync {
     /// # Errors
     /// A key given twice; the store's write errors.
     fn finish_bulk(&self, bulk: Self::Bulk) -> KvResult<()>;
+
+    /// Rewrites the stored data of the keys from `begin` (inclusive) to `end` (inclusive;
+    /// `None`: to the last key) after a large delete there, so its tombstones and the values they hide stop costing disk space and
+    /// scan time (RocksDB's advice: `CompactRange` after deleting a key range). Returns when
+    /// done; the contents do not change. The default does nothing (a store without
+    /// tombstones).
+    ///
+    /// # Errors
+    /// The store's I/O and corruption errors.
+    fn reclaim(&self, begin: &[u8], end: Option<&[u8]>) -> KvResult<()> {
+        let _ = (begin, end);
+        Ok(())
+    }
 }
 
 impl KvBatch for WriteBatch {
@@ -316,6 +329,12 @@ impl KvStore for DbStore {
             return Ok(());
         }
         self.db.ingest(&sorted.paths())
+    }
+
+    /// [`Db::compact_range`] from `begin` to `end`: the tombstones there reach the last level
+    /// and are dropped with what they delete.
+    fn reclaim(&self, begin: &[u8], end: Option<&[u8]>) -> KvResult<()> {
+        self.db.compact_range(Some(begin), end)
     }
 }
 

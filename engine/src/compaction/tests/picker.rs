@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use crate::compaction::picker::{
     CompactionReason, LevelTargets, MAX_COMPACTION_FACTOR, level_scores, level_scores_with,
-    pending_compaction_bytes, pick_compaction, pick_compaction_with, pick_range_compaction,
-    subcompaction_boundaries,
+    pending_compaction_bytes, pick_bottom_rewrite, pick_compaction, pick_compaction_with,
+    pick_range_compaction, subcompaction_boundaries,
 };
 use crate::options::Options;
 use crate::types::{FileNumber, InternalKey, SeqNo, ValueKind};
@@ -505,4 +505,43 @@ fn subcompaction_bounds_split_the_output_level_bytes_evenly() {
         t(12, "f", "g", MIB, (1, 1)),
     ];
     assert_eq!(keys(subcompaction_boundaries(&task_onto(skewed), 2)), ["d"]);
+}
+
+#[test]
+fn bottom_rewrite_takes_adjacent_last_level_tables_with_tombstones_written_before() {
+    let opts = small();
+    let last = NUM_LEVELS - 1;
+    let with_deletes = |mut f: FileMeta| {
+        f.num_deletions = 10;
+        f
+    };
+    let v = version(vec![
+        (last, with_deletes(t(1, "a", "b", 100, (0, 0)))),
+        (last, with_deletes(t(2, "c", "d", 100, (0, 0)))),
+        (last, t(3, "e", "f", 100, (0, 0))),
+        (last, with_deletes(t(4, "g", "h", 100, (0, 0)))),
+        (last, with_deletes(t(9, "i", "j", 100, (0, 0)))),
+    ]);
+    // A run stops at a table without tombstones (3): outputs must not span it.
+    let task = pick_bottom_rewrite(&v, &opts, None, None, FileNumber(9)).expect_task();
+    assert_eq!(numbers(&task.inputs), vec![1, 2]);
+    assert_eq!((task.level, task.output_level), (last, last));
+    assert!(task.output_inputs.is_empty() && !task.trivial_move && task.bottommost);
+    assert_eq!(task.reason, CompactionReason::Manual);
+    // The range limits the tables; table 9 is numbered at or after `before`.
+    let task = pick_bottom_rewrite(&v, &opts, Some(b"e"), None, FileNumber(9)).expect_task();
+    assert_eq!(numbers(&task.inputs), vec![4]);
+    assert!(pick_bottom_rewrite(&v, &opts, Some(b"i"), None, FileNumber(9)).is_none());
+    assert!(pick_bottom_rewrite(&v, &opts, Some(b"e"), Some(b"f"), FileNumber(99)).is_none());
+    // The run is cut once it holds MAX_COMPACTION_FACTOR target files' bytes.
+    let big = version(
+        (0..MAX_COMPACTION_FACTOR + 5)
+            .map(|i| {
+                let k = format!("k{i:03}");
+                (last, with_deletes(t(i + 1, &k, &k, 100, (0, 0))))
+            })
+            .collect(),
+    );
+    let task = pick_bottom_rewrite(&big, &opts, None, None, FileNumber(1000)).expect_task();
+    assert_eq!(task.inputs.len() as u64, MAX_COMPACTION_FACTOR);
 }
