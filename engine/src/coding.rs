@@ -36,7 +36,18 @@ pub fn varint_len(mut v: u64) -> usize {
 
 /// Decodes a varint from the front of `src`: `(value, bytes consumed)`, or `None` when the input
 /// is truncated or longer than 10 bytes / overflows 64 bits.
+///
+/// Inlined for the one-byte case (values below 128: most lengths in block entries), as
+/// LevelDB's `GetVarint32Ptr` is; longer varints take the loop.
+#[inline]
 pub fn get_varint64(src: &[u8]) -> Option<(u64, usize)> {
+    match src.first() {
+        Some(&b) if b < 0x80 => Some((u64::from(b), 1)),
+        _ => get_varint64_long(src),
+    }
+}
+
+fn get_varint64_long(src: &[u8]) -> Option<(u64, usize)> {
     let mut result: u64 = 0;
     for (i, &byte) in src.iter().enumerate().take(MAX_VARINT64_LEN) {
         let part = u64::from(byte & 0x7f);
