@@ -323,6 +323,29 @@ impl Db {
         inner.compact_range(&inner.default_ks, begin, end)
     }
 
+    /// Removes every table whose keys all lie in the user-key range `[begin, end)`, by one
+    /// manifest edit, without reading or rewriting anything, and returns how many tables and
+    /// entries (as stored, tombstones included) went (RocksDB's `DeleteFilesInRange`). Keys of
+    /// the range in the memtables and in tables that also hold keys outside it stay: delete
+    /// those with writes, then [`Db::compact_range`] frees their space. Automatic compactions
+    /// pause meanwhile; the files go once no reader holds them. The WAL is fsynced first, so
+    /// a crash cannot keep the removal and lose a write acknowledged before the call (such
+    /// as the record saying that the range is no longer used).
+    ///
+    /// **Not a consistent delete.** It is for a key range no reader needs any more (a dropped
+    /// table's rows): a snapshot or a read started after the call may see keys of the range
+    /// disappear, and older versions of a key, kept in a table that stays, may reappear until
+    /// the deletes that follow. Iterators created before the call are unaffected.
+    ///
+    /// # Errors
+    /// [`crate::Error::Io`] when the WAL fsync fails and [`crate::Error::Poisoned`] when the
+    /// manifest write fails (the database is poisoned either way) or failed before; [`crate::Error::Closed`]; [`crate::Error::ReadOnly`] on a
+    /// read-only database.
+    pub fn delete_files_in_range(&self, begin: &[u8], end: &[u8]) -> Result<(usize, u64)> {
+        let inner = self.inner();
+        inner.delete_files_in_range(&inner.default_ks, begin, end)
+    }
+
     /// Links SSTables built by [`crate::TableWriter`] into the database, atomically: after a
     /// crash either every file is part of the database or none is.
     ///

@@ -155,6 +155,57 @@ fn manual_compaction_rewrites_tombstones_a_snapshot_kept_in_the_last_level() {
 }
 
 #[test]
+fn delete_files_in_range_removes_whole_tables_only() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(dir.path(), small()).expect("open");
+    for prefix in ["a", "b", "c"] {
+        for i in 0..1500u32 {
+            db.put(format!("{prefix}{i:05}").as_bytes(), &[2; 30])
+                .expect("put");
+        }
+    }
+    db.compact_range(None, None).expect("compact");
+    let before = db.iter(&ReadOptions::default());
+    let (tables, entries) = db.delete_files_in_range(b"b", b"c").expect("delete files");
+    assert!(
+        tables > 0 && entries > 0 && entries < 1500,
+        "{tables} tables, {entries} entries"
+    );
+    // Only tables wholly inside the range went: every key outside it is there.
+    for prefix in ["a", "c"] {
+        for i in 0..1500u32 {
+            let k = format!("{prefix}{i:05}");
+            assert!(db.get(k.as_bytes()).expect("get").is_some(), "{k}");
+        }
+    }
+    let left: Vec<_> = db
+        .prefix(&ReadOptions::default(), b"b")
+        .map(|kv| kv.expect("scan").0)
+        .collect();
+    assert_eq!(left.len() as u64, 1500 - entries);
+    // An iterator created before the call still reads the removed tables.
+    assert_eq!(before.count(), 4500);
+    // The rest of the range goes by deletes; a compaction then frees it.
+    for k in &left {
+        db.delete(k).expect("delete");
+    }
+    db.compact_range(Some(b"b"), Some(b"c")).expect("compact");
+    assert_eq!(stored_entries(dir.path()).1, 0);
+    assert_eq!(db.delete_files_in_range(b"b", b"c").expect("again"), (0, 0));
+    db.close().expect("close");
+    let db = Db::open(dir.path(), small()).expect("reopen");
+    assert_eq!(db.iter(&ReadOptions::default()).count(), 3000);
+    assert_eq!(db.prefix(&ReadOptions::default(), b"b").count(), 0);
+    db.check_integrity().expect("integrity");
+    db.close().expect("close");
+    let ro = Db::open(dir.path(), small().read_only(true)).expect("read-only open");
+    assert!(matches!(
+        ro.delete_files_in_range(b"a", b"z"),
+        Err(strata_engine::Error::ReadOnly)
+    ));
+}
+
+#[test]
 fn a_run_of_only_tombstones_compacts_to_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = Db::open(dir.path(), small()).expect("open");

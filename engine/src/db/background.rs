@@ -19,7 +19,7 @@ use crate::compaction::{self, CompactionTask, JobContext};
 use crate::error::{Error, Result};
 use crate::filename;
 use crate::types::FileNumber;
-use crate::version::{NUM_LEVELS, Version};
+use crate::version::{NUM_LEVELS, Version, VersionEdit};
 
 /// Longest a background thread (or a flush waiter) sleeps before looking for work again
 /// without being woken.
@@ -319,6 +319,78 @@ impl DbInner {
         let result = self.compact_range_levels(ks, begin, end);
         self.resume_automatic_compactions();
         result
+    }
+
+    /// Removes from `ks`'s version every table whose keys all lie in `[begin, end)`, with one
+    /// manifest edit, without reading or writing any table (RocksDB's `DeleteFilesInRange`).
+    /// Returns the tables removed and their entries. Automatic compactions pause meanwhile,
+    /// so none holds a table being removed.
+    pub(crate) fn delete_files_in_range(
+        &self,
+        ks: &KeyspaceState,
+        begin: &[u8],
+        end: &[u8],
+    ) -> Result<(usize, u64)> {
+        self.check_writable()?;
+        self.pause_automatic_compactions()?;
+        let result = self.delete_files_in_range_paused(ks, begin, end);
+        self.resume_automatic_compactions();
+        result
+    }
+
+    fn delete_files_in_range_paused(
+        &self,
+        ks: &KeyspaceState,
+        begin: &[u8],
+        end: &[u8],
+    ) -> Result<(usize, u64)> {
+        ks.check_live()?;
+        // Writes acknowledged before the call (a catalog record saying the range is dead)
+        // must not be lost by a crash that keeps the edit below.
+        self.sync_wal(&mut self.log.lock())?;
+        let mut versions = self.versions.lock();
+        let Some(version) = versions.current_of(ks.id) else {
+            return Err(Error::InvalidArgument(format!(
+                "keyspace {:?} was dropped",
+                ks.name
+            )));
+        };
+        let mut edit = VersionEdit {
+            keyspace: ks.id,
+            ..VersionEdit::default()
+        };
+        let (mut doomed, mut entries) = (Vec::new(), 0u64);
+        for (level, files) in version.levels.iter().enumerate() {
+            for f in files {
+                if &f.smallest.user_key[..] >= begin && &f.largest.user_key[..] < end {
+                    edit.delete_file(level, f.number);
+                    doomed.push(f.number);
+                    entries = entries.saturating_add(f.num_entries);
+                }
+            }
+        }
+        drop(version);
+        if doomed.is_empty() {
+            return Ok((0, 0));
+        }
+        let version = match versions.log_and_apply(edit) {
+            Ok(v) => v,
+            Err(Error::InvalidArgument(reason)) => return Err(Error::InvalidArgument(reason)),
+            Err(e) => {
+                // The edit may be durable: the tables stay until the next open, which deletes
+                // them if the manifest does not name them.
+                let reason = format!("manifest write deleting tables in a range failed: {e}");
+                self.set_poison(reason.clone());
+                return Err(Error::Poisoned { reason });
+            }
+        };
+        self.track_version(&version);
+        ks.install_version(version);
+        drop(versions);
+        let removed = doomed.len();
+        tracing::debug!(tables = removed, entries, "deleted tables in a key range");
+        self.delete_obsolete_tables(doomed);
+        Ok((removed, entries))
     }
 
     /// Waits for running compactions (and another manual one) to finish and keeps new ones

@@ -200,6 +200,16 @@ impl Keyspace {
         self.inner().compact_range(&self.state, begin, end)
     }
 
+    /// Removes this keyspace's tables whose keys all lie in `[begin, end)`; see
+    /// [`Db::delete_files_in_range`] (not a consistent delete).
+    ///
+    /// # Errors
+    /// As [`Db::delete_files_in_range`]; [`Error::InvalidArgument`] once the keyspace is
+    /// dropped.
+    pub fn delete_files_in_range(&self, begin: &[u8], end: &[u8]) -> Result<(usize, u64)> {
+        self.inner().delete_files_in_range(&self.state, begin, end)
+    }
+
     /// Links tables built by [`crate::TableWriter`] into this keyspace; see [`Db::ingest`].
     ///
     /// # Errors

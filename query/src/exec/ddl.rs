@@ -3,8 +3,9 @@
 //! Catalog changes are one batch. Work proportional to the table is done under the statement
 //! lock: an index is built as one bulk write ([`KvStore::bulk`]: sorted and ingested by the
 //! engine) and becomes visible only when its catalog record is written after it; dropping an
-//! index or a table's rows deletes in chunks of [`CHUNK_ENTRIES`] after the object left the
-//! catalog. Ids are never reused, so entries a crash leaves behind are unreachable garbage,
+//! index or a table's rows, after the object left the catalog, removes the store's tables
+//! holding only its keys ([`KvStore::forget_range`]) and deletes the rest in chunks of
+//! [`CHUNK_ENTRIES`]. Ids are never reused, so entries a crash leaves behind are unreachable garbage,
 //! never wrong answers (and [`remove_orphans`] deletes them at the next open).
 
 use std::ops::Bound;
@@ -29,7 +30,8 @@ use crate::value::Value;
 /// Entries per write batch when deleting an index or a table's rows.
 pub const CHUNK_ENTRIES: usize = 50_000;
 
-/// A drop that deleted at least this many entries then has the store rewrite the dropped key
+/// A drop that deleted at least this many entries (besides the tables removed whole) then has
+/// the store rewrite the dropped key
 /// range ([`KvStore::reclaim`]), so the space is freed and later opens and scans do not step
 /// over its tombstones. Smaller drops leave that to the background compactions (a rewrite
 /// costs whole tables at the range's edges). Measured in docs/sql.md, "DROP frees the space".
@@ -260,14 +262,21 @@ pub(super) fn remove_orphans<S: KvStore>(db: &Database<S>) -> Result<usize> {
     Ok(cleaned)
 }
 
+/// Deletes every key under `prefix`, an id that left the catalog (no reader asks for it, and
+/// ids are never reused): first the store's tables holding nothing else, without tombstones
+/// ([`KvStore::forget_range`]), then what is left by deletes in chunks, then, after many
+/// deletes, a compaction of the range ([`KvStore::reclaim`]).
 fn delete_prefix<S: KvStore>(db: &Database<S>, prefix: &[u8]) -> Result<()> {
-    let reader = db.store.reader();
     let mut hi = prefix.to_vec();
     let upper = if prefix_successor(&mut hi) {
         Bound::Excluded(hi.as_slice())
     } else {
         Bound::Unbounded
     };
+    if let Bound::Excluded(end) = upper {
+        db.store.forget_range(prefix, end)?;
+    }
+    let reader = db.store.reader();
     let mut batch = S::Batch::default();
     let mut deleted = 0_usize;
     let mut entries = reader.cursor(Bound::Included(prefix), upper, false, ScanCache::NoFill);

@@ -131,6 +131,19 @@ pub trait KvStore: Send + Sync {
     /// A key given twice; the store's write errors.
     fn finish_bulk(&self, bulk: Self::Bulk) -> KvResult<()>;
 
+    /// Drops, without tombstones, the stored data of keys in `[begin, end)` where it is cheap:
+    /// whole storage units holding only such keys (the engine's tables: RocksDB's
+    /// `DeleteFilesInRange`). Returns how many stored entries went. Only for a range no
+    /// reader needs any more (a dropped table's id): until the deletes that must follow, a
+    /// read of the range may miss some keys or see older versions. The default drops nothing.
+    ///
+    /// # Errors
+    /// The store's I/O errors.
+    fn forget_range(&self, begin: &[u8], end: &[u8]) -> KvResult<u64> {
+        let _ = (begin, end);
+        Ok(0)
+    }
+
     /// Rewrites the stored data of the keys from `begin` (inclusive) to `end` (inclusive;
     /// `None`: to the last key) after a large delete there, so its tombstones and the values they hide stop costing disk space and
     /// scan time (RocksDB's advice: `CompactRange` after deleting a key range). Returns when
@@ -329,6 +342,11 @@ impl KvStore for DbStore {
             return Ok(());
         }
         self.db.ingest(&sorted.paths())
+    }
+
+    /// [`Db::delete_files_in_range`].
+    fn forget_range(&self, begin: &[u8], end: &[u8]) -> KvResult<u64> {
+        Ok(self.db.delete_files_in_range(begin, end)?.1)
     }
 
     /// [`Db::compact_range`] from `begin` to `end`: the tombstones there reach the last level
