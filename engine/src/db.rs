@@ -323,24 +323,25 @@ impl Db {
         inner.compact_range(&inner.default_ks, begin, end)
     }
 
-    /// Removes every table whose keys all lie in the user-key range `[begin, end)`, by one
+    /// Removes tables whose keys all lie in the user-key range `[begin, end)`, by one
     /// manifest edit, without reading or rewriting anything, and returns how many tables and
-    /// entries (as stored, tombstones included) went (RocksDB's `DeleteFilesInRange`). Keys of
-    /// the range in the memtables and in tables that also hold keys outside it stay: delete
-    /// those with writes, then [`Db::compact_range`] frees their space. Automatic compactions
-    /// pause meanwhile; the files go once no reader holds them. The WAL is fsynced first, so
-    /// a crash cannot keep the removal and lose a write acknowledged before the call (such
-    /// as the record saying that the range is no longer used).
+    /// entries (as stored, tombstones included) went (RocksDB's `DeleteFilesInRange`). Only
+    /// tables of levels 1 and deeper go, and only those no staying table below overlaps
+    /// (`compaction::pick_range_deletion`). Keys of the range in the memtables, in level 0 and
+    /// in the tables that stay remain: delete those with writes, then [`Db::compact_range`]
+    /// frees their space. Automatic compactions pause meanwhile; the files go once no reader
+    /// holds them. The WAL is fsynced first, so a crash cannot keep the removal and lose a
+    /// write acknowledged before the call (such as a record saying the range is unused).
     ///
-    /// **Not a consistent delete.** It is for a key range no reader needs any more (a dropped
-    /// table's rows): a snapshot or a read started after the call may see keys of the range
-    /// disappear, and older versions of a key, kept in a table that stays, may reappear until
-    /// the deletes that follow. Iterators created before the call are unaffected.
+    /// **Not an atomic delete.** A read after the call sees each key of the range with its
+    /// newest value or not at all (some keys vanish, as if a delete of the range had begun),
+    /// never an older value back; a snapshot taken before the call loses those keys too.
+    /// Iterators created before the call are unaffected. For a range being deleted anyway.
     ///
     /// # Errors
     /// [`crate::Error::Io`] when the WAL fsync fails and [`crate::Error::Poisoned`] when the
-    /// manifest write fails (the database is poisoned either way) or failed before; [`crate::Error::Closed`]; [`crate::Error::ReadOnly`] on a
-    /// read-only database.
+    /// manifest write fails (the database is poisoned either way) or failed before;
+    /// [`crate::Error::Closed`]; [`crate::Error::ReadOnly`] on a read-only database.
     pub fn delete_files_in_range(&self, begin: &[u8], end: &[u8]) -> Result<(usize, u64)> {
         let inner = self.inner();
         inner.delete_files_in_range(&inner.default_ks, begin, end)

@@ -670,6 +670,46 @@ pub fn pick_bottom_rewrite(
     })
 }
 
+/// The tables [`crate::Db::delete_files_in_range`] removes: tables of levels 1 and deeper
+/// whose keys all lie in `[begin, end)` and that no table staying at a deeper level overlaps.
+/// The second rule keeps reads from seeing an older version come back: a deeper table holds
+/// older versions of the same keys, and one that stays (partly outside the range) may hold a
+/// key whose newer version is in a table removed above it. So removing the tables is like
+/// deleting some of the range's keys, never like undoing a write. Level 0 is left alone (its
+/// tables overlap each other, and it is small). Returned deepest level first, with levels.
+pub fn pick_range_deletion(
+    version: &Version,
+    begin: &[u8],
+    end: &[u8],
+) -> Vec<(usize, Arc<FileMeta>)> {
+    let inside = |f: &FileMeta| &f.smallest.user_key[..] >= begin && &f.largest.user_key[..] < end;
+    let mut doomed: Vec<(usize, Arc<FileMeta>)> = Vec::new();
+    let mut doomed_numbers: HashSet<FileNumber> = HashSet::new();
+    for level in (1..NUM_LEVELS).rev() {
+        let mut at_level = Vec::new();
+        for f in version.overlapping_files(level, Some(begin), Some(end)) {
+            if !inside(&f) {
+                continue;
+            }
+            let (lo, hi) = (&f.smallest.user_key[..], &f.largest.user_key[..]);
+            let nothing_kept_below = (level + 1..NUM_LEVELS).all(|deeper| {
+                version
+                    .overlapping_files(deeper, Some(lo), Some(hi))
+                    .iter()
+                    .all(|g| doomed_numbers.contains(&g.number))
+            });
+            if nothing_kept_below {
+                at_level.push(f);
+            }
+        }
+        for f in at_level {
+            doomed_numbers.insert(f.number);
+            doomed.push((level, f));
+        }
+    }
+    doomed
+}
+
 /// Estimate of the bytes compaction must still rewrite to bring every level under its target
 /// (RocksDB's `estimated_pending_compaction_bytes`), for write backpressure.
 ///

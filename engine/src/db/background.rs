@@ -360,14 +360,10 @@ impl DbInner {
             ..VersionEdit::default()
         };
         let (mut doomed, mut entries) = (Vec::new(), 0u64);
-        for (level, files) in version.levels.iter().enumerate() {
-            for f in files {
-                if &f.smallest.user_key[..] >= begin && &f.largest.user_key[..] < end {
-                    edit.delete_file(level, f.number);
-                    doomed.push(f.number);
-                    entries = entries.saturating_add(f.num_entries);
-                }
-            }
+        for (level, f) in compaction::pick_range_deletion(&version, begin, end) {
+            edit.delete_file(level, f.number);
+            doomed.push(f.number);
+            entries = entries.saturating_add(f.num_entries);
         }
         drop(version);
         if doomed.is_empty() {

@@ -201,7 +201,7 @@ impl Keyspace {
     }
 
     /// Removes this keyspace's tables whose keys all lie in `[begin, end)`; see
-    /// [`Db::delete_files_in_range`] (not a consistent delete).
+    /// [`Db::delete_files_in_range`] (not an atomic delete).
     ///
     /// # Errors
     /// As [`Db::delete_files_in_range`]; [`Error::InvalidArgument`] once the keyspace is

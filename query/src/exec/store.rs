@@ -133,9 +133,9 @@ pub trait KvStore: Send + Sync {
 
     /// Drops, without tombstones, the stored data of keys in `[begin, end)` where it is cheap:
     /// whole storage units holding only such keys (the engine's tables: RocksDB's
-    /// `DeleteFilesInRange`). Returns how many stored entries went. Only for a range no
-    /// reader needs any more (a dropped table's id): until the deletes that must follow, a
-    /// read of the range may miss some keys or see older versions. The default drops nothing.
+    /// `DeleteFilesInRange`). Returns how many stored entries went. For a range being
+    /// deleted (a dropped table's id): until the deletes that must follow, a read of the
+    /// range may miss some keys (never see an older value). The default drops nothing.
     ///
     /// # Errors
     /// The store's I/O errors.

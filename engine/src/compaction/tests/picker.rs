@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::compaction::picker::{
     CompactionReason, LevelTargets, MAX_COMPACTION_FACTOR, level_scores, level_scores_with,
     pending_compaction_bytes, pick_bottom_rewrite, pick_compaction, pick_compaction_with,
-    pick_range_compaction, subcompaction_boundaries,
+    pick_range_compaction, pick_range_deletion, subcompaction_boundaries,
 };
 use crate::options::Options;
 use crate::types::{FileNumber, InternalKey, SeqNo, ValueKind};
@@ -544,4 +544,30 @@ fn bottom_rewrite_takes_adjacent_last_level_tables_with_tombstones_written_befor
     );
     let task = pick_bottom_rewrite(&big, &opts, None, None, FileNumber(1000)).expect_task();
     assert_eq!(task.inputs.len() as u64, MAX_COMPACTION_FACTOR);
+}
+
+#[test]
+fn range_deletion_takes_inside_tables_with_nothing_kept_below() {
+    let v = version(vec![
+        (6, t(1, "a", "c", 100, (0, 0))),
+        (6, t(2, "d", "f", 100, (0, 0))),
+        (6, t(3, "g", "h", 100, (0, 0))),
+        (5, t(4, "b", "b", 100, (1, 1))),
+        (5, t(5, "e", "e", 100, (1, 1))),
+        (5, t(6, "i", "k", 100, (1, 1))),
+        (4, t(8, "d", "g", 100, (2, 2))),
+        (4, t(9, "l", "z", 100, (2, 2))),
+        (0, t(7, "d", "d", 100, (3, 3))),
+    ]);
+    let picked: Vec<(usize, u64)> = pick_range_deletion(&v, b"b", b"m")
+        .iter()
+        .map(|(level, f)| (*level, f.number.0))
+        .collect();
+    // 1 and 9 reach outside the range; 4 lies above 1, which stays (an older "b" may be in
+    // it); level 0 is never touched.
+    assert_eq!(picked, vec![(6, 2), (6, 3), (5, 5), (5, 6), (4, 8)]);
+    // The end is exclusive: a table ending at it stays.
+    let picked = pick_range_deletion(&v, b"d", b"f");
+    assert!(picked.is_empty(), "{picked:?}");
+    assert!(pick_range_deletion(&v, b"x", b"y").is_empty());
 }
