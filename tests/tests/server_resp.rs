@@ -469,6 +469,70 @@ fn keys_dbsize_and_flushdb() -> TestResult {
     Ok(())
 }
 
+/// Bytes of the files directly under `dir`.
+fn dir_bytes(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter_map(|e| e.metadata().ok())
+                .filter(std::fs::Metadata::is_file)
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+fn flushdb_of_many_keys_frees_their_space_and_keeps_sql_tables() -> TestResult {
+    // Small memtables, one per flush: the keys spread over many tables, most of which
+    // FLUSHDB removes whole.
+    let mut server = TestServer::start(|c| {
+        c.write_buffer_size = 64 << 10;
+        c.memtables_per_flush = 1;
+    });
+    let mut c = server.client();
+    let _: String = redis::cmd("SQL")
+        .arg("CREATE TABLE counts (k TEXT PRIMARY KEY, n BIGINT)")
+        .query(&mut c)?;
+    let _: String = redis::cmd("SQL")
+        .arg("INSERT INTO counts VALUES ('a', 1), ('b', 2)")
+        .query(&mut c)?;
+    let value = "v".repeat(40);
+    for chunk in 0..60 {
+        let pairs: Vec<(String, &str)> = (0..1000)
+            .map(|i| (format!("read:{:06}", chunk * 1000 + i), value.as_str()))
+            .collect();
+        let () = c.mset(&pairs)?;
+    }
+    assert_eq!(redis::cmd("DBSIZE").query::<i64>(&mut c)?, 60_000);
+    let db_dir = server.dir.path().join("db0");
+    let before = dir_bytes(&db_dir);
+    let () = redis::cmd("FLUSHDB").query(&mut c)?;
+    assert_eq!(redis::cmd("DBSIZE").query::<i64>(&mut c)?, 0);
+    let after = dir_bytes(&db_dir);
+    assert!(
+        after < before / 4,
+        "{before} bytes before FLUSHDB, {after} after"
+    );
+    let count = |c: &mut redis::Connection| -> redis::RedisResult<redis::Value> {
+        redis::cmd("SQL")
+            .arg("SELECT k, n FROM counts ORDER BY k")
+            .query(c)
+    };
+    let rows = count(&mut c)?;
+    let () = c.set("after", "flush")?;
+    server.restart();
+    let mut c = server.client();
+    assert_eq!(count(&mut c)?, rows);
+    let redis::Value::Array(ref r) = rows else {
+        panic!("{rows:?}")
+    };
+    assert_eq!(r.len(), 3, "header and two rows: {rows:?}");
+    assert_eq!(redis::cmd("DBSIZE").query::<i64>(&mut c)?, 1);
+    assert_eq!(c.get::<_, String>("after")?, "flush");
+    Ok(())
+}
+
 #[test]
 fn select_switches_between_named_databases() -> TestResult {
     let server = TestServer::start(|_| {});

@@ -15,7 +15,7 @@ use parking_lot::Mutex;
 
 use super::commands::{NOT_INTEGER, SYNTAX, arg};
 use super::session::Session;
-use crate::databases::{Database, KvBatch};
+use crate::databases::{Database, KV_PREFIX, KvBatch};
 use crate::error::{resp_engine_error, resp_server_error};
 use crate::glob;
 use crate::protocol::request::parse_decimal;
@@ -25,6 +25,10 @@ pub(crate) const MAX_CURSORS: usize = 65_536;
 
 /// Keys deleted per engine write by FLUSHDB.
 const FLUSH_BATCH: usize = 10_000;
+
+/// A FLUSHDB that deleted at least this many keys (besides the tables removed whole) then
+/// compacts the Redis key range, as `DROP TABLE` does in the SQL layer.
+const FLUSH_RECLAIM_MIN: usize = 50_000;
 
 #[derive(Debug)]
 struct CursorEntry {
@@ -174,17 +178,33 @@ pub(crate) fn dbsize(s: &mut Session, _args: &[Bytes]) {
 }
 
 /// Deletes every Redis key of `db`, holding all key locks (writers wait meanwhile).
+/// Deletes every Redis key of `db`: first the engine's tables holding nothing else, whole
+/// and without tombstones (`Db::delete_files_in_range`: keys vanish, none comes back with an
+/// older value), then the rest in batches; after [`FLUSH_RECLAIM_MIN`] deletes or more, the
+/// Redis key range is compacted so the space is freed and later scans do not step over the
+/// tombstones (docs/server.md, "FLUSHDB").
 fn flush(db: &Database) -> strata_engine::Result<()> {
-    let _locks = db.lock_all();
-    let mut batch = KvBatch::new();
-    for kv in db.scan_from(None) {
-        let (key, _) = kv?;
-        batch.delete(&key);
-        if batch.len() >= FLUSH_BATCH {
-            db.write(std::mem::take(&mut batch))?;
+    let (lo, hi) = ([KV_PREFIX], [KV_PREFIX + 1]);
+    let mut deleted = 0_usize;
+    {
+        let _locks = db.lock_all();
+        db.db().delete_files_in_range(&lo, &hi)?;
+        let mut batch = KvBatch::new();
+        for kv in db.scan_from(None) {
+            let (key, _) = kv?;
+            batch.delete(&key);
+            deleted += 1;
+            if batch.len() >= FLUSH_BATCH {
+                db.write(std::mem::take(&mut batch))?;
+            }
         }
+        db.write(batch)?;
     }
-    db.write(batch)
+    // After the key locks are released: the compaction does not change what anyone reads.
+    if deleted >= FLUSH_RECLAIM_MIN {
+        db.db().compact_range(Some(&lo), Some(&hi))?;
+    }
+    Ok(())
 }
 
 fn flush_mode_ok(args: &[Bytes]) -> bool {
