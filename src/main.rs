@@ -113,7 +113,9 @@ enum Command {
         #[arg(long)]
         hex: bool,
     },
-    /// Write a consistent, openable copy of a live database to DEST (tables hard-linked).
+    /// Write a consistent, openable copy of the database in DIR to DEST (tables hard-linked).
+    /// Opens DIR itself, so not while another process (a running `strata serve`) has it open;
+    /// an embedding program calls `Db::checkpoint` on its open database instead.
     Checkpoint { dir: PathBuf, dest: PathBuf },
     /// Verify every table and the manifest; print each problem; exit status 1 if any.
     Check { dir: PathBuf },

@@ -25,7 +25,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use crate::options::Options;
-use crate::types::FileNumber;
+use crate::types::{FileNumber, SeqNo};
 use crate::version::{FileMeta, NUM_LEVELS, Version};
 
 /// The deepest level.
@@ -52,6 +52,9 @@ pub enum CompactionReason {
     /// Asked for through [`pick_range_compaction`] or [`pick_bottom_rewrite`]
     /// (`Db::compact_range`).
     Manual,
+    /// Tombstones to move down or drop, with no level over its target
+    /// ([`pick_tombstone_compaction`]).
+    Tombstones,
 }
 
 /// One compaction to run: tables of `level` (and the overlapping tables of `output_level`)
@@ -666,6 +669,75 @@ pub fn pick_bottom_rewrite(
         trivial_move: false,
         score: 0.0,
         reason: CompactionReason::Manual,
+        bottommost: true,
+    })
+}
+
+/// A table counts as tombstone-heavy when at least `1 / TOMBSTONE_HEAVY_DIVISOR` of its
+/// entries are tombstones (RocksDB's deletion-triggered compaction uses such a ratio too).
+pub const TOMBSTONE_HEAVY_DIVISOR: u64 = 4;
+
+fn tombstone_heavy(f: &FileMeta) -> bool {
+    f.num_deletions > 0 && f.num_deletions.saturating_mul(TOMBSTONE_HEAVY_DIVISOR) >= f.num_entries
+}
+
+/// A background compaction for tombstones when no level is over its target (RocksDB's
+/// deletion-triggered compaction and its bottommost files marked for compaction): the
+/// tombstones and what they hide would otherwise stay until size triggers reach them, and in
+/// the last level for ever, costing space and every scan that crosses them. In order:
+///
+/// - level 0, when one of its tables is tombstone-heavy: the usual level-0 compaction;
+/// - levels 1 to 5: the first idle tombstone-heavy table, into the next level;
+/// - the last level: the first idle table holding tombstones that every live snapshot sees
+///   (`largest_seqno` below `oldest_snapshot`, or no snapshot), rewritten in place, which
+///   drops them all with what they hide.
+///
+/// Each task moves tombstones down a level or drops them, and a last-level table is picked
+/// only when its rewrite drops every tombstone in it, so repeated picks end.
+pub fn pick_tombstone_compaction(
+    version: &Version,
+    options: &Options,
+    busy: &HashSet<FileNumber>,
+    oldest_snapshot: Option<SeqNo>,
+) -> Option<CompactionTask> {
+    if version.files(0).iter().any(|f| tombstone_heavy(f)) {
+        let targets = LevelTargets::dynamic(version, options);
+        if let Some(task) = pick_level0(version, options, &targets, busy) {
+            return Some(task);
+        }
+    }
+    for level in 1..LAST_LEVEL {
+        for f in version.files(level) {
+            if busy.contains(&f.number) || !tombstone_heavy(f) {
+                continue;
+            }
+            if let Some(task) = make_task(
+                version,
+                options,
+                level,
+                level + 1,
+                vec![Arc::clone(f)],
+                CompactionReason::Tombstones,
+                busy,
+            ) {
+                return Some(task);
+            }
+        }
+    }
+    let settled = |f: &FileMeta| oldest_snapshot.is_none_or(|s| f.largest_seqno < s);
+    let f = version
+        .files(LAST_LEVEL)
+        .iter()
+        .find(|f| !busy.contains(&f.number) && f.num_deletions > 0 && settled(f))?;
+    Some(CompactionTask {
+        level: LAST_LEVEL,
+        output_level: LAST_LEVEL,
+        inputs: vec![Arc::clone(f)],
+        output_inputs: Vec::new(),
+        grandparents: Vec::new(),
+        trivial_move: false,
+        score: 0.0,
+        reason: CompactionReason::Tombstones,
         bottommost: true,
     })
 }

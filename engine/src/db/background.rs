@@ -18,7 +18,7 @@ use super::state::{DbInner, ImmMemTable, KeyspaceState};
 use crate::compaction::{self, CompactionTask, JobContext};
 use crate::error::{Error, Result};
 use crate::filename;
-use crate::types::FileNumber;
+use crate::types::{FileNumber, SeqNo};
 use crate::version::{NUM_LEVELS, Version, VersionEdit};
 
 /// Longest a background thread (or a flush waiter) sleeps before looking for work again
@@ -75,6 +75,7 @@ fn background_main(inner: &Arc<DbInner>) {
                             &keyspaces,
                             &bg_state.busy,
                             &mut bg_state.next_keyspace,
+                            inner.snapshots.seqnos().first().copied(),
                         )
                     {
                         for (_, f) in task.all_inputs() {
@@ -135,19 +136,31 @@ fn max_compactions(options: &crate::Options) -> usize {
 }
 
 /// The first compaction due in any keyspace, starting the search at keyspace index `*next`
-/// and moving it on, so that keyspaces take turns.
+/// and moving it on, so that keyspaces take turns; when none is due by size, the first
+/// tombstone compaction ([`compaction::pick_tombstone_compaction`], `oldest_snapshot` being
+/// the oldest live snapshot's sequence number).
 fn pick_any_compaction(
     keyspaces: &[Arc<KeyspaceState>],
     busy: &HashSet<FileNumber>,
     next: &mut usize,
+    oldest_snapshot: Option<SeqNo>,
 ) -> Option<(Arc<KeyspaceState>, CompactionTask)> {
     let n = keyspaces.len();
-    for i in 0..n {
-        let ks = keyspaces.get((*next + i) % n)?;
-        let sv = ks.super_version();
-        if let Some(task) = compaction::pick_compaction(&sv.version, &ks.options, busy) {
-            *next = (*next + i + 1) % n;
-            return Some((Arc::clone(ks), task));
+    let pick = |ks: &KeyspaceState, tombstones: bool| {
+        let version = &ks.super_version().version;
+        if tombstones {
+            compaction::pick_tombstone_compaction(version, &ks.options, busy, oldest_snapshot)
+        } else {
+            compaction::pick_compaction(version, &ks.options, busy)
+        }
+    };
+    for tombstones in [false, true] {
+        for i in 0..n {
+            let ks = keyspaces.get((*next + i) % n)?;
+            if let Some(task) = pick(ks, tombstones) {
+                *next = (*next + i + 1) % n;
+                return Some((Arc::clone(ks), task));
+            }
         }
     }
     None

@@ -1,11 +1,11 @@
 //! CREATE/DROP TABLE and INDEX, DESCRIBE.
 //!
-//! Catalog changes are one batch. Work proportional to the table is done under the statement
-//! lock: an index is built as one bulk write ([`KvStore::bulk`]: sorted and ingested by the
-//! engine) and becomes visible only when its catalog record is written after it; dropping an
-//! index or a table's rows, after the object left the catalog, removes the store's tables
-//! holding only its keys ([`KvStore::forget_range`]) and deletes the rest in chunks of
-//! [`CHUNK_ENTRIES`]. Ids are never reused, so entries a crash leaves behind are unreachable garbage,
+//! Catalog changes are one batch. An index is built under the statement lock as one bulk
+//! write ([`KvStore::bulk`]: sorted and ingested by the engine) and becomes visible only when
+//! its catalog record is written after it. A drop changes the catalog under the lock; then,
+//! with the lock released (nothing can reach the dropped id), [`delete_prefix`] removes the
+//! store's tables holding only its keys ([`KvStore::forget_range`]) and deletes the rest in
+//! chunks of [`CHUNK_ENTRIES`]. Ids are never reused, so entries a crash leaves behind are unreachable garbage,
 //! never wrong answers (and [`remove_orphans`] deletes them at the next open).
 
 use std::ops::Bound;
@@ -37,7 +37,15 @@ pub const CHUNK_ENTRIES: usize = 50_000;
 /// costs whole tables at the range's edges). Measured in docs/sql.md, "DROP frees the space".
 pub const RECLAIM_MIN_ENTRIES: usize = CHUNK_ENTRIES;
 
-pub(super) fn run<S: KvStore>(db: &Database<S>, stmt: &Statement) -> Result<Output> {
+/// Runs a DDL statement under the caller's statement lock. A drop only changes the catalog
+/// here and pushes the key prefixes of what it dropped to `dead`: the caller deletes them
+/// with [`delete_prefix`] after releasing the lock (no statement can reach them any more, so
+/// other statements need not wait for the deletes and their compaction).
+pub(super) fn run<S: KvStore>(
+    db: &Database<S>,
+    stmt: &Statement,
+    dead: &mut Vec<Vec<u8>>,
+) -> Result<Output> {
     let catalog = db.catalog();
     match stmt {
         Statement::CreateTable {
@@ -96,10 +104,8 @@ pub(super) fn run<S: KvStore>(db: &Database<S>, stmt: &Statement) -> Result<Outp
             let mut next = (*catalog).clone();
             next.tables.remove(name);
             db.set_catalog(next);
-            delete_prefix(db, &t.key_prefix())?;
-            for index in &t.indexes {
-                delete_prefix(db, &index.key_prefix())?;
-            }
+            dead.push(t.key_prefix());
+            dead.extend(t.indexes.iter().map(IndexDef::key_prefix));
             Ok(Output::Done("DROP TABLE"))
         }
         Statement::CreateIndex {
@@ -162,7 +168,7 @@ pub(super) fn run<S: KvStore>(db: &Database<S>, stmt: &Statement) -> Result<Outp
             let mut next = (*catalog).clone();
             next.tables.insert(t2.name.clone(), Arc::new(t2));
             db.set_catalog(next);
-            delete_prefix(db, &index.key_prefix())?;
+            dead.push(index.key_prefix());
             Ok(Output::Done("DROP INDEX"))
         }
         _ => plan_err("not a DDL statement"),
@@ -266,7 +272,7 @@ pub(super) fn remove_orphans<S: KvStore>(db: &Database<S>) -> Result<usize> {
 /// ids are never reused): first the store's tables holding nothing else, without tombstones
 /// ([`KvStore::forget_range`]), then what is left by deletes in chunks, then, after many
 /// deletes, a compaction of the range ([`KvStore::reclaim`]).
-fn delete_prefix<S: KvStore>(db: &Database<S>, prefix: &[u8]) -> Result<()> {
+pub(super) fn delete_prefix<S: KvStore>(db: &Database<S>, prefix: &[u8]) -> Result<()> {
     let mut hi = prefix.to_vec();
     let upper = if prefix_successor(&mut hi) {
         Bound::Excluded(hi.as_slice())

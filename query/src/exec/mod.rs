@@ -245,8 +245,15 @@ impl<S: KvStore> Database<S> {
             | Statement::DropTable { .. }
             | Statement::CreateIndex { .. }
             | Statement::DropIndex { .. } => {
-                let _guard = self.lock();
-                ddl::run(self, stmt)
+                let mut dead = Vec::new();
+                let output = {
+                    let _guard = self.lock();
+                    ddl::run(self, stmt, &mut dead)?
+                };
+                for prefix in &dead {
+                    ddl::delete_prefix(self, prefix)?;
+                }
+                Ok(output)
             }
         }
     }

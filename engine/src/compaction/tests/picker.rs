@@ -6,7 +6,8 @@ use std::sync::Arc;
 use crate::compaction::picker::{
     CompactionReason, LevelTargets, MAX_COMPACTION_FACTOR, level_scores, level_scores_with,
     pending_compaction_bytes, pick_bottom_rewrite, pick_compaction, pick_compaction_with,
-    pick_range_compaction, pick_range_deletion, subcompaction_boundaries,
+    pick_range_compaction, pick_range_deletion, pick_tombstone_compaction,
+    subcompaction_boundaries,
 };
 use crate::options::Options;
 use crate::types::{FileNumber, InternalKey, SeqNo, ValueKind};
@@ -570,4 +571,48 @@ fn range_deletion_takes_inside_tables_with_nothing_kept_below() {
     let picked = pick_range_deletion(&v, b"d", b"f");
     assert!(picked.is_empty(), "{picked:?}");
     assert!(pick_range_deletion(&v, b"x", b"y").is_empty());
+}
+
+#[test]
+fn tombstone_compaction_moves_heavy_tables_down_and_rewrites_settled_last_level_ones() {
+    let opts = small();
+    let last = NUM_LEVELS - 1;
+    let deletes = |mut f: FileMeta, n: u64| {
+        f.num_deletions = n;
+        f
+    };
+    let none: HashSet<FileNumber> = HashSet::new();
+    // Nothing tombstone-heavy (fewer than a quarter of the entries): no task.
+    let v = version(vec![
+        (3, deletes(t(1, "a", "c", 100, (5, 5)), 24)),
+        (last, deletes(t(2, "a", "z", 100, (9, 9)), 0)),
+    ]);
+    assert!(pick_tombstone_compaction(&v, &opts, &none, None).is_none());
+    // A heavy table in a middle level goes into the next level.
+    let v = version(vec![
+        (3, deletes(t(1, "a", "c", 100, (5, 5)), 25)),
+        (4, t(3, "b", "d", 100, (4, 4))),
+        (last, deletes(t(2, "a", "z", 100, (9, 9)), 1)),
+    ]);
+    let task = pick_tombstone_compaction(&v, &opts, &none, Some(SeqNo(1))).expect_task();
+    assert_eq!((task.level, task.output_level), (3, 4));
+    assert_eq!(numbers(&task.inputs), vec![1]);
+    assert_eq!(numbers(&task.output_inputs), vec![3]);
+    assert_eq!(task.reason, CompactionReason::Tombstones);
+    // Busy: the last level's table is next, once every snapshot sees its tombstones.
+    let busy: HashSet<FileNumber> = [FileNumber(1)].into_iter().collect();
+    assert!(pick_tombstone_compaction(&v, &opts, &busy, Some(SeqNo(9))).is_none());
+    let task = pick_tombstone_compaction(&v, &opts, &busy, Some(SeqNo(10))).expect_task();
+    assert_eq!((task.level, task.output_level), (last, last));
+    assert!(task.bottommost && !task.trivial_move && task.output_inputs.is_empty());
+    let task = pick_tombstone_compaction(&v, &opts, &busy, None).expect_task();
+    assert_eq!(numbers(&task.inputs), vec![2]);
+    // A heavy level-0 table: the level-0 compaction into the base level.
+    let v = version(vec![
+        (0, deletes(t(4, "a", "b", 100, (7, 7)), 100)),
+        (last, t(2, "a", "z", 100, (1, 1))),
+    ]);
+    let task = pick_tombstone_compaction(&v, &opts, &none, None).expect_task();
+    assert_eq!(task.level, 0);
+    assert_eq!(numbers(&task.inputs), vec![4]);
 }
