@@ -334,9 +334,9 @@ impl DbInner {
         result
     }
 
-    /// Removes from `ks`'s version every table whose keys all lie in `[begin, end)`, with one
-    /// manifest edit, without reading or writing any table (RocksDB's `DeleteFilesInRange`).
-    /// Returns the tables removed and their entries. Automatic compactions pause meanwhile,
+    /// Removes from `ks`'s version the tables [`compaction::pick_range_deletion`] picks for
+    /// `[begin, end)`, with one manifest edit, without reading or writing any table (RocksDB's
+    /// `DeleteFilesInRange`). Returns the tables removed and their entries. Automatic compactions pause meanwhile,
     /// so none holds a table being removed.
     pub(crate) fn delete_files_in_range(
         &self,

@@ -5,8 +5,9 @@
 //! its catalog record is written after it. A drop changes the catalog under the lock; then,
 //! with the lock released (nothing can reach the dropped id), [`delete_prefix`] removes the
 //! store's tables holding only its keys ([`KvStore::forget_range`]) and deletes the rest in
-//! chunks of [`CHUNK_ENTRIES`]. Ids are never reused, so entries a crash leaves behind are unreachable garbage,
-//! never wrong answers (and [`remove_orphans`] deletes them at the next open).
+//! chunks of [`CHUNK_ENTRIES`]. Ids are never reused, so entries a crash leaves behind are
+//! unreachable garbage, never wrong answers (and [`remove_orphans`] deletes them at the next
+//! open).
 
 use std::ops::Bound;
 use std::sync::Arc;
@@ -31,9 +32,8 @@ use crate::value::Value;
 pub const CHUNK_ENTRIES: usize = 50_000;
 
 /// A drop that deleted at least this many entries (besides the tables removed whole) then has
-/// the store rewrite the dropped key
-/// range ([`KvStore::reclaim`]), so the space is freed and later opens and scans do not step
-/// over its tombstones. Smaller drops leave that to the background compactions (a rewrite
+/// the store rewrite the dropped key range ([`KvStore::reclaim`]), so the space is freed and
+/// later opens and scans do not step over its tombstones. Smaller drops leave that to the background compactions (a rewrite
 /// costs whole tables at the range's edges). Measured in docs/sql.md, "DROP frees the space".
 pub const RECLAIM_MIN_ENTRIES: usize = CHUNK_ENTRIES;
 
