@@ -323,6 +323,37 @@ fn background_carries_tombstones_below_every_trigger_down_and_drops_them() {
 }
 
 #[test]
+fn tables_a_reader_kept_are_deleted_soon_after_it_finishes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(dir.path(), small()).expect("open");
+    for prefix in ["a", "b", "c"] {
+        for i in 0..1500u32 {
+            db.put(format!("{prefix}{i:05}").as_bytes(), &[3; 30])
+                .expect("put");
+        }
+    }
+    db.compact_range(None, None).expect("compact");
+    let tables = table_count(dir.path());
+    let reader = db.iter(&ReadOptions::default());
+    let (removed, _) = db.delete_files_in_range(b"b", b"c").expect("delete files");
+    assert!(removed > 0);
+    // The reader's version still names the removed tables: they stay on disk.
+    assert_eq!(table_count(dir.path()), tables);
+    assert_eq!(reader.count(), 4500);
+    // With nothing else happening, an idle background thread deletes them.
+    let start = std::time::Instant::now();
+    while table_count(dir.path()) != tables - removed {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(10),
+            "{} tables on disk, {} expected",
+            table_count(dir.path()),
+            tables - removed
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+#[test]
 fn a_run_of_only_tombstones_compacts_to_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = Db::open(dir.path(), small()).expect("open");

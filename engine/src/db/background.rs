@@ -30,6 +30,9 @@ enum Job {
     /// The keyspace and its immutable memtables to merge into one table, oldest first.
     Flush(Arc<KeyspaceState>, Vec<Arc<ImmMemTable>>),
     Compaction(Arc<KeyspaceState>, CompactionTask),
+    /// Idle for [`BACKGROUND_RECHECK`]: delete the obsolete tables whose deletion waited for
+    /// readers (an iterator or a read holding an old version) that have finished since.
+    DeleteObsolete,
 }
 
 /// Starts the background threads.
@@ -86,11 +89,23 @@ fn background_main(inner: &Arc<DbInner>) {
                     }
                 }
                 // Changes are announced by `wake_background`, which cannot be missed; the
-                // timeout is a safety net for `set_poison`, which notifies without the lock.
-                inner.bg_cv.wait_for(&mut bg, BACKGROUND_RECHECK);
+                // timeout is a safety net for `set_poison`, which notifies without the lock,
+                // and the moment to delete tables whose last reader has gone meanwhile.
+                if inner
+                    .bg_cv
+                    .wait_for(&mut bg, BACKGROUND_RECHECK)
+                    .timed_out()
+                {
+                    break Job::DeleteObsolete;
+                }
             }
         };
         match job {
+            Job::DeleteObsolete => {
+                // Nothing else to do: no one to wake.
+                inner.delete_obsolete_tables(Vec::new());
+                continue;
+            }
             Job::Flush(ks, imms) => {
                 let result = inner.flush_imms(&ks, &imms);
                 if let Err(e) = &result {
@@ -283,10 +298,14 @@ impl DbInner {
     }
 
     /// Deletes the tables in `candidates` (and earlier deferred ones) that no live version
-    /// references; the rest wait for a later call.
+    /// references; the rest wait for a later call (after the next flush or compaction, or an
+    /// idle background thread's check once per [`BACKGROUND_RECHECK`]).
     pub(crate) fn delete_obsolete_tables(&self, candidates: Vec<FileNumber>) {
         let mut pending = self.pending_deletes.lock();
         pending.extend(candidates);
+        if pending.is_empty() {
+            return;
+        }
         let referenced = self.tables_in_use();
         pending.retain(|&n| {
             if referenced.contains(&n) {

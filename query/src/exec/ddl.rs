@@ -37,6 +37,11 @@ pub const CHUNK_ENTRIES: usize = 50_000;
 /// costs whole tables at the range's edges). Measured in docs/sql.md, "DROP frees the space".
 pub const RECLAIM_MIN_ENTRIES: usize = CHUNK_ENTRIES;
 
+/// As [`RECLAIM_MIN_ENTRIES`], in bytes of keys and values deleted: a few large rows (400 of
+/// 100 KB, which a tester dropped) are worth the compaction too, or their tombstones could sit
+/// in the memtable, with the values on disk, until the next flush.
+pub const RECLAIM_MIN_BYTES: usize = 16 << 20;
+
 /// Runs a DDL statement under the caller's statement lock. A drop only changes the catalog
 /// here and pushes the key prefixes of what it dropped to `dead`: the caller deletes them
 /// with [`delete_prefix`] after releasing the lock (no statement can reach them any more, so
@@ -284,11 +289,12 @@ pub(super) fn delete_prefix<S: KvStore>(db: &Database<S>, prefix: &[u8]) -> Resu
     }
     let reader = db.store.reader();
     let mut batch = S::Batch::default();
-    let mut deleted = 0_usize;
+    let (mut deleted, mut deleted_bytes) = (0_usize, 0_usize);
     let mut entries = reader.cursor(Bound::Included(prefix), upper, false, ScanCache::NoFill);
-    while let Some((k, _)) = entries.next_entry()? {
+    while let Some((k, v)) = entries.next_entry()? {
         batch.delete(k);
         deleted += 1;
+        deleted_bytes = deleted_bytes.saturating_add(k.len() + v.len());
         if batch.len() >= CHUNK_ENTRIES {
             db.store.write(std::mem::take(&mut batch))?;
         }
@@ -296,7 +302,7 @@ pub(super) fn delete_prefix<S: KvStore>(db: &Database<S>, prefix: &[u8]) -> Resu
     db.store.write(batch)?;
     drop(entries);
     drop(reader);
-    if deleted >= RECLAIM_MIN_ENTRIES {
+    if deleted >= RECLAIM_MIN_ENTRIES || deleted_bytes >= RECLAIM_MIN_BYTES {
         let end = match upper {
             Bound::Excluded(hi) => Some(hi),
             _ => None,

@@ -30,6 +30,9 @@ const FLUSH_BATCH: usize = 10_000;
 /// compacts the Redis key range, as `DROP TABLE` does in the SQL layer.
 const FLUSH_RECLAIM_MIN: usize = 50_000;
 
+/// The same in bytes of keys and values deleted (a few large values are worth it too).
+const FLUSH_RECLAIM_MIN_BYTES: usize = 16 << 20;
+
 #[derive(Debug)]
 struct CursorEntry {
     database: String,
@@ -177,23 +180,25 @@ pub(crate) fn dbsize(s: &mut Session, _args: &[Bytes]) {
     }
 }
 
-/// Deletes every Redis key of `db`, holding all key locks (writers wait meanwhile).
-/// Deletes every Redis key of `db`: first the engine's tables holding nothing else, whole
-/// and without tombstones (`Db::delete_files_in_range`: keys vanish, none comes back with an
-/// older value), then the rest in batches; after [`FLUSH_RECLAIM_MIN`] deletes or more, the
-/// Redis key range is compacted so the space is freed and later scans do not step over the
-/// tombstones (docs/server.md, "FLUSHDB").
+/// Deletes every Redis key of `db`, holding all key locks (commands that lock keys wait
+/// meanwhile): first the engine's tables holding nothing else, whole and without tombstones
+/// (`Db::delete_files_in_range`: keys vanish, none comes back with an older value), then the
+/// rest in batches. After [`FLUSH_RECLAIM_MIN`] deletes or more (or
+/// [`FLUSH_RECLAIM_MIN_BYTES`] of them), the Redis key range is compacted, with the locks
+/// released, so the space is freed and later scans do not step over the tombstones
+/// (docs/server.md, "FLUSHDB").
 fn flush(db: &Database) -> strata_engine::Result<()> {
     let (lo, hi) = ([KV_PREFIX], [KV_PREFIX + 1]);
-    let mut deleted = 0_usize;
+    let (mut deleted, mut deleted_bytes) = (0_usize, 0_usize);
     {
         let _locks = db.lock_all();
         db.db().delete_files_in_range(&lo, &hi)?;
         let mut batch = KvBatch::new();
         for kv in db.scan_from(None) {
-            let (key, _) = kv?;
+            let (key, value) = kv?;
             batch.delete(&key);
             deleted += 1;
+            deleted_bytes = deleted_bytes.saturating_add(key.len() + value.len());
             if batch.len() >= FLUSH_BATCH {
                 db.write(std::mem::take(&mut batch))?;
             }
@@ -201,7 +206,7 @@ fn flush(db: &Database) -> strata_engine::Result<()> {
         db.write(batch)?;
     }
     // After the key locks are released: the compaction does not change what anyone reads.
-    if deleted >= FLUSH_RECLAIM_MIN {
+    if deleted >= FLUSH_RECLAIM_MIN || deleted_bytes >= FLUSH_RECLAIM_MIN_BYTES {
         db.db().compact_range(Some(&lo), Some(&hi))?;
     }
     Ok(())
