@@ -85,29 +85,43 @@ fn snapshot_reads_the_value_it_saw_after_compaction() {
 
 /// Entries and tombstones stored in the database's tables (each table's properties).
 fn stored_entries(dir: &std::path::Path) -> (u64, u64) {
-    let cache = strata_engine::cache::BlockCache::new(1 << 20);
-    let (mut entries, mut deletions) = (0, 0);
-    for e in std::fs::read_dir(dir)
-        .expect("read_dir")
-        .filter_map(Result::ok)
-    {
-        let name = e.file_name().to_string_lossy().into_owned();
-        let Some(number) = name.strip_suffix(".sst") else {
-            continue;
-        };
-        let number = strata_engine::FileNumber(number.parse().expect("table number"));
-        let table = strata_engine::sstable::Table::open(
-            &strata_engine::fs::OsFs,
-            &e.path(),
-            number,
-            None,
-            std::sync::Arc::clone(&cache),
-        )
-        .expect("open table");
-        entries += table.properties().num_entries;
-        deletions += table.properties().num_deletions;
+    // A background compaction may delete a table between the listing and its open, or be
+    // writing one: then the count starts again. (Mid-compaction, outputs may be counted with their inputs: counts
+    // are exact when no compaction runs.)
+    let mut attempt = 0;
+    'listing: loop {
+        attempt += 1;
+        let cache = strata_engine::cache::BlockCache::new(1 << 20);
+        let (mut entries, mut deletions) = (0, 0);
+        for e in std::fs::read_dir(dir)
+            .expect("read_dir")
+            .filter_map(Result::ok)
+        {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Some(number) = name.strip_suffix(".sst") else {
+                continue;
+            };
+            let number = strata_engine::FileNumber(number.parse().expect("table number"));
+            let table = match strata_engine::sstable::Table::open(
+                &strata_engine::fs::OsFs,
+                &e.path(),
+                number,
+                None,
+                std::sync::Arc::clone(&cache),
+            ) {
+                Ok(t) => t,
+                // Deleted since the listing, or still being written: look again.
+                Err(_) if attempt < 200 => {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                    continue 'listing;
+                }
+                Err(e) => panic!("open table {name}: {e}"),
+            };
+            entries += table.properties().num_entries;
+            deletions += table.properties().num_deletions;
+        }
+        return (entries, deletions);
     }
-    (entries, deletions)
 }
 
 #[test]

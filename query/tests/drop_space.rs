@@ -20,25 +20,38 @@ use strata_query::{Database, DbStore, Output, Value};
 
 /// Entries stored in the tables of the database in `dir` (tombstones included).
 fn stored_entries(dir: &Path) -> u64 {
-    let cache = BlockCache::new(1 << 20);
-    let mut entries = 0;
-    for e in std::fs::read_dir(dir).unwrap().filter_map(Result::ok) {
-        let name = e.file_name().to_string_lossy().into_owned();
-        let Some(number) = name.strip_suffix(".sst") else {
-            continue;
-        };
-        let number = FileNumber(number.parse().unwrap());
-        let table = Table::open(
-            &strata_engine::fs::OsFs,
-            &e.path(),
-            number,
-            None,
-            Arc::clone(&cache),
-        )
-        .unwrap();
-        entries += table.properties().num_entries;
+    // A background compaction may delete a table between the listing and its open, or be
+    // writing one: then the count starts again.
+    let mut attempt = 0;
+    'listing: loop {
+        attempt += 1;
+        let cache = BlockCache::new(1 << 20);
+        let mut entries = 0;
+        for e in std::fs::read_dir(dir).unwrap().filter_map(Result::ok) {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Some(number) = name.strip_suffix(".sst") else {
+                continue;
+            };
+            let number = FileNumber(number.parse().unwrap());
+            let table = match Table::open(
+                &strata_engine::fs::OsFs,
+                &e.path(),
+                number,
+                None,
+                Arc::clone(&cache),
+            ) {
+                Ok(t) => t,
+                // Deleted since the listing, or still being written: look again.
+                Err(_) if attempt < 200 => {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                    continue 'listing;
+                }
+                Err(e) => panic!("open table {name}: {e}"),
+            };
+            entries += table.properties().num_entries;
+        }
+        return entries;
     }
-    entries
 }
 
 fn rows(db: &Database<DbStore>, sql: &str) -> Vec<Vec<Value>> {

@@ -630,8 +630,8 @@ pub fn pick_range_compaction(
 /// `before` (so tables this manual compaction wrote are not rewritten again) are rewritten in
 /// place, output level = input level, which drops the tombstones no snapshot needs together
 /// with the values they hide. Tombstones reach the last level beside what they delete when a
-/// compaction merged them while a snapshot was live; no automatic compaction rewrites the last
-/// level, so without this they stay.
+/// compaction merged them while a snapshot was live; this frees them when the manual
+/// compaction returns instead of whenever [`pick_tombstone_compaction`] gets to them.
 ///
 /// The task takes one run of adjacent such tables (a gap would let an output table overlap the
 /// table skipped), cut once it holds [`MAX_COMPACTION_FACTOR`]` * target_file_size` bytes.
