@@ -12,6 +12,11 @@ pub struct LevelStats {
     pub bytes: u64,
     /// Target size of the level in bytes (0 for level 0 and for levels not in use).
     pub target_bytes: u64,
+    /// Entries stored in the level's tables, tombstones and overwritten versions included
+    /// (the tables' properties, summed).
+    pub entries: u64,
+    /// Tombstones among [`LevelStats::entries`].
+    pub deletions: u64,
 }
 
 /// A snapshot of the database's counters since it was opened.
@@ -93,6 +98,14 @@ impl DbStats {
     /// Total bytes of tables in all levels.
     pub fn table_bytes(&self) -> u64 {
         self.levels.iter().map(|l| l.bytes).sum()
+    }
+
+    /// Entries stored in the tables of all levels and the tombstones among them:
+    /// `(entries, deletions)`.
+    pub fn table_entries(&self) -> (u64, u64) {
+        self.levels
+            .iter()
+            .fold((0, 0), |(e, d), l| (e + l.entries, d + l.deletions))
     }
 }
 

@@ -83,45 +83,9 @@ fn snapshot_reads_the_value_it_saw_after_compaction() {
     assert_eq!(db.iter(&ReadOptions::default()).count(), 1000);
 }
 
-/// Entries and tombstones stored in the database's tables (each table's properties).
-fn stored_entries(dir: &std::path::Path) -> (u64, u64) {
-    // A background compaction may delete a table between the listing and its open, or be
-    // writing one: then the count starts again. (Mid-compaction, outputs may be counted with their inputs: counts
-    // are exact when no compaction runs.)
-    let mut attempt = 0;
-    'listing: loop {
-        attempt += 1;
-        let cache = strata_engine::cache::BlockCache::new(1 << 20);
-        let (mut entries, mut deletions) = (0, 0);
-        for e in std::fs::read_dir(dir)
-            .expect("read_dir")
-            .filter_map(Result::ok)
-        {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let Some(number) = name.strip_suffix(".sst") else {
-                continue;
-            };
-            let number = strata_engine::FileNumber(number.parse().expect("table number"));
-            let table = match strata_engine::sstable::Table::open(
-                &strata_engine::fs::OsFs,
-                &e.path(),
-                number,
-                None,
-                std::sync::Arc::clone(&cache),
-            ) {
-                Ok(t) => t,
-                // Deleted since the listing, or still being written: look again.
-                Err(_) if attempt < 200 => {
-                    std::thread::sleep(std::time::Duration::from_millis(10));
-                    continue 'listing;
-                }
-                Err(e) => panic!("open table {name}: {e}"),
-            };
-            entries += table.properties().num_entries;
-            deletions += table.properties().num_deletions;
-        }
-        return (entries, deletions);
-    }
+/// Entries and tombstones stored in the database's tables (the current version's).
+fn stored_entries(db: &Db) -> (u64, u64) {
+    db.stats().table_entries()
 }
 
 #[test]
@@ -140,25 +104,25 @@ fn manual_compaction_rewrites_tombstones_a_snapshot_kept_in_the_last_level() {
         db.delete(format!("k{i:05}").as_bytes()).expect("delete");
     }
     db.compact_range(None, None).expect("compact");
-    let (entries, deletions) = stored_entries(dir.path());
+    let (entries, deletions) = stored_entries(&db);
     assert_eq!((entries, deletions), (3500, 1500), "kept for the snapshot");
     assert_eq!(db.iter(&ReadOptions::at(&snap)).count(), 2000);
     // Compacting with the snapshot still live changes nothing and ends.
     db.compact_range(Some(b"k00100"), Some(b"k00900"))
         .expect("compact");
-    assert_eq!(stored_entries(dir.path()), (3500, 1500));
+    assert_eq!(stored_entries(&db), (3500, 1500));
     drop(snap);
     // The range asked for is rewritten (at table granularity: every table it overlaps; the
     // background may meanwhile rewrite the rest, now that no snapshot needs it).
     db.compact_range(Some(b"k00000"), Some(b"k00999"))
         .expect("compact");
-    let (entries, deletions) = stored_entries(dir.path());
+    let (entries, deletions) = stored_entries(&db);
     assert!(
         deletions < 1500,
         "{entries} entries, {deletions} tombstones"
     );
     db.compact_range(None, None).expect("compact");
-    assert_eq!(stored_entries(dir.path()), (500, 0));
+    assert_eq!(stored_entries(&db), (500, 0));
     assert_eq!(db.iter(&ReadOptions::default()).count(), 500);
     db.close().expect("close");
     let db = Db::open(dir.path(), small()).expect("reopen");
@@ -205,7 +169,7 @@ fn delete_files_in_range_removes_whole_tables_only() {
         db.delete(k).expect("delete");
     }
     db.compact_range(Some(b"b"), Some(b"c")).expect("compact");
-    assert_eq!(stored_entries(dir.path()).1, 0);
+    assert_eq!(stored_entries(&db).1, 0);
     assert_eq!(db.delete_files_in_range(b"b", b"c").expect("again"), (0, 0));
     db.close().expect("close");
     let db = Db::open(dir.path(), small()).expect("reopen");
@@ -274,10 +238,10 @@ fn delete_files_in_range_never_brings_back_an_older_value() {
 
 /// Polls until the stored tombstones are gone (the background's tombstone compactions), or
 /// fails after 30 s.
-fn wait_for_no_tombstones(dir: &std::path::Path) -> (u64, u64) {
+fn wait_for_no_tombstones(db: &Db) -> (u64, u64) {
     let start = std::time::Instant::now();
     loop {
-        let stored = stored_entries(dir);
+        let stored = stored_entries(db);
         if stored.1 == 0 {
             return stored;
         }
@@ -306,13 +270,13 @@ fn background_drops_tombstones_a_released_snapshot_kept_in_the_last_level() {
     // A compaction (here a manual one) moves the tombstones down beside the values while the
     // snapshot is live: both must stay, and nothing rewrites them meanwhile.
     db.compact_range(None, None).expect("compact");
-    assert_eq!(stored_entries(dir.path()), (4000, 2000));
+    assert_eq!(stored_entries(&db), (4000, 2000));
     assert_eq!(db.iter(&ReadOptions::at(&snap)).count(), 2000);
     std::thread::sleep(std::time::Duration::from_millis(300));
-    assert_eq!(stored_entries(dir.path()), (4000, 2000));
+    assert_eq!(stored_entries(&db), (4000, 2000));
     drop(snap);
     // Once it is released, the background rewrites those tables without being asked.
-    assert_eq!(wait_for_no_tombstones(dir.path()), (0, 0));
+    assert_eq!(wait_for_no_tombstones(&db), (0, 0));
     assert_eq!(db.iter(&ReadOptions::default()).count(), 0);
 }
 
@@ -331,7 +295,7 @@ fn background_carries_tombstones_below_every_trigger_down_and_drops_them() {
         db.delete(format!("k{i:05}").as_bytes()).expect("delete");
     }
     db.flush().expect("flush");
-    assert_eq!(wait_for_no_tombstones(dir.path()), (0, 0));
+    assert_eq!(wait_for_no_tombstones(&db), (0, 0));
     db.close().expect("close");
     assert_eq!(table_count(dir.path()), 0);
 }

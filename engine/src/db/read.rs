@@ -504,13 +504,18 @@ impl DbInner {
         let sv = ks.super_version();
         let targets = crate::compaction::picker::LevelTargets::dynamic(&sv.version, &ks.options);
         let levels = (0..sv.version.levels.len())
-            .map(|level| crate::stats::LevelStats {
-                files: sv.version.files(level).len(),
-                bytes: sv.version.level_bytes(level),
-                target_bytes: match targets.target_bytes(level) {
-                    u64::MAX => 0,
-                    t => t,
-                },
+            .map(|level| {
+                let files = sv.version.files(level);
+                crate::stats::LevelStats {
+                    files: files.len(),
+                    bytes: sv.version.level_bytes(level),
+                    target_bytes: match targets.target_bytes(level) {
+                        u64::MAX => 0,
+                        t => t,
+                    },
+                    entries: files.iter().map(|f| f.num_entries).sum(),
+                    deletions: files.iter().map(|f| f.num_deletions).sum(),
+                }
             })
             .collect();
         let s = &self.stats;
