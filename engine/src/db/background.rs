@@ -19,7 +19,7 @@ use crate::compaction::{self, CompactionTask, JobContext};
 use crate::error::{Error, Result};
 use crate::filename;
 use crate::types::{FileNumber, SeqNo};
-use crate::version::{NUM_LEVELS, Version, VersionEdit};
+use crate::version::{NUM_LEVELS, Version, VersionEdit, VersionSet};
 
 /// Longest a background thread (or a flush waiter) sleeps before looking for work again
 /// without being woken.
@@ -274,6 +274,31 @@ impl DbInner {
         Ok(())
     }
 
+    /// Appends `edit` to the manifest (the caller holds `versions`) and installs the new
+    /// version for `ks`. An edit the version set refuses ([`Error::InvalidArgument`]: nothing
+    /// was written) is returned as is. Any other failure may have left the edit durable, so it
+    /// poisons the database (the reason names `what`) and returns [`Error::Poisoned`].
+    pub(crate) fn apply_and_install(
+        &self,
+        versions: &mut VersionSet,
+        ks: &KeyspaceState,
+        edit: VersionEdit,
+        what: &str,
+    ) -> Result<()> {
+        let version = match versions.log_and_apply(edit) {
+            Ok(v) => v,
+            Err(Error::InvalidArgument(reason)) => return Err(Error::InvalidArgument(reason)),
+            Err(e) => {
+                let reason = format!("manifest write {what} failed: {e}");
+                self.set_poison(reason.clone());
+                return Err(Error::Poisoned { reason });
+            }
+        };
+        self.track_version(&version);
+        ks.install_version(version);
+        Ok(())
+    }
+
     /// Remembers an installed version, so its tables are kept while anyone holds it.
     pub(crate) fn track_version(&self, version: &Arc<Version>) {
         let mut live = self.live_versions.lock();
@@ -401,19 +426,9 @@ impl DbInner {
         if doomed.is_empty() {
             return Ok((0, 0));
         }
-        let version = match versions.log_and_apply(edit) {
-            Ok(v) => v,
-            Err(Error::InvalidArgument(reason)) => return Err(Error::InvalidArgument(reason)),
-            Err(e) => {
-                // The edit may be durable: the tables stay until the next open, which deletes
-                // them if the manifest does not name them.
-                let reason = format!("manifest write deleting tables in a range failed: {e}");
-                self.set_poison(reason.clone());
-                return Err(Error::Poisoned { reason });
-            }
-        };
-        self.track_version(&version);
-        ks.install_version(version);
+        // On a failed manifest write the tables stay until the next open, which deletes them
+        // if the manifest does not name them.
+        self.apply_and_install(&mut versions, ks, edit, "deleting tables in a range")?;
         drop(versions);
         let removed = doomed.len();
         tracing::debug!(tables = removed, entries, "deleted tables in a key range");

@@ -217,22 +217,9 @@ impl DbInner {
                 },
             );
         }
-        let version = match versions.log_and_apply(edit) {
-            Ok(v) => v,
-            Err(Error::InvalidArgument(reason)) => {
-                // Nothing was written to the manifest.
-                return Err(Error::InvalidArgument(reason));
-            }
-            Err(e) => {
-                // The edit may be durable: keep the tables; the next open deletes them if the
-                // manifest does not name them.
-                let reason = format!("manifest write for an ingest failed: {e}");
-                self.set_poison(reason.clone());
-                return Err(Error::Poisoned { reason });
-            }
-        };
-        self.track_version(&version);
-        ks.install_version(version);
+        // On a failed manifest write the tables are kept; the next open deletes them if the
+        // manifest does not name them.
+        self.apply_and_install(&mut versions, ks, edit, "for an ingest")?;
         drop(versions);
         // Readers that take `S` from now on see the new tables (the version is installed).
         log.last_seqno = seqno;
