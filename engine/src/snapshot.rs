@@ -42,6 +42,11 @@ impl SnapshotList {
         self.live.lock().keys().copied().collect()
     }
 
+    /// The oldest live snapshot's sequence number, if any.
+    pub(crate) fn oldest(&self) -> Option<SeqNo> {
+        self.live.lock().keys().next().copied()
+    }
+
     fn release(&self, seqno: SeqNo) {
         let mut live = self.live.lock();
         if let Some(count) = live.get_mut(&seqno) {

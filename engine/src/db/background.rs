@@ -78,7 +78,7 @@ fn background_main(inner: &Arc<DbInner>) {
                             &keyspaces,
                             &bg_state.busy,
                             &mut bg_state.next_keyspace,
-                            inner.snapshots.seqnos().first().copied(),
+                            inner.snapshots.oldest(),
                         )
                     {
                         for (_, f) in task.all_inputs() {
