@@ -660,7 +660,13 @@ pub fn pick_bottom_rewrite(
         })
         .cloned()
         .collect();
-    Some(CompactionTask {
+    Some(last_level_rewrite(inputs, CompactionReason::Manual))
+}
+
+/// A task rewriting last-level tables `inputs` (adjacent) in place: output level = input
+/// level, always bottommost, so tombstones no snapshot needs go with what they hide.
+fn last_level_rewrite(inputs: Vec<Arc<FileMeta>>, reason: CompactionReason) -> CompactionTask {
+    CompactionTask {
         level: LAST_LEVEL,
         output_level: LAST_LEVEL,
         inputs,
@@ -668,9 +674,9 @@ pub fn pick_bottom_rewrite(
         grandparents: Vec::new(),
         trivial_move: false,
         score: 0.0,
-        reason: CompactionReason::Manual,
+        reason,
         bottommost: true,
-    })
+    }
 }
 
 /// A table counts as tombstone-heavy when at least `1 / TOMBSTONE_HEAVY_DIVISOR` of its
@@ -729,17 +735,10 @@ pub fn pick_tombstone_compaction(
         .files(LAST_LEVEL)
         .iter()
         .find(|f| !busy.contains(&f.number) && f.num_deletions > 0 && settled(f))?;
-    Some(CompactionTask {
-        level: LAST_LEVEL,
-        output_level: LAST_LEVEL,
-        inputs: vec![Arc::clone(f)],
-        output_inputs: Vec::new(),
-        grandparents: Vec::new(),
-        trivial_move: false,
-        score: 0.0,
-        reason: CompactionReason::Tombstones,
-        bottommost: true,
-    })
+    Some(last_level_rewrite(
+        vec![Arc::clone(f)],
+        CompactionReason::Tombstones,
+    ))
 }
 
 /// The tables [`crate::Db::delete_files_in_range`] removes: tables of levels 1 and deeper
