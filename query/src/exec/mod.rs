@@ -8,7 +8,7 @@
 //! engine puts into the reserved prefixes) are not coordinated with and must not happen.
 
 mod ddl;
-pub use ddl::{RECLAIM_MIN_ENTRIES, schema_sql};
+pub use ddl::{RECLAIM_MIN_BYTES, RECLAIM_MIN_ENTRIES, schema_sql};
 pub mod eval;
 mod select;
 mod source;

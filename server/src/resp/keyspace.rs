@@ -12,6 +12,7 @@ use std::collections::{HashMap, VecDeque};
 
 use bytes::Bytes;
 use parking_lot::Mutex;
+use strata_query::exec::{RECLAIM_MIN_BYTES, RECLAIM_MIN_ENTRIES};
 
 use super::commands::{NOT_INTEGER, SYNTAX, arg};
 use super::session::Session;
@@ -25,13 +26,6 @@ pub(crate) const MAX_CURSORS: usize = 65_536;
 
 /// Keys deleted per engine write by FLUSHDB.
 const FLUSH_BATCH: usize = 10_000;
-
-/// A FLUSHDB that deleted at least this many keys (besides the tables removed whole) then
-/// compacts the Redis key range, as `DROP TABLE` does in the SQL layer.
-const FLUSH_RECLAIM_MIN: usize = 50_000;
-
-/// The same in bytes of keys and values deleted (a few large values are worth it too).
-const FLUSH_RECLAIM_MIN_BYTES: usize = 16 << 20;
 
 #[derive(Debug)]
 struct CursorEntry {
@@ -183,10 +177,10 @@ pub(crate) fn dbsize(s: &mut Session, _args: &[Bytes]) {
 /// Deletes every Redis key of `db`, holding all key locks (commands that lock keys wait
 /// meanwhile): first the engine's tables holding nothing else, whole and without tombstones
 /// (`Db::delete_files_in_range`: keys vanish, none comes back with an older value), then the
-/// rest in batches. After [`FLUSH_RECLAIM_MIN`] deletes or more (or
-/// [`FLUSH_RECLAIM_MIN_BYTES`] of them), the Redis key range is compacted, with the locks
-/// released, so the space is freed and later scans do not step over the tombstones
-/// (docs/server.md, "FLUSHDB").
+/// rest in batches. After as many deletes as make `DROP TABLE` compact
+/// ([`RECLAIM_MIN_ENTRIES`] keys or [`RECLAIM_MIN_BYTES`] of keys and values), the Redis key
+/// range is compacted, with the locks released, so the space is freed and later scans do not
+/// step over the tombstones (docs/server.md, "FLUSHDB").
 fn flush(db: &Database) -> strata_engine::Result<()> {
     let (lo, hi) = ([KV_PREFIX], [KV_PREFIX + 1]);
     let (mut deleted, mut deleted_bytes) = (0_usize, 0_usize);
@@ -206,7 +200,7 @@ fn flush(db: &Database) -> strata_engine::Result<()> {
         db.write(batch)?;
     }
     // After the key locks are released: the compaction does not change what anyone reads.
-    if deleted >= FLUSH_RECLAIM_MIN || deleted_bytes >= FLUSH_RECLAIM_MIN_BYTES {
+    if deleted >= RECLAIM_MIN_ENTRIES || deleted_bytes >= RECLAIM_MIN_BYTES {
         db.db().compact_range(Some(&lo), Some(&hi))?;
     }
     Ok(())
