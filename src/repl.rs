@@ -7,7 +7,11 @@
 //! - piped stdin: run everything read, like `-c`.
 //!
 //! An error is printed (to stderr) and the session goes on; in the non-interactive modes the
-//! exit status is 1 when any statement failed. The history file is `$STRATA_HISTORY`, else
+//! exit status is 1 when any statement failed. In the interactive shell Ctrl-C stops the
+//! running statement (it changes nothing, see [`strata_query::interrupt`]), an `.import`
+//! between batches, or the printing of rows, and the session goes on; a second Ctrl-C before
+//! the first took effect quits. In the other modes Ctrl-C ends the process (a statement is
+//! one write batch, so nothing is half applied either way). The history file is `$STRATA_HISTORY`, else
 //! `$HOME/.strata_history`; without either there is no history file.
 
 use std::io::{BufReader, IsTerminal, Read, Write};
@@ -17,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use comfy_table::{CellAlignment, Table, presets};
-use strata_query::{Database, KvStore, Output, Value, import};
+use strata_query::{Database, Interrupt, KvStore, Output, Value, import};
 
 const HELP: &str = "\
 Statements end with ';' and may span lines. Commands:
@@ -57,6 +61,9 @@ pub struct Session<'a, S: KvStore> {
     mode: Mode,
     timer: bool,
     buffer: String,
+    /// Set by Ctrl-C (the interactive shell's SIGINT handler): stops the running statement,
+    /// the rest of the line's statements, an `.import` and the printing of rows.
+    interrupt: Interrupt,
     /// True once any statement or command failed.
     pub had_error: bool,
 }
@@ -69,8 +76,14 @@ impl<'a, S: KvStore> Session<'a, S> {
             mode: Mode::Table,
             timer,
             buffer: String::new(),
+            interrupt: Interrupt::new(),
             had_error: false,
         }
+    }
+
+    /// The flag that stops this session's running statement; see [`Interrupt`].
+    pub fn interrupt(&self) -> &Interrupt {
+        &self.interrupt
     }
 
     /// True while a statement is incomplete (no `;` yet).
@@ -81,6 +94,8 @@ impl<'a, S: KvStore> Session<'a, S> {
     /// Handles one input line: a dot command (at the start of a statement), or SQL that is
     /// run as soon as a statement is complete.
     pub fn feed_line(&mut self, line: &str, out: &mut dyn Write, err: &mut dyn Write) -> Control {
+        // A Ctrl-C from before this line (while rows were printed) is spent.
+        self.interrupt.clear();
         if !self.in_statement() && line.trim_start().starts_with('.') {
             return self.command(line.trim(), out, err);
         }
@@ -89,6 +104,10 @@ impl<'a, S: KvStore> Session<'a, S> {
         let (complete, rest) = split_statements(&self.buffer);
         self.buffer = rest;
         for stmt in complete {
+            if self.interrupt.is_set() {
+                // Ctrl-C stopped a statement of this line: the ones after it do not run.
+                break;
+            }
             self.run_sql(&stmt, out, err);
         }
         Control::Continue
@@ -115,7 +134,9 @@ impl<'a, S: KvStore> Session<'a, S> {
     fn run_sql(&mut self, sql: &str, out: &mut dyn Write, err: &mut dyn Write) {
         let start = Instant::now();
         let mut outputs = Vec::new();
-        let result = self.db.execute_each(sql, |o| outputs.push(o));
+        let result = self
+            .db
+            .execute_each_with(sql, &self.interrupt, |o| outputs.push(o));
         let elapsed = start.elapsed();
         for o in outputs {
             self.print(&o, elapsed, out);
@@ -152,7 +173,13 @@ impl<'a, S: KvStore> Session<'a, S> {
                             .join(&sep.to_string())
                     };
                     let _ = writeln!(out, "{}", line(columns.clone()));
-                    for r in rows {
+                    for (i, r) in rows.iter().enumerate() {
+                        if self.interrupt.is_set() {
+                            let _ = out.flush();
+                            let n = rows.len();
+                            eprintln!("(output interrupted after {i} of {n} rows)");
+                            return;
+                        }
                         let _ = writeln!(out, "{}", line(r.iter().map(cell_text).collect()));
                     }
                     Ok(())
@@ -246,10 +273,17 @@ impl<'a, S: KvStore> Session<'a, S> {
         }
         let start = Instant::now();
         let table = table.to_lowercase();
-        let result = import::import(self.db, &table, BufReader::new(f), delimiter, |p| {
-            bar.set_position(p.bytes);
-            bar.set_message(format!("{} rows", p.rows));
-        });
+        let result = import::import(
+            self.db,
+            &table,
+            BufReader::new(f),
+            delimiter,
+            &self.interrupt,
+            |p| {
+                bar.set_position(p.bytes);
+                bar.set_message(format!("{} rows", p.rows));
+            },
+        );
         bar.finish_and_clear();
         match result {
             Ok(n) => {
@@ -462,6 +496,18 @@ fn interactive<S: KvStore>(db: &Database<S>, dir: &Path) -> anyhow::Result<bool>
         db.catalog().tables.len()
     );
     let mut session = Session::new(db, true);
+    // Ctrl-C at the prompt is a key rustyline reads (it clears the line being typed); while a
+    // statement runs it is SIGINT: the first stops the statement, a second one while the flag
+    // is still set (a step that does not look at it: a sort, a drop's clean-up) quits.
+    let flag = session.interrupt().clone();
+    ctrlc::set_handler(move || {
+        if flag.is_set() {
+            eprintln!("\ninterrupted twice: quitting");
+            std::process::exit(130);
+        }
+        flag.interrupt();
+    })
+    .context("installing the Ctrl-C handler")?;
     let (mut out, mut err) = (std::io::stdout(), std::io::stderr());
     loop {
         let prompt = if session.in_statement() {

@@ -4,7 +4,8 @@
 //! [`QueryError::Unsupported`] / [`QueryError::Translate`] (SQL we do not run),
 //! [`QueryError::Plan`] (names or types that do not fit the catalog), [`QueryError::Exec`] and
 //! [`QueryError::DuplicateKey`] (the data refused the statement; nothing was written),
-//! [`QueryError::Corruption`] (stored bytes are damaged) and [`QueryError::Engine`].
+//! [`QueryError::Corruption`] (stored bytes are damaged), [`QueryError::Interrupted`] (stopped
+//! by the user) and [`QueryError::Engine`].
 
 use sqlparser::parser::ParserError;
 
@@ -66,6 +67,11 @@ pub enum QueryError {
     /// Stored catalog records, keys or rows are damaged.
     #[error("corrupt SQL data: {0}")]
     Corruption(#[from] CodecError),
+
+    /// The statement was stopped by its [`Interrupt`](crate::Interrupt) (Ctrl-C in the REPL,
+    /// a PostgreSQL cancel request) before it finished. It changed nothing.
+    #[error("interrupted; the statement changed nothing")]
+    Interrupted,
 
     /// The storage engine failed.
     #[error(transparent)]

@@ -19,6 +19,7 @@ use crate::catalog::TableSchema;
 use crate::error::{QueryError, Result};
 use crate::exec::Database;
 use crate::exec::store::KvStore;
+use crate::interrupt::Interrupt;
 use crate::value::{DataType, Value};
 
 /// Rows per INSERT batch during an import.
@@ -111,17 +112,20 @@ fn csv_record<R: BufRead>(
 }
 
 /// Reads `input` as delimited text and inserts it into `table`, calling `progress` after
-/// each batch. Returns the number of rows inserted.
+/// each batch. Returns the number of rows inserted. Once `interrupt` is set the import stops
+/// before its next batch (up to [`IMPORT_BATCH_ROWS`] rows later); the batches before stay.
 ///
 /// # Errors
 /// [`QueryError::Import`] (with the line number) for a record of the wrong width or a
-/// field that does not fit its column, and any INSERT error (duplicate key, NOT NULL);
-/// [`QueryError::Io`] when reading fails; [`QueryError::Plan`] for an unknown table.
+/// field that does not fit its column, any INSERT error (duplicate key, NOT NULL), and an
+/// interrupt (naming the rows imported before it); [`QueryError::Io`] when reading fails;
+/// [`QueryError::Plan`] for an unknown table.
 pub fn import<S: KvStore, R: BufRead>(
     db: &Database<S>,
     table: &str,
     mut input: R,
     delimiter: u8,
+    interrupt: &Interrupt,
     mut progress: impl FnMut(Progress),
 ) -> Result<u64> {
     let schema: std::sync::Arc<TableSchema> = crate::plan::table(&db.catalog(), table)?;
@@ -199,13 +203,32 @@ pub fn import<S: KvStore, R: BufRead>(
         }
         batch.push(row);
         if batch.len() >= IMPORT_BATCH_ROWS {
+            stop_if_interrupted(interrupt, batch_first_line, done.rows)?;
             done.rows += flush(db, table, &mut batch, batch_first_line)?;
             progress(done);
         }
     }
+    if !batch.is_empty() {
+        stop_if_interrupted(interrupt, batch_first_line, done.rows)?;
+    }
     done.rows += flush(db, table, &mut batch, batch_first_line)?;
     progress(done);
     Ok(done.rows)
+}
+
+/// The import's error for an interrupt before the batch starting at `line`.
+fn stop_if_interrupted(interrupt: &Interrupt, line: u64, imported: u64) -> Result<()> {
+    if interrupt.is_set() {
+        return Err(QueryError::Import {
+            line,
+            message: format!(
+                "interrupted; the {imported} {} before this line {} imported",
+                if imported == 1 { "row" } else { "rows" },
+                if imported == 1 { "was" } else { "were" }
+            ),
+        });
+    }
+    Ok(())
 }
 
 fn flush<S: KvStore>(
@@ -249,7 +272,10 @@ mod tests {
         let db = db();
         let text = "name,n,x,ok\n\"a,b\",1,1.5,true\n\"say \"\"hi\"\"\nthere\",,2,f\n";
         let mut seen = Vec::new();
-        let n = import(&db, "t", text.as_bytes(), b',', |p| seen.push(p)).unwrap();
+        let n = import(&db, "t", text.as_bytes(), b',', &Interrupt::new(), |p| {
+            seen.push(p)
+        })
+        .unwrap();
         assert_eq!(n, 2);
         assert_eq!(seen.last().unwrap().bytes, text.len() as u64);
         assert_eq!(
@@ -275,15 +301,24 @@ mod tests {
     fn tsv_import_reports_the_bad_line() {
         let db = db();
         let text = "a\t1\t1\t1\nb\tx\t1\t1\n";
-        let e = import(&db, "t", text.as_bytes(), b'\t', |_| {}).unwrap_err();
+        let e = import(&db, "t", text.as_bytes(), b'\t', &Interrupt::new(), |_| {}).unwrap_err();
         assert_eq!(e.to_string(), "line 2: cannot read \"x\" as BIGINT");
-        let e = import(&db, "t", "c\t1\n".as_bytes(), b'\t', |_| {}).unwrap_err();
+        let e = import(
+            &db,
+            "t",
+            "c\t1\n".as_bytes(),
+            b'\t',
+            &Interrupt::new(),
+            |_| {},
+        )
+        .unwrap_err();
         assert_eq!(e.to_string(), "line 1: 2 fields, but table t has 4 columns");
         let e = import(
             &db,
             "t",
             "a\t1\t1\t1\na\t2\t2\t0\n".as_bytes(),
             b'\t',
+            &Interrupt::new(),
             |_| {},
         )
         .unwrap_err();
@@ -292,8 +327,42 @@ mod tests {
             "line 1: in the batch starting here: duplicate primary key ('a') in table t"
         );
         let bad: &[u8] = b"a\t1\t1\t1\n\xff\xfe\t1\t1\t1\n";
-        let e = import(&db, "t", bad, b'\t', |_| {}).unwrap_err();
+        let e = import(&db, "t", bad, b'\t', &Interrupt::new(), |_| {}).unwrap_err();
         assert_eq!(e.to_string(), "line 2: the line is not valid UTF-8");
+    }
+
+    #[test]
+    fn an_interrupt_stops_before_the_next_batch_and_keeps_the_ones_before() {
+        let db = db();
+        let text: String = (0..25_000)
+            .map(|i| format!("r{i}\t{i}\t0.5\ttrue\n"))
+            .collect();
+        let interrupt = Interrupt::new();
+        let e = import(&db, "t", text.as_bytes(), b'\t', &interrupt, |p| {
+            assert_eq!(p.rows, 10_000, "one batch, then the interrupt");
+            interrupt.interrupt();
+        })
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "line 10001: interrupted; the 10000 rows before this line were imported"
+        );
+        assert_eq!(rows(&db).len(), 10_000);
+        // Set before the first batch: nothing is imported.
+        let e = import(
+            &db,
+            "t",
+            "x\t1\t1\t1\n".as_bytes(),
+            b'\t',
+            &interrupt,
+            |_| {},
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "line 1: interrupted; the 0 rows before this line were imported"
+        );
+        assert_eq!(rows(&db).len(), 10_000);
     }
 
     #[test]
@@ -302,7 +371,10 @@ mod tests {
         let mut text = "\u{feff}".to_owned();
         text.push_str(&header_of(&db));
         text.push_str("a\t1\t1\t1\n");
-        assert_eq!(import(&db, "t", text.as_bytes(), b'\t', |_| {}).unwrap(), 1);
+        assert_eq!(
+            import(&db, "t", text.as_bytes(), b'\t', &Interrupt::new(), |_| {}).unwrap(),
+            1
+        );
     }
 
     /// The tab-separated header line of table `t`.

@@ -35,6 +35,7 @@ pub mod codec;
 pub mod error;
 pub mod exec;
 pub mod import;
+pub mod interrupt;
 pub mod parse;
 pub mod plan;
 pub mod translate;
@@ -44,6 +45,7 @@ pub use ast::OnConflict;
 pub use error::{QueryError, Result};
 pub use exec::store::{DbStore, KvBatch, KvRead, KvStore, MemStore, ScanCache};
 pub use exec::{Database, Output};
+pub use interrupt::Interrupt;
 pub use value::{DataType, Value};
 
 /// `CREATE TABLE` (and `CREATE INDEX`) text for a table, as the REPL's `.schema` prints it.

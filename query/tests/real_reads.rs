@@ -94,7 +94,15 @@ fn load(dir: &Path) -> Database<DbStore> {
     let db = Database::open(dir).unwrap();
     db.execute("CREATE TABLE reads (seq TEXT PRIMARY KEY, count BIGINT NOT NULL)")
         .unwrap();
-    let n = strata_query::import::import(&db, "reads", SAMPLE.as_bytes(), b'\t', |_| {}).unwrap();
+    let n = strata_query::import::import(
+        &db,
+        "reads",
+        SAMPLE.as_bytes(),
+        b'\t',
+        &strata_query::Interrupt::new(),
+        |_| {},
+    )
+    .unwrap();
     assert_eq!(n, 300);
     db
 }

@@ -49,6 +49,8 @@ pub(crate) struct Shared {
     pub in_flight: AtomicUsize,
     pub resp_addr: Option<SocketAddr>,
     pub pg_addr: Option<SocketAddr>,
+    /// PostgreSQL connections' running statements by backend key, for cancel requests.
+    pub pg_cancel: crate::pg::CancelTargets,
 }
 
 impl Shared {
@@ -181,6 +183,7 @@ impl Server {
             in_flight: AtomicUsize::new(0),
             resp_addr,
             pg_addr,
+            pg_cancel: crate::pg::CancelTargets::default(),
         });
         Ok(Server { shared, resp, pg })
     }

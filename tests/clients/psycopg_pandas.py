@@ -1,5 +1,7 @@
 """psycopg 3 (extended protocol, binary int parameters) and pandas.read_sql against strata serve."""
 import os
+import threading
+import time
 import warnings
 
 import pandas as pd
@@ -56,4 +58,31 @@ with psycopg.connect(conninfo) as conn:
     for i in range(8):
         assert conn.execute("SELECT count(*) FROM reads WHERE count > %s", (i,)).fetchone()[0] >= 1
     conn.commit()
+# A cancel request (psycopg's cancel from another thread, as Ctrl-C in a psycopg program
+# sends) stops the running statement with QueryCanceled (57014); it changed nothing and the
+# connection goes on.
+with psycopg.connect(conninfo, autocommit=True) as conn:
+    conn.execute("CREATE TABLE big (id BIGINT PRIMARY KEY, g BIGINT)")
+    conn.execute("INSERT INTO big VALUES " + ", ".join(f"({i}, 0)" for i in range(50_000)))
+    running = threading.Event()
+    running.set()
+
+    def cancel_until_done():
+        cancel = getattr(conn, "cancel_safe", conn.cancel)
+        while running.is_set():
+            time.sleep(0.02)
+            cancel()
+
+    canceller = threading.Thread(target=cancel_until_done)
+    canceller.start()
+    try:
+        conn.execute("UPDATE big SET g = g + 1")
+        raise AssertionError("the UPDATE was not canceled")
+    except psycopg.errors.QueryCanceled as e:
+        assert "interrupted" in str(e), e
+    finally:
+        running.clear()
+        canceller.join()
+    time.sleep(0.3)  # a last cancel request in flight lands on no statement
+    assert conn.execute("SELECT count(*), sum(g) FROM big").fetchone() == (50_000, 0)
 print("psycopg + pandas ok")

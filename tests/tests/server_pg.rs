@@ -514,3 +514,78 @@ async fn resp_sql_command_and_pg_share_the_database() -> TestResult {
     assert_eq!(keys, vec!["plain"]);
     Ok(())
 }
+
+/// Fills `big (id BIGINT PRIMARY KEY, g BIGINT)` with `n` rows, `g = 0`.
+async fn fill_big(client: &Client, n: usize) -> TestResult {
+    client
+        .batch_execute("CREATE TABLE big (id BIGINT PRIMARY KEY, g BIGINT)")
+        .await?;
+    let ids: Vec<usize> = (0..n).collect();
+    for chunk in ids.chunks(40_000) {
+        let values: Vec<String> = chunk.iter().map(|i| format!("({i}, 0)")).collect();
+        client
+            .batch_execute(&format!("INSERT INTO big VALUES {}", values.join(", ")))
+            .await?;
+    }
+    Ok(())
+}
+
+/// Runs `sql` on `client` while sending cancel requests for it (every 20 ms, from 20 ms on:
+/// one sent before the statement reached the server does nothing, as in PostgreSQL); returns
+/// the statement's result.
+async fn cancel_while_running(
+    client: Client,
+    sql: &'static str,
+) -> Result<(Result<u64, tokio_postgres::Error>, Client), Box<dyn std::error::Error>> {
+    let token = client.cancel_token();
+    let running = tokio::spawn(async move {
+        let r = client.execute(sql, &[]).await;
+        (r, client)
+    });
+    while !running.is_finished() {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        token.cancel_query(NoTls).await?;
+    }
+    // The client does not wait for the server to act on a cancel request: let the last one
+    // land (on no running statement) before the next statement starts.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    Ok(running.await?)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_request_stops_the_running_statement_with_57014() -> TestResult {
+    for password in [None, Some("pg-secret")] {
+        let server = TestServer::start(|c| c.requirepass = password.map(str::to_owned));
+        let extra = match password {
+            Some(p) => format!("dbname=run8 password={p}"),
+            None => "dbname=run8".to_owned(),
+        };
+        let mut client = connect_with(&server, &extra).await?;
+        fill_big(&client, 100_000).await?;
+        for sql in [
+            "SELECT count(*) FROM big WHERE g >= 0",
+            "UPDATE big SET g = g + 1",
+            "CREATE INDEX by_g ON big (g)",
+        ] {
+            let (result, back) = cancel_while_running(client, sql).await?;
+            client = back;
+            let err = result.expect_err(sql);
+            assert_eq!(err.code(), Some(&SqlState::QUERY_CANCELED), "{sql}: {err}");
+            // The connection goes on, and the statement changed nothing.
+            let rows = client
+                .query("SELECT count(*), sum(g) FROM big", &[])
+                .await?;
+            assert_eq!(rows[0].get::<_, i64>(0), 100_000, "{sql}");
+            assert_eq!(rows[0].get::<_, Option<i64>>(1), Some(0), "{sql}");
+        }
+        // Not interrupted, the index is built; a cancel with no statement running is ignored.
+        client.cancel_token().cancel_query(NoTls).await?;
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        client.batch_execute("CREATE INDEX by_g ON big (g)").await?;
+        let rows = client
+            .query("SELECT count(*) FROM big WHERE g = 0", &[])
+            .await?;
+        assert_eq!(rows[0].get::<_, i64>(0), 100_000);
+    }
+    Ok(())
+}

@@ -24,6 +24,7 @@ use crate::catalog::{
 use crate::codec::key::{decode_id, encode_id, prefix_successor};
 use crate::codec::schema::{encode_meta, encode_table};
 use crate::error::{Result, plan_err};
+use crate::interrupt::{Interrupt, Ticker};
 use crate::plan;
 use crate::translate::quote_ident;
 use crate::value::Value;
@@ -50,6 +51,7 @@ pub(super) fn run<S: KvStore>(
     db: &Database<S>,
     stmt: &Statement,
     dead: &mut Vec<Vec<u8>>,
+    interrupt: &Interrupt,
 ) -> Result<Output> {
     let catalog = db.catalog();
     match stmt {
@@ -144,7 +146,7 @@ pub(super) fn run<S: KvStore>(
             // Nothing of the index is visible when the build fails; a crash between the
             // build and the table record below leaves entries under an id nothing uses,
             // which `remove_orphans` deletes at the next open.
-            build_index(db, &t, &index)?;
+            build_index(db, &t, &index, interrupt)?;
             let mut t2 = (*t).clone();
             t2.indexes.push(index);
             let mut batch = S::Batch::default();
@@ -181,8 +183,14 @@ pub(super) fn run<S: KvStore>(
 }
 
 /// Writes the index entries of every row of `t` as one bulk write (sorted and ingested by the
-/// engine: written once, visible together when this returns Ok, none of them on an error).
-fn build_index<S: KvStore>(db: &Database<S>, t: &TableSchema, index: &IndexDef) -> Result<()> {
+/// engine: written once, visible together when this returns Ok, none of them on an error,
+/// [`QueryError::Interrupted`](crate::QueryError::Interrupted) included).
+fn build_index<S: KvStore>(
+    db: &Database<S>,
+    t: &TableSchema,
+    index: &IndexDef,
+    interrupt: &Interrupt,
+) -> Result<()> {
     let reader = db.store.reader();
     let lo = t.key_prefix();
     let mut hi = lo.clone();
@@ -203,13 +211,17 @@ fn build_index<S: KvStore>(db: &Database<S>, t: &TableSchema, index: &IndexDef) 
         false,
         ScanCache::NoFill,
     );
+    let mut ticker = Ticker::new(interrupt);
     while let Some((k, v)) = rows.next_entry()? {
+        ticker.tick()?;
         decode(t, k, v, &needed, &mut row)?;
         let entry = index_key(index, &row, k);
         super::write::check_key_size(&entry, || super::write::index_entry(t, index))?;
         bulk.put(&entry, &[])?;
     }
     drop(rows);
+    // Sorting what was read takes a while too: the last moment to stop with nothing written.
+    interrupt.check()?;
     db.store.finish_bulk(bulk)?;
     Ok(())
 }

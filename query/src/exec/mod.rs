@@ -25,6 +25,7 @@ use crate::catalog::{CATALOG_PREFIX, Catalog, FORMAT_VERSION, META_KEY, TABLE_RE
 use crate::codec::CodecError;
 use crate::codec::schema::{decode_meta, decode_table, encode_meta};
 use crate::error::{QueryError, Result};
+use crate::interrupt::Interrupt;
 use crate::plan;
 use crate::value::Value;
 use store::{DbStore, KvBatch, KvRead, KvStore};
@@ -189,10 +190,25 @@ impl<S: KvStore> Database<S> {
     ///
     /// # Errors
     /// Any [`QueryError`]; outputs of earlier statements were already passed to `f`.
-    pub fn execute_each(&self, sql: &str, mut f: impl FnMut(Output)) -> Result<()> {
+    pub fn execute_each(&self, sql: &str, f: impl FnMut(Output)) -> Result<()> {
+        self.execute_each_with(sql, &Interrupt::new(), f)
+    }
+
+    /// Like [`Database::execute_each`], each statement run with
+    /// [`Database::run_with`]: once `interrupt` is set, the running statement stops with
+    /// [`QueryError::Interrupted`] and the statements after it do not run.
+    ///
+    /// # Errors
+    /// Any [`QueryError`]; outputs of earlier statements were already passed to `f`.
+    pub fn execute_each_with(
+        &self,
+        sql: &str,
+        interrupt: &Interrupt,
+        mut f: impl FnMut(Output),
+    ) -> Result<()> {
         for s in crate::parse::parse(sql)? {
             let stmt = crate::translate::statement(&s)?;
-            f(self.run(&stmt)?);
+            f(self.run_with(&stmt, interrupt)?);
         }
         Ok(())
     }
@@ -202,13 +218,27 @@ impl<S: KvStore> Database<S> {
     /// # Errors
     /// Any [`QueryError`].
     pub fn run(&self, stmt: &Statement) -> Result<Output> {
+        self.run_with(stmt, &Interrupt::new())
+    }
+
+    /// Runs one translated statement that another thread can stop by setting `interrupt`
+    /// (see [`crate::interrupt`]): a scan looks at the flag every
+    /// [`CHECK_EVERY`](crate::interrupt::CHECK_EVERY) entries, an UPDATE, DELETE or
+    /// `CREATE INDEX` once more before it writes. A statement that stops has changed nothing.
+    /// A flag already set stops the statement before it starts. INSERTs, the other DDL
+    /// statements and the space reclaiming after a drop (already committed) are not stopped.
+    ///
+    /// # Errors
+    /// [`QueryError::Interrupted`]; any other [`QueryError`].
+    pub fn run_with(&self, stmt: &Statement, interrupt: &Interrupt) -> Result<Output> {
         self.check_writable(stmt)?;
+        interrupt.check()?;
         match stmt {
             Statement::Select(s) => {
                 let catalog = self.catalog();
                 let plan = plan::plan_select(&catalog, s)?;
                 let reader = self.store.reader();
-                let rows = select::run(&reader, &plan)?;
+                let rows = select::run(&reader, &plan, interrupt)?;
                 Ok(Output::Rows {
                     columns: plan.columns,
                     rows,
@@ -235,11 +265,11 @@ impl<S: KvStore> Database<S> {
                 filter,
             } => {
                 let _guard = self.lock();
-                write::update(self, table, assignments, filter.as_ref())
+                write::update(self, table, assignments, filter.as_ref(), interrupt)
             }
             Statement::Delete { table, filter } => {
                 let _guard = self.lock();
-                write::delete(self, table, filter.as_ref())
+                write::delete(self, table, filter.as_ref(), interrupt)
             }
             Statement::CreateTable { .. }
             | Statement::DropTable { .. }
@@ -248,7 +278,7 @@ impl<S: KvStore> Database<S> {
                 let mut dead = Vec::new();
                 let output = {
                     let _guard = self.lock();
-                    ddl::run(self, stmt, &mut dead)?
+                    ddl::run(self, stmt, &mut dead, interrupt)?
                 };
                 for prefix in &dead {
                     ddl::delete_prefix(self, prefix)?;

@@ -10,18 +10,24 @@ use super::source::{RowSource, bound};
 use super::store::KvRead;
 use crate::ast::{AggFunc, Expr};
 use crate::error::{Result, exec_err};
+use crate::interrupt::Interrupt;
 use crate::plan::{Access, KeyRange, ScanPlan, SelectPlan, Shape, Sort};
 use crate::value::Value;
 
-/// Runs `plan` on `reader` and returns the result rows.
-pub(crate) fn run<R: KvRead>(reader: &R, plan: &SelectPlan) -> Result<Vec<Vec<Value>>> {
+/// Runs `plan` on `reader` and returns the result rows; stops with
+/// [`QueryError::Interrupted`](crate::QueryError::Interrupted) once `interrupt` is set.
+pub(crate) fn run<R: KvRead>(
+    reader: &R,
+    plan: &SelectPlan,
+    interrupt: &Interrupt,
+) -> Result<Vec<Vec<Value>>> {
     if plan.limit == Some(0) {
         return Ok(Vec::new());
     }
     match &plan.shape {
         Shape::Simple { projections } => match split_scan(reader, plan) {
-            Some(parts) => sort_in_parallel(reader, plan, &parts, projections),
-            None => simple(&mut Input::new(reader, plan), plan, projections),
+            Some(parts) => sort_in_parallel(reader, plan, &parts, projections, interrupt),
+            None => simple(&mut Input::new(reader, plan, interrupt), plan, projections),
         },
         Shape::Aggregate {
             group_by,
@@ -30,8 +36,14 @@ pub(crate) fn run<R: KvRead>(reader: &R, plan: &SelectPlan) -> Result<Vec<Vec<Va
             projections,
         } => {
             let mut groups = match split_scan(reader, plan) {
-                Some(parts) => aggregate_in_parallel(reader, &parts, group_by, aggregates)?,
-                None => aggregate(&mut Input::new(reader, plan), group_by, aggregates)?,
+                Some(parts) => {
+                    aggregate_in_parallel(reader, &parts, group_by, aggregates, interrupt)?
+                }
+                None => aggregate(
+                    &mut Input::new(reader, plan, interrupt),
+                    group_by,
+                    aggregates,
+                )?,
             };
             if group_by.is_empty() && groups.is_empty() {
                 groups.insert(
@@ -165,8 +177,9 @@ fn aggregate_in_parallel<R: KvRead>(
     parts: &[ScanPlan],
     group_by: &[Expr],
     aggregates: &Aggregates,
+    interrupt: &Interrupt,
 ) -> Result<BTreeMap<GroupKey, Vec<Acc>>> {
-    let results = on_each_part(reader, parts, |input| {
+    let results = on_each_part(reader, parts, interrupt, |input| {
         aggregate(input, group_by, aggregates)
     });
     let mut merged: BTreeMap<GroupKey, Vec<Acc>> = BTreeMap::new();
@@ -196,8 +209,9 @@ fn sort_in_parallel<R: KvRead>(
     plan: &SelectPlan,
     parts: &[ScanPlan],
     projections: &[Expr],
+    interrupt: &Interrupt,
 ) -> Result<Vec<Vec<Value>>> {
-    let results = on_each_part(reader, parts, |input| {
+    let results = on_each_part(reader, parts, interrupt, |input| {
         sort_rows(input, plan, projections).map(Sorter::into_best)
     });
     let mut out = Sorter::new(plan);
@@ -211,7 +225,12 @@ fn sort_in_parallel<R: KvRead>(
 
 /// Runs `f` over the rows of each of `parts` (all reading `reader`'s snapshot), each on its
 /// own thread; the results in part order.
-fn on_each_part<R, T, F>(reader: &R, parts: &[ScanPlan], f: F) -> Vec<Result<T>>
+fn on_each_part<R, T, F>(
+    reader: &R,
+    parts: &[ScanPlan],
+    interrupt: &Interrupt,
+    f: F,
+) -> Vec<Result<T>>
 where
     R: KvRead,
     T: Send,
@@ -222,7 +241,7 @@ where
             .iter()
             .map(|part| {
                 let f = &f;
-                scope.spawn(move || f(&mut Input::of_scan(reader, part)))
+                scope.spawn(move || f(&mut Input::of_scan(reader, part, interrupt)))
             })
             .collect();
         handles
@@ -243,10 +262,10 @@ struct Input<'r, R: KvRead> {
 }
 
 impl<'r, R: KvRead> Input<'r, R> {
-    fn new(reader: &'r R, plan: &'r SelectPlan) -> Self {
+    fn new(reader: &'r R, plan: &'r SelectPlan, interrupt: &'r Interrupt) -> Self {
         match &plan.scan {
             Some(scan) => Input {
-                source: Some(RowSource::new(reader, scan, false)),
+                source: Some(RowSource::new(reader, scan, false, interrupt)),
                 width: scan.table.columns.len(),
                 single_row_left: false,
             },
@@ -259,9 +278,9 @@ impl<'r, R: KvRead> Input<'r, R> {
     }
 
     /// The rows of `scan` (one part of a statement's scan).
-    fn of_scan(reader: &'r R, scan: &'r ScanPlan) -> Self {
+    fn of_scan(reader: &'r R, scan: &'r ScanPlan, interrupt: &'r Interrupt) -> Self {
         Input {
-            source: Some(RowSource::new(reader, scan, false)),
+            source: Some(RowSource::new(reader, scan, false, interrupt)),
             width: scan.table.columns.len(),
             single_row_left: false,
         }
@@ -670,6 +689,7 @@ mod tests {
             panic!("not an aggregate: {sql}");
         };
         let reader = db.store().reader();
+        let never = Interrupt::new();
         let flatten = |groups: BTreeMap<GroupKey, Vec<Acc>>| -> Vec<Value> {
             let mut out = Vec::new();
             for (key, accs) in groups {
@@ -680,9 +700,14 @@ mod tests {
             }
             out
         };
-        let one = aggregate(&mut Input::new(&reader, &plan), group_by, aggregates).unwrap();
+        let one = aggregate(
+            &mut Input::new(&reader, &plan, &never),
+            group_by,
+            aggregates,
+        )
+        .unwrap();
         let parts = pieces(&reader, &plan, parts);
-        let many = aggregate_in_parallel(&reader, &parts, group_by, aggregates).unwrap();
+        let many = aggregate_in_parallel(&reader, &parts, group_by, aggregates, &never).unwrap();
         (flatten(one), flatten(many))
     }
 
@@ -698,9 +723,10 @@ mod tests {
             panic!("not a sorted scan: {sql}");
         };
         let reader = db.store().reader();
-        let one = simple(&mut Input::new(&reader, &plan), &plan, projections).unwrap();
+        let never = Interrupt::new();
+        let one = simple(&mut Input::new(&reader, &plan, &never), &plan, projections).unwrap();
         let parts = pieces(&reader, &plan, parts);
-        let many = sort_in_parallel(&reader, &plan, &parts, projections).unwrap();
+        let many = sort_in_parallel(&reader, &plan, &parts, projections, &never).unwrap();
         (one, many)
     }
 

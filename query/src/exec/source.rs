@@ -17,6 +17,7 @@ use crate::catalog::{ID_PREFIX_LEN, TABLE_PREFIX, TableSchema};
 use crate::codec::key::{decode_value, encode_id, skip_value};
 use crate::codec::{CodecError, row::decode_row};
 use crate::error::Result;
+use crate::interrupt::{Interrupt, Ticker};
 use crate::plan::{Access, KeyRange, ScanPlan, mark_fields};
 use crate::value::Value;
 
@@ -64,12 +65,20 @@ pub(crate) struct RowSource<'r, R: KvRead> {
     key_columns_needed: bool,
     /// The current row's key (reused across rows).
     key: Vec<u8>,
+    /// Counts the entries read, to stop when the statement is interrupted.
+    ticker: Ticker<'r>,
 }
 
 impl<'r, R: KvRead> RowSource<'r, R> {
     /// Rows of `plan` read from `reader`; `with_keys` makes [`RowSource::next_row`] return
-    /// each row's key (it costs a copy per row).
-    pub(crate) fn new(reader: &'r R, plan: &'r ScanPlan, with_keys: bool) -> Self {
+    /// each row's key (it costs a copy per row). Reading stops with
+    /// [`QueryError::Interrupted`](crate::QueryError::Interrupted) once `interrupt` is set.
+    pub(crate) fn new(
+        reader: &'r R,
+        plan: &'r ScanPlan,
+        with_keys: bool,
+        interrupt: &'r Interrupt,
+    ) -> Self {
         let kind = match &plan.access {
             Access::PointGet { key } => Kind::Keys {
                 keys: std::slice::from_ref(key),
@@ -118,6 +127,7 @@ impl<'r, R: KvRead> RowSource<'r, R> {
             with_keys,
             key_columns_needed,
             key: Vec::with_capacity(64),
+            ticker: Ticker::new(interrupt),
         }
     }
 
@@ -135,6 +145,7 @@ impl<'r, R: KvRead> RowSource<'r, R> {
             with_keys,
             key_columns_needed,
             key,
+            ticker,
         } = self;
         let (table, filter, first, rest): (&TableSchema, Option<&Expr>, &[bool], &[bool]) =
             (table, *filter, first, rest);
@@ -152,6 +163,7 @@ impl<'r, R: KvRead> RowSource<'r, R> {
             Kind::Keys { keys, next } => {
                 while let Some(k) = keys.get(*next) {
                     *next += 1;
+                    ticker.tick()?;
                     if let Some(v) = reader.get(k)?
                         && decode_both(k, &v, row)?
                     {
@@ -162,6 +174,7 @@ impl<'r, R: KvRead> RowSource<'r, R> {
             }
             Kind::Scan(cursor) => {
                 while let Some((k, v)) = cursor.next_entry()? {
+                    ticker.tick()?;
                     if decode_both(k, v, row)? {
                         key.clear();
                         if *with_keys {
@@ -178,6 +191,7 @@ impl<'r, R: KvRead> RowSource<'r, R> {
                 index_only,
             } => {
                 while let Some((ikey, _)) = cursor.next_entry()? {
+                    ticker.tick()?;
                     let entry = ikey.get(ID_PREFIX_LEN..).unwrap_or_default();
                     let wanted =
                         first.get(*column) == Some(&true) || rest.get(*column) == Some(&true);

@@ -15,6 +15,7 @@ use crate::catalog::{ID_PREFIX_LEN, IndexDef, TableSchema};
 use crate::codec::key::encode_value;
 use crate::codec::row::encode_row;
 use crate::error::{QueryError, Result, exec_err, plan_err};
+use crate::interrupt::Interrupt;
 use crate::plan::{self, explain::sql_literal};
 use crate::value::Value;
 
@@ -257,6 +258,7 @@ pub(super) fn update<S: KvStore>(
     table: &str,
     assignments: &[(String, Expr)],
     filter: Option<&Expr>,
+    interrupt: &Interrupt,
 ) -> Result<Output> {
     let catalog = db.catalog();
     let t = plan::table(&catalog, table)?;
@@ -272,7 +274,7 @@ pub(super) fn update<S: KvStore>(
     let reader = db.store.reader();
     let mut changes = Vec::new();
     {
-        let mut source = RowSource::new(&reader, &scan, true);
+        let mut source = RowSource::new(&reader, &scan, true, interrupt);
         let mut row = vec![Value::Null; t.columns.len()];
         while let Some(key) = source.next_row(&mut row)? {
             let key = Bytes::copy_from_slice(key);
@@ -349,6 +351,8 @@ pub(super) fn update<S: KvStore>(
     for k in &puts {
         batch.put(k, &[]);
     }
+    // The last moment to stop with nothing written.
+    interrupt.check()?;
     db.store.write(batch)?;
     Ok(Output::Affected(changes.len() as u64))
 }
@@ -357,6 +361,7 @@ pub(super) fn delete<S: KvStore>(
     db: &Database<S>,
     table: &str,
     filter: Option<&Expr>,
+    interrupt: &Interrupt,
 ) -> Result<Output> {
     let catalog = db.catalog();
     let t = plan::table(&catalog, table)?;
@@ -370,7 +375,7 @@ pub(super) fn delete<S: KvStore>(
     let mut batch = S::Batch::default();
     let mut n = 0u64;
     {
-        let mut source = RowSource::new(&reader, &scan, true);
+        let mut source = RowSource::new(&reader, &scan, true, interrupt);
         let mut row = vec![Value::Null; t.columns.len()];
         while let Some(key) = source.next_row(&mut row)? {
             batch.delete(key);
@@ -381,6 +386,7 @@ pub(super) fn delete<S: KvStore>(
         }
     }
     drop(reader);
+    interrupt.check()?;
     db.store.write(batch)?;
     Ok(Output::Affected(n))
 }

@@ -10,9 +10,17 @@
 //! ([`crate::sql::describe`]), so Describe answers match the rows sent later. Parameters are
 //! decoded by their type OID and format and written into the statement as literals
 //! ([`values::param_literal`]); the SQL layer itself has no placeholders.
+//!
+//! Cancel requests (psql's Ctrl-C, psycopg's `Connection.cancel()`, tokio-postgres's
+//! `CancelToken`) stop the connection's running statement through its
+//! [`strata_query::Interrupt`] ([`CancelTargets`]): it fails with SQLSTATE 57014 and has
+//! changed nothing. (pgwire's own cancel support answers 57014 at once and drops the
+//! statement's future, while the statement goes on on the blocking pool and may still commit:
+//! not used.)
 
 mod values;
 
+use std::collections::HashMap;
 use std::fmt::Debug;
 use std::io::Write as _;
 use std::sync::Arc;
@@ -28,6 +36,7 @@ use pgwire::api::auth::noop::NoopStartupHandler;
 use pgwire::api::auth::{
     AuthSource, DefaultServerParameterProvider, LoginInfo, Password, StartupHandler,
 };
+use pgwire::api::cancel::CancelHandler;
 use pgwire::api::portal::{Format, Portal};
 use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
 use pgwire::api::results::{
@@ -39,6 +48,7 @@ use pgwire::api::{
     ClientInfo, ClientPortalStore, METADATA_DATABASE, METADATA_USER, PgWireServerHandlers, Type,
 };
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
+use pgwire::messages::cancel::CancelRequest;
 use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
@@ -46,6 +56,7 @@ use tokio::sync::watch;
 use crate::databases::Database;
 use crate::server::Shared;
 use crate::sql::{self, Column, Outcome, SqlError};
+use strata_query::Interrupt;
 
 /// A FATAL ErrorResponse message with SQLSTATE `code`, written straight to a socket that
 /// pgwire does not own (or no longer owns).
@@ -227,6 +238,7 @@ pub(crate) struct PgStatement {
 struct PgHandlers {
     query: Arc<PgQuery>,
     startup: Arc<PgStartup>,
+    cancel: Arc<PgCancel>,
 }
 
 impl PgHandlers {
@@ -238,14 +250,20 @@ impl PgHandlers {
                 CleartextPasswordAuthStartupHandler::new(PasswordSource(p), params)
             }),
         });
+        let cancel = Arc::new(PgCancel {
+            shared: Arc::clone(&shared),
+        });
         PgHandlers {
             query: Arc::new(PgQuery {
                 shared,
                 database: Mutex::new(None),
                 parser: Arc::new(PgParser),
                 activity,
+                running: Arc::new(Mutex::new(None)),
+                backend_key: Mutex::new(None),
             }),
             startup,
+            cancel,
         }
     }
 }
@@ -261,6 +279,10 @@ impl PgWireServerHandlers for PgHandlers {
 
     fn startup_handler(&self) -> Arc<impl StartupHandler> {
         Arc::clone(&self.startup)
+    }
+
+    fn cancel_handler(&self) -> Arc<impl CancelHandler> {
+        Arc::clone(&self.cancel)
     }
 }
 
@@ -409,6 +431,68 @@ struct PgQuery {
     database: Mutex<Option<Arc<Database>>>,
     parser: Arc<PgParser>,
     activity: Arc<Activity>,
+    /// The interrupt of the statement running now, if any (what a cancel request sets).
+    running: Arc<Mutex<Option<Interrupt>>>,
+    /// The connection's backend key once registered in [`CancelTargets`] (at its first
+    /// statement: pgwire sets it during startup).
+    backend_key: Mutex<Option<BackendKey>>,
+}
+
+impl Drop for PgQuery {
+    fn drop(&mut self) {
+        if let Some(key) = self.backend_key.lock().take() {
+            self.shared.pg_cancel.unregister(&key);
+        }
+    }
+}
+
+/// A connection's backend key data: process id and secret key (as bytes, so a 4-byte key
+/// sent by a client of another protocol version compares equal).
+type BackendKey = (i32, bytes::Bytes);
+
+/// Where cancel requests find the statement to stop: each PostgreSQL connection's running
+/// statement by its backend key (PostgreSQL's process id and secret key, which the client got
+/// at startup and sends back, on a new connection, to cancel).
+#[derive(Debug, Default)]
+pub(crate) struct CancelTargets {
+    running: Mutex<HashMap<BackendKey, Arc<Mutex<Option<Interrupt>>>>>,
+}
+
+impl CancelTargets {
+    fn register(&self, key: BackendKey, running: Arc<Mutex<Option<Interrupt>>>) {
+        self.running.lock().insert(key, running);
+    }
+
+    fn unregister(&self, key: &BackendKey) {
+        self.running.lock().remove(key);
+    }
+
+    /// Interrupts the statement the connection with `key` runs, if any; false when no
+    /// connection has that key.
+    fn cancel(&self, key: &BackendKey) -> bool {
+        let Some(running) = self.running.lock().get(key).cloned() else {
+            return false;
+        };
+        if let Some(interrupt) = running.lock().as_ref() {
+            interrupt.interrupt();
+        }
+        true
+    }
+}
+
+/// Answers cancel requests (each on a connection of its own, closed right after, with no
+/// reply, as in PostgreSQL).
+struct PgCancel {
+    shared: Arc<Shared>,
+}
+
+#[async_trait]
+impl CancelHandler for PgCancel {
+    async fn on_cancel_request(&self, request: CancelRequest) {
+        let key = (request.pid, request.secret_key.to_bytes());
+        let found = self.shared.pg_cancel.cancel(&key);
+        tracing::debug!(pid = request.pid, found, "PostgreSQL cancel request");
+    }
 }
 
 impl PgQuery {
@@ -428,6 +512,34 @@ impl PgQuery {
             .map_err(|e| sql_error(&SqlError::Server(e)))?;
         *self.database.lock() = Some(Arc::clone(&db));
         Ok(db)
+    }
+
+    /// Runs `f` with the database on the blocking pool, with an [`Interrupt`] that a cancel
+    /// request for this connection sets while `f` runs.
+    async fn interruptible<C, T, F>(&self, client: &C, f: F) -> PgWireResult<T>
+    where
+        C: ClientInfo,
+        F: FnOnce(&Database, &Interrupt) -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        {
+            let mut key = self.backend_key.lock();
+            if key.is_none() {
+                let (pid, secret) = client.pid_and_secret_key();
+                let k = (pid, secret.to_bytes());
+                self.shared
+                    .pg_cancel
+                    .register(k.clone(), Arc::clone(&self.running));
+                *key = Some(k);
+            }
+        }
+        // A cancel request that arrives before this point finds no running statement and does
+        // nothing, as in PostgreSQL.
+        let interrupt = Interrupt::new();
+        *self.running.lock() = Some(interrupt.clone());
+        let result = self.blocking(client, move |db| f(db, &interrupt)).await;
+        *self.running.lock() = None;
+        result
     }
 
     /// Runs `f` with the database on the blocking pool.
@@ -511,10 +623,10 @@ impl SimpleQueryHandler for PgQuery {
             .map(str::to_owned)
             .collect();
         let outcomes = self
-            .blocking(client, move |db| {
+            .interruptible(client, move |db, interrupt| {
                 let mut out = Vec::with_capacity(statements.len());
                 for stmt in &statements {
-                    let result = sql::run(db, stmt);
+                    let result = sql::run(db, stmt, interrupt);
                     let failed = result.is_err();
                     out.push(result);
                     if failed {
@@ -666,7 +778,7 @@ impl ExtendedQueryHandler for PgQuery {
         let sql = sql::text::substitute_params(&stmt.sql, &literals)
             .map_err(|m| user_error("08P01", m))?;
         let outcome = self
-            .blocking(client, move |db| sql::run(db, &sql))
+            .interruptible(client, move |db, interrupt| sql::run(db, &sql, interrupt))
             .await?
             .map_err(|e| sql_error(&e))?;
         Ok(response_in(

@@ -475,7 +475,7 @@ pub(crate) fn sql(s: &mut Session, args: &[Bytes]) {
     let statements = crate::sql::text::split_statements(text);
     let mut outcomes = Vec::with_capacity(statements.len());
     for stmt in &statements {
-        match crate::sql::run(&s.db, stmt) {
+        match crate::sql::run(&s.db, stmt, &strata_query::Interrupt::new()) {
             Ok(o) => outcomes.push(o),
             Err(e) => {
                 e.log_corruption();

@@ -12,7 +12,7 @@ pub mod types;
 
 use std::fmt;
 
-use strata_query::{DataType, Output, QueryError, Value};
+use strata_query::{DataType, Interrupt, Output, QueryError, Value};
 
 use crate::databases::Database;
 use crate::error::ServerError;
@@ -150,6 +150,7 @@ fn query_sqlstate(e: &QueryError) -> &'static str {
             }
         }
         QueryError::DuplicateKey { .. } => "23505",
+        QueryError::Interrupted => "57014",
         QueryError::Corruption(_) => "XX001",
         QueryError::Engine(strata_engine::Error::Closed) => "57P01",
         QueryError::Engine(strata_engine::Error::InvalidArgument(_)) => "22023",
@@ -322,11 +323,12 @@ fn typed(columns: Vec<(String, Option<DataType>)>) -> Vec<Column> {
         .collect()
 }
 
-/// Runs one statement.
+/// Runs one statement; setting `interrupt` stops it (a PostgreSQL cancel request).
 ///
 /// # Errors
-/// Any [`SqlError`]; nothing of a failed statement is applied.
-pub fn run(database: &Database, stmt: &str) -> Result<Outcome, SqlError> {
+/// Any [`SqlError`] (`QueryError::Interrupted` when stopped, SQLSTATE 57014); nothing of a
+/// failed statement is applied.
+pub fn run(database: &Database, stmt: &str, interrupt: &Interrupt) -> Result<Outcome, SqlError> {
     if let Some(outcome) = intercept(database, stmt) {
         return outcome;
     }
@@ -342,7 +344,7 @@ pub fn run(database: &Database, stmt: &str) -> Result<Outcome, SqlError> {
         )?)),
         _ => None,
     };
-    let output = sql.run(&parsed);
+    let output = sql.run_with(&parsed, interrupt);
     if !matches!(
         parsed,
         S::Select(_) | S::ShowTables | S::Describe { .. } | S::Explain(_)

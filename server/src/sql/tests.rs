@@ -13,6 +13,11 @@ fn open() -> (tempfile::TempDir, Databases, Arc<Database>) {
     (dir, dbs, db)
 }
 
+/// [`super::run`] without an interrupt.
+fn run(database: &Database, stmt: &str) -> Result<Outcome, SqlError> {
+    super::run(database, stmt, &Interrupt::new())
+}
+
 fn col(name: &str, ty: Option<DataType>) -> Column {
     Column {
         name: name.to_owned(),
