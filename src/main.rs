@@ -48,8 +48,8 @@ enum Command {
     },
     /// Open (or create) a database, write and read back a few keys, and print what happened.
     Demo {
-        /// Database directory.
-        #[arg(default_value = "./strata-data")]
+        /// Database directory (its own by default, away from the SQL shell's ./strata-data).
+        #[arg(default_value = "./strata-demo")]
         dir: PathBuf,
     },
     /// Print the value of KEY (raw, with a newline); exit status 1 when absent.

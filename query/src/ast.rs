@@ -260,6 +260,10 @@ pub enum ScalarFunc {
     Abs,
     /// `COALESCE(a, b, ...)`: the first non-NULL argument.
     Coalesce,
+    /// `CAST(x AS DOUBLE)` of a BIGINT (NULL stays NULL). Not written in SQL: the planner puts
+    /// it around the BIGINT arguments of a COALESCE that also has DOUBLE ones, so every value
+    /// of the result is a DOUBLE, as in PostgreSQL.
+    ToDouble,
 }
 
 impl ScalarFunc {
@@ -271,6 +275,7 @@ impl ScalarFunc {
             ScalarFunc::Lower => "lower",
             ScalarFunc::Abs => "abs",
             ScalarFunc::Coalesce => "coalesce",
+            ScalarFunc::ToDouble => "double",
         }
     }
 }

@@ -9,8 +9,9 @@ use crate::config::{Config, DEFAULT_PG_ADDR, DEFAULT_RESP_ADDR, SyncMode};
 /// Serve databases over the Redis protocol (RESP) and the PostgreSQL protocol.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeArgs {
-    /// Data directory: database NAME lives in DIR/NAME/ (created on first use).
-    #[arg(long, default_value = "./strata-data")]
+    /// Data directory: database NAME lives in DIR/NAME/ (created on first use). Not a
+    /// database directory itself (such as the SQL shell's ./strata-data).
+    #[arg(long, default_value = "./strata-server")]
     pub dir: PathBuf,
     /// RESP (Redis) listen address.
     #[arg(long, default_value = DEFAULT_RESP_ADDR)]

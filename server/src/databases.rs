@@ -527,8 +527,14 @@ impl Databases {
     /// Prepares the registry for `config.dir` (creating the directory).
     ///
     /// # Errors
-    /// [`ServerError::Dir`] when the directory cannot be created.
+    /// [`ServerError::DirIsDatabase`] when the directory is itself a database;
+    /// [`ServerError::Dir`] when it cannot be created.
     pub fn new(config: &Config) -> Result<Databases, ServerError> {
+        if config.dir.join("CURRENT").exists() {
+            return Err(ServerError::DirIsDatabase {
+                path: config.dir.clone(),
+            });
+        }
         std::fs::create_dir_all(&config.dir).map_err(|source| ServerError::Dir {
             path: config.dir.clone(),
             source,
@@ -867,6 +873,23 @@ mod tests {
         assert!(opener.join().is_err());
         drop(db);
         dbs.close_all().expect("close");
+    }
+
+    #[test]
+    fn a_database_directory_is_refused_as_the_data_directory() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        // What `strata repl` makes of ./strata-data.
+        strata_engine::Db::open(dir.path(), Options::default())
+            .expect("a database")
+            .close()
+            .expect("close");
+        let e = Databases::new(&Config::ephemeral(dir.path())).expect_err("refused");
+        assert!(matches!(e, ServerError::DirIsDatabase { .. }), "{e}");
+        assert!(
+            e.to_string().contains("is a database directory (it has a CURRENT file)"),
+            "{e}"
+        );
+        assert!(!dir.path().join("db0").exists());
     }
 
     #[test]

@@ -18,6 +18,21 @@ pub enum ServerError {
         #[source]
         source: std::io::Error,
     },
+    /// The data directory is itself a database (it holds a `CURRENT` file, as the SQL
+    /// shell's `./strata-data` does): the server keeps one database per subdirectory, and
+    /// would put them inside that database's directory.
+    #[error(
+        "{} is a database directory (it has a CURRENT file), not a directory of databases: \
+         `strata serve --dir DIR` keeps each database in DIR/NAME. Use another directory; to \
+         serve this database, move it into one: `mkdir srv && mv {} srv/mydb && strata serve \
+         --dir srv` (then `psql -d mydb`)",
+        path.display(),
+        path.display()
+    )]
+    DirIsDatabase {
+        /// The directory.
+        path: PathBuf,
+    },
     /// A listener could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {

@@ -154,8 +154,8 @@ impl Server {
     /// listeners.
     ///
     /// # Errors
-    /// [`ServerError::Dir`], [`ServerError::Engine`] (for example another server holds the
-    /// directory's lock), [`ServerError::Bind`].
+    /// [`ServerError::DirIsDatabase`], [`ServerError::Dir`], [`ServerError::Engine`] (for
+    /// example another server holds the directory's lock), [`ServerError::Bind`].
     pub async fn bind(config: Config) -> Result<Server, ServerError> {
         let databases = Databases::new(&config)?;
         let databases = tokio::task::spawn_blocking(move || {

@@ -301,6 +301,7 @@ fn function(func: ScalarFunc, args: &[Expr], row: &[Value]) -> Result<Value> {
         (ScalarFunc::Lower, Value::Text(s)) => Value::Text(s.to_lowercase()),
         (ScalarFunc::Abs, Value::Int(i)) => Value::Int(i.checked_abs().ok_or_else(overflow)?),
         (ScalarFunc::Abs, Value::Double(d)) => Value::Double(d.abs()),
+        (ScalarFunc::ToDouble, v @ (Value::Int(_) | Value::Double(_))) => Value::Double(as_f64(&v)),
         (f, v) => {
             return exec_err(format!(
                 "{}() does not accept {}",

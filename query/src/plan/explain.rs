@@ -2,7 +2,7 @@
 //! filter, and where rows are materialized (`docs/sql.md`, "EXPLAIN").
 
 use super::{Access, ScanPlan, SelectPlan, Shape, Sort};
-use crate::ast::{Expr, UnaryOp};
+use crate::ast::{Expr, ScalarFunc, UnaryOp};
 use crate::value::Value;
 
 /// Formats a literal as SQL (`'text'` with quotes doubled, `x'0a'`, `NULL`).
@@ -66,6 +66,16 @@ pub fn fmt_expr(e: &Expr, names: &[String]) -> String {
             f(expr),
             if *negated { "NOT " } else { "" },
             f(pattern)
+        ),
+        Expr::Function {
+            func: ScalarFunc::ToDouble,
+            args,
+        } => format!(
+            "CAST({} AS DOUBLE)",
+            args.iter()
+                .map(|e| fmt_expr(e, names))
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
         Expr::Function { func, args } => format!(
             "{}({})",

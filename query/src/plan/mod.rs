@@ -7,10 +7,10 @@ mod types;
 
 use std::sync::Arc;
 
-use crate::ast::{AggFunc, Expr, OrderKey, Select, SelectItem};
+use crate::ast::{AggFunc, Expr, OrderKey, ScalarFunc, Select, SelectItem};
 use crate::catalog::{Catalog, TableSchema};
 use crate::error::{QueryError, Result, plan_err};
-use crate::value::Value;
+use crate::value::{DataType, Value};
 
 pub use access::{Access, KeyRange};
 
@@ -168,15 +168,44 @@ pub fn bind(e: &Expr, table: Option<&TableSchema>) -> Result<Expr> {
             pattern: b(pattern)?,
             negated: *negated,
         },
-        Expr::Function { func, args } => Expr::Function {
-            func: *func,
-            args: args.iter().map(|e| bind(e, table)).collect::<Result<_>>()?,
-        },
+        Expr::Function { func, args } => {
+            let mut args = args
+                .iter()
+                .map(|e| bind(e, table))
+                .collect::<Result<Vec<_>>>()?;
+            if *func == ScalarFunc::Coalesce {
+                to_common_numeric_type(&mut args, table)?;
+            }
+            Expr::Function { func: *func, args }
+        }
         Expr::Aggregate { func, arg } => Expr::Aggregate {
             func: *func,
             arg: arg.as_deref().map(b).transpose()?,
         },
     })
+}
+
+/// When bound arguments mix BIGINT and DOUBLE (COALESCE's), converts the BIGINT ones to
+/// DOUBLE ([`ScalarFunc::ToDouble`]), so the result's values have one type whichever argument
+/// gives it (PostgreSQL resolves such arguments to a common type the same way).
+fn to_common_numeric_type(args: &mut [Expr], table: Option<&TableSchema>) -> Result<()> {
+    let types = args
+        .iter()
+        .map(|a| types::check(a, table))
+        .collect::<Result<Vec<_>>>()?;
+    if !(types.contains(&Some(DataType::Double)) && types.contains(&Some(DataType::BigInt))) {
+        return Ok(());
+    }
+    for (arg, ty) in args.iter_mut().zip(types) {
+        if ty == Some(DataType::BigInt) {
+            let inner = std::mem::replace(arg, Expr::Literal(Value::Null));
+            *arg = Expr::Function {
+                func: ScalarFunc::ToDouble,
+                args: vec![inner],
+            };
+        }
+    }
+    Ok(())
 }
 
 /// Splits a filter into its AND-ed conjuncts.

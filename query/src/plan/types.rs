@@ -203,6 +203,10 @@ fn function(func: ScalarFunc, args: &[Option<DataType>]) -> Result<Option<DataTy
                 other.name()
             ));
         }
+        // BIGINT with DOUBLE: the BIGINT arguments are converted (`plan::bind`).
+        if args.contains(&Some(DataType::Double)) {
+            return Ok(Some(DataType::Double));
+        }
         return Ok(first);
     }
     let t = args.first().copied().flatten();
@@ -222,6 +226,7 @@ fn function(func: ScalarFunc, args: &[Option<DataType>]) -> Result<Option<DataTy
         (ScalarFunc::Length, Some(DataType::Text | DataType::Blob)) => Some(DataType::BigInt),
         (ScalarFunc::Upper | ScalarFunc::Lower, Some(DataType::Text)) => Some(DataType::Text),
         (ScalarFunc::Abs, Some(t)) if numeric(t) => Some(t),
+        (ScalarFunc::ToDouble, Some(t)) if numeric(t) => Some(DataType::Double),
         (_, Some(t)) => return refuse(t),
     })
 }

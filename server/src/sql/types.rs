@@ -43,6 +43,7 @@ fn expr_type(e: &Expr, field: &dyn Fn(usize) -> Option<DataType>) -> Option<Data
             ScalarFunc::Length => Some(DataType::BigInt),
             ScalarFunc::Upper | ScalarFunc::Lower => Some(DataType::Text),
             ScalarFunc::Abs => args.first().and_then(|a| expr_type(a, field)),
+            ScalarFunc::ToDouble => Some(DataType::Double),
             // The planner allows mixed arguments only for BIGINT with DOUBLE: then the
             // result is a DOUBLE column (an integer value is sent as a double).
             ScalarFunc::Coalesce => {
