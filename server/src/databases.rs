@@ -886,7 +886,8 @@ mod tests {
         let e = Databases::new(&Config::ephemeral(dir.path())).expect_err("refused");
         assert!(matches!(e, ServerError::DirIsDatabase { .. }), "{e}");
         assert!(
-            e.to_string().contains("is a database directory (it has a CURRENT file)"),
+            e.to_string()
+                .contains("is a database directory (it has a CURRENT file)"),
             "{e}"
         );
         assert!(!dir.path().join("db0").exists());

@@ -271,3 +271,42 @@ fn a_read_only_shell_queries_beside_the_writer_and_refuses_writes() {
     );
     db.close().unwrap();
 }
+
+/// A large result written piece by piece is the same text as one table of it: the widest
+/// cell (here in the last piece, and a wide unicode one) sets every piece's column width.
+#[test]
+fn a_large_table_streams_in_pieces_with_the_same_output() {
+    let columns = vec!["seq".to_owned(), "count".to_owned(), "note".to_owned()];
+    let n = TABLE_PIECE_ROWS * 2 + 345;
+    let rows: Vec<Vec<Value>> = (0..n)
+        .map(|i| {
+            vec![
+                Value::Text(format!("read{i}")),
+                if i % 7 == 0 {
+                    Value::Null
+                } else {
+                    Value::Int(i as i64 * if i == n - 1 { 1_000_000 } else { 1 })
+                },
+                Value::Text(match i % 500 {
+                    0 => "two\nlines".to_owned(),
+                    1 => "読み取り".to_owned(),
+                    _ => String::new(),
+                }),
+            ]
+        })
+        .collect();
+    let mut out = Vec::new();
+    let written = write_table(&mut out, &columns, &rows, &Interrupt::new()).unwrap();
+    assert_eq!(written, n);
+    let whole = format!("{}\n", render_table(&columns, &rows));
+    assert_eq!(String::from_utf8(out).unwrap(), whole);
+    // Set before it starts: nothing is written.
+    let interrupt = Interrupt::new();
+    interrupt.interrupt();
+    let mut out = Vec::new();
+    assert_eq!(
+        write_table(&mut out, &columns, &rows, &interrupt).unwrap(),
+        0
+    );
+    assert!(out.is_empty());
+}
