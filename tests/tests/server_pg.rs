@@ -589,3 +589,101 @@ async fn a_cancel_request_stops_the_running_statement_with_57014() -> TestResult
     }
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statement_timeout_stops_long_statements_with_57014() -> TestResult {
+    let server = TestServer::start(|_| {});
+    let client = connect(&server, "run9").await?;
+    fill_big(&client, 100_000).await?;
+    let show = |rows: Vec<SimpleQueryMessage>| -> Option<String> {
+        rows.into_iter().find_map(|m| match m {
+            SimpleQueryMessage::Row(r) => r.get(0).map(str::to_owned),
+            _ => None,
+        })
+    };
+    assert_eq!(
+        show(client.simple_query("SHOW statement_timeout").await?).as_deref(),
+        Some("0")
+    );
+    // A few milliseconds: a full scan of 100,000 rows in a debug build takes far longer.
+    client.batch_execute("SET statement_timeout = 5").await?;
+    assert_eq!(
+        show(client.simple_query("SHOW statement_timeout").await?).as_deref(),
+        Some("5ms")
+    );
+    for sql in [
+        "SELECT count(*) FROM big WHERE g >= 0",
+        "UPDATE big SET g = g + 1",
+    ] {
+        let err = client.execute(sql, &[]).await.expect_err(sql);
+        assert_eq!(err.code(), Some(&SqlState::QUERY_CANCELED), "{sql}: {err}");
+        let db = err.as_db_error().expect("a server error");
+        assert!(
+            db.message().contains("statement timeout"),
+            "{}",
+            db.message()
+        );
+    }
+    // In one query string, the SET applies to the statements after it.
+    let err = client
+        .batch_execute(
+            "SET statement_timeout TO '1min'; SET statement_timeout TO '5ms'; DELETE FROM big",
+        )
+        .await
+        .expect_err("timed out");
+    assert_eq!(err.code(), Some(&SqlState::QUERY_CANCELED), "{err}");
+    client.batch_execute("RESET statement_timeout").await?;
+    assert_eq!(
+        show(client.simple_query("SHOW statement_timeout").await?).as_deref(),
+        Some("0")
+    );
+    let rows = client
+        .query("SELECT count(*), sum(g) FROM big", &[])
+        .await?;
+    assert_eq!(rows[0].get::<_, i64>(0), 100_000);
+    assert_eq!(rows[0].get::<_, Option<i64>>(1), Some(0));
+    let err = client
+        .batch_execute("SET statement_timeout = 'soon'")
+        .await
+        .expect_err("a bad value");
+    assert_eq!(
+        err.code(),
+        Some(&SqlState::INVALID_PARAMETER_VALUE),
+        "{err}"
+    );
+    let message = err.as_db_error().map(|e| e.message().to_owned());
+    assert!(
+        message
+            .as_deref()
+            .is_some_and(|m| m.starts_with("invalid value for parameter \"statement_timeout\"")),
+        "{message:?}"
+    );
+    // The startup options can set it, as libpq's `options` and PGOPTIONS do; a bad value
+    // fails the connection.
+    let with_options =
+        connect_with(&server, "dbname=run9 options='-c statement_timeout=5'").await?;
+    assert_eq!(
+        show(with_options.simple_query("SHOW statement_timeout").await?).as_deref(),
+        Some("5ms")
+    );
+    let err = with_options
+        .execute("SELECT count(*) FROM big WHERE g >= 0", &[])
+        .await
+        .expect_err("timed out");
+    assert_eq!(err.code(), Some(&SqlState::QUERY_CANCELED), "{err}");
+    let refused = connect_with(&server, "dbname=run9 options='-c statement_timeout=soon'")
+        .await
+        .expect_err("a bad value");
+    assert_eq!(
+        refused.code(),
+        Some(&SqlState::INVALID_PARAMETER_VALUE),
+        "{refused}"
+    );
+    // Another connection has its own setting.
+    let other = connect(&server, "run9").await?;
+    assert_eq!(
+        show(other.simple_query("SHOW statement_timeout").await?).as_deref(),
+        Some("0")
+    );
+    Ok(())
+}

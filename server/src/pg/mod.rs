@@ -24,7 +24,7 @@ use std::collections::HashMap;
 use std::fmt::Debug;
 use std::io::Write as _;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -56,7 +56,7 @@ use tokio::sync::watch;
 use crate::databases::Database;
 use crate::server::Shared;
 use crate::sql::{self, Column, Outcome, SqlError};
-use strata_query::Interrupt;
+use strata_query::{Interrupt, QueryError};
 
 /// A FATAL ErrorResponse message with SQLSTATE `code`, written straight to a socket that
 /// pgwire does not own (or no longer owns).
@@ -243,7 +243,9 @@ struct PgHandlers {
 
 impl PgHandlers {
     fn new(shared: Arc<Shared>, activity: Arc<Activity>) -> Self {
+        let statement_timeout = Arc::new(Mutex::new(None));
         let startup = Arc::new(PgStartup {
+            statement_timeout: Arc::clone(&statement_timeout),
             password: shared.config.requirepass.clone().map(|p| {
                 let mut params = DefaultServerParameterProvider::default();
                 params.server_version = sql::PG_VERSION.to_owned();
@@ -261,6 +263,7 @@ impl PgHandlers {
                 activity,
                 running: Arc::new(Mutex::new(None)),
                 backend_key: Mutex::new(None),
+                statement_timeout: Arc::clone(&statement_timeout),
             }),
             startup,
             cancel,
@@ -299,6 +302,8 @@ impl AuthSource for PasswordSource {
 
 /// Startup: cleartext password authentication with `--requirepass`, none otherwise.
 struct PgStartup {
+    /// The connection's `statement_timeout`, set from the startup `options` parameter.
+    statement_timeout: Arc<Mutex<Option<Duration>>>,
     password:
         Option<CleartextPasswordAuthStartupHandler<PasswordSource, DefaultServerParameterProvider>>,
 }
@@ -333,6 +338,23 @@ impl StartupHandler for PgStartup {
                         crate::databases::MAX_NAME_LEN
                     ),
                 ))));
+            }
+            // `options='-c statement_timeout=2000'` (libpq, PGOPTIONS); a bad value fails the
+            // connection, as in PostgreSQL.
+            if let Some(set) = p
+                .get("options")
+                .and_then(|o| sql::timeout::from_startup_options(o))
+            {
+                match set {
+                    Ok(limit) => *self.statement_timeout.lock() = limit,
+                    Err(e) => {
+                        return Err(PgWireError::UserError(Box::new(ErrorInfo::new(
+                            "FATAL".to_owned(),
+                            e.sqlstate().to_owned(),
+                            e.to_string(),
+                        ))));
+                    }
+                }
             }
         }
         match &self.password {
@@ -436,6 +458,9 @@ struct PgQuery {
     /// The connection's backend key once registered in [`CancelTargets`] (at its first
     /// statement: pgwire sets it during startup).
     backend_key: Mutex<Option<BackendKey>>,
+    /// The connection's `statement_timeout` (`None`: no limit, the default), which the
+    /// startup `options` may set.
+    statement_timeout: Arc<Mutex<Option<Duration>>>,
 }
 
 impl Drop for PgQuery {
@@ -514,9 +539,53 @@ impl PgQuery {
         Ok(db)
     }
 
+    /// Runs one statement of the connection: the connection's own `statement_timeout`
+    /// statements here ([`sql::timeout`]), every other one with [`sql::run`], stopped by a
+    /// cancel request or when it runs past the timeout.
+    async fn run_statement<C: ClientInfo>(
+        &self,
+        client: &C,
+        stmt: String,
+    ) -> PgWireResult<Result<Outcome, SqlError>> {
+        if let Some(change) = sql::timeout::change(&stmt) {
+            return Ok(change.map(|limit| {
+                *self.statement_timeout.lock() = limit;
+                let reset = stmt.trim_start().to_ascii_uppercase().starts_with("RESET");
+                Outcome::Command(if reset { "RESET" } else { "SET" }.to_owned())
+            }));
+        }
+        if sql::timeout::is_show(&stmt) {
+            let limit = *self.statement_timeout.lock();
+            return Ok(Ok(sql::text_row(
+                "statement_timeout",
+                sql::timeout::show(limit),
+            )));
+        }
+        let limit = *self.statement_timeout.lock();
+        let timed_out = Arc::new(AtomicBool::new(false));
+        let deadline = limit.map(|limit| (limit, Arc::clone(&timed_out)));
+        let result = self
+            .interruptible(client, deadline, move |db, interrupt| {
+                sql::run(db, &stmt, interrupt)
+            })
+            .await?;
+        Ok(match result {
+            Err(SqlError::Query(QueryError::Interrupted)) if timed_out.load(Ordering::Acquire) => {
+                Err(SqlError::StatementTimeout)
+            }
+            other => other,
+        })
+    }
+
     /// Runs `f` with the database on the blocking pool, with an [`Interrupt`] that a cancel
-    /// request for this connection sets while `f` runs.
-    async fn interruptible<C, T, F>(&self, client: &C, f: F) -> PgWireResult<T>
+    /// request for this connection sets while `f` runs, and so does the end of `deadline`
+    /// (its limit), which then also sets its flag.
+    async fn interruptible<C, T, F>(
+        &self,
+        client: &C,
+        deadline: Option<(Duration, Arc<AtomicBool>)>,
+        f: F,
+    ) -> PgWireResult<T>
     where
         C: ClientInfo,
         F: FnOnce(&Database, &Interrupt) -> T + Send + 'static,
@@ -537,7 +606,18 @@ impl PgQuery {
         // nothing, as in PostgreSQL.
         let interrupt = Interrupt::new();
         *self.running.lock() = Some(interrupt.clone());
+        let timer = deadline.map(|(limit, timed_out)| {
+            let interrupt = interrupt.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(limit).await;
+                timed_out.store(true, Ordering::Release);
+                interrupt.interrupt();
+            })
+        });
         let result = self.blocking(client, move |db| f(db, &interrupt)).await;
+        if let Some(timer) = timer {
+            timer.abort();
+        }
         *self.running.lock() = None;
         result
     }
@@ -622,20 +702,15 @@ impl SimpleQueryHandler for PgQuery {
             .into_iter()
             .map(str::to_owned)
             .collect();
-        let outcomes = self
-            .interruptible(client, move |db, interrupt| {
-                let mut out = Vec::with_capacity(statements.len());
-                for stmt in &statements {
-                    let result = sql::run(db, stmt, interrupt);
-                    let failed = result.is_err();
-                    out.push(result);
-                    if failed {
-                        break;
-                    }
-                }
-                out
-            })
-            .await?;
+        let mut outcomes = Vec::with_capacity(statements.len());
+        for stmt in statements {
+            let result = self.run_statement(client, stmt).await?;
+            let failed = result.is_err();
+            outcomes.push(result);
+            if failed {
+                break;
+            }
+        }
         Ok(outcomes
             .into_iter()
             .map(|r| match r {
@@ -778,7 +853,7 @@ impl ExtendedQueryHandler for PgQuery {
         let sql = sql::text::substitute_params(&stmt.sql, &literals)
             .map_err(|m| user_error("08P01", m))?;
         let outcome = self
-            .interruptible(client, move |db, interrupt| sql::run(db, &sql, interrupt))
+            .run_statement(client, sql)
             .await?
             .map_err(|e| sql_error(&e))?;
         Ok(response_in(

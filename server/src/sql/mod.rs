@@ -8,6 +8,7 @@
 //! statement commits when it completes, and `ROLLBACK` undoes nothing (a warning says so).
 
 pub mod text;
+pub mod timeout;
 pub mod types;
 
 use std::fmt;
@@ -63,8 +64,13 @@ pub enum SqlError {
     UnknownSetting(String),
     /// Parameters that do not fit the statement.
     Params(String),
+    /// `SET` of a setting we have, to a value it cannot take.
+    InvalidSetting(String),
     /// The database could not be opened.
     Server(ServerError),
+    /// The statement ran past the connection's `statement_timeout` and was stopped; it
+    /// changed nothing.
+    StatementTimeout,
 }
 
 impl fmt::Display for SqlError {
@@ -78,8 +84,11 @@ impl fmt::Display for SqlError {
             SqlError::UnknownSetting(name) => {
                 write!(f, "unrecognized configuration parameter \"{name}\"")
             }
-            SqlError::Params(msg) => f.write_str(msg),
+            SqlError::Params(msg) | SqlError::InvalidSetting(msg) => f.write_str(msg),
             SqlError::Server(e) => write!(f, "{e}"),
+            SqlError::StatementTimeout => f.write_str(
+                "canceling statement due to statement timeout; the statement changed nothing",
+            ),
         }
     }
 }
@@ -113,6 +122,8 @@ impl SqlError {
             SqlError::Catalog => "0A000",
             SqlError::UnknownSetting(_) => "42704",
             SqlError::Params(_) => "08P01",
+            SqlError::InvalidSetting(_) => "22023",
+            SqlError::StatementTimeout => "57014",
             SqlError::Server(ServerError::BadName(_)) => "3D000",
             SqlError::Server(ServerError::ShuttingDown) => "57P01",
             SqlError::Server(ServerError::TooManyDatabases { .. }) => "53000",
@@ -162,7 +173,7 @@ fn query_sqlstate(e: &QueryError) -> &'static str {
 /// The PostgreSQL version clients are told (they pick features by it).
 pub const PG_VERSION: &str = "16.0";
 
-fn text_row(name: &str, value: String) -> Outcome {
+pub(crate) fn text_row(name: &str, value: String) -> Outcome {
     Outcome::Rows {
         columns: vec![Column {
             name: name.to_owned(),
@@ -184,6 +195,9 @@ fn setting(name: &str) -> Option<String> {
         "search_path" => "public",
         "max_identifier_length" => "63",
         "application_name" => "",
+        // Over PostgreSQL each connection answers with its own (`timeout`); elsewhere there
+        // is none.
+        "statement_timeout" => "0",
         _ => return None,
     };
     Some(v.to_owned())
