@@ -51,6 +51,10 @@ pub(crate) struct Shared {
     pub pg_addr: Option<SocketAddr>,
     /// PostgreSQL connections' running statements by backend key, for cancel requests.
     pub pg_cancel: crate::pg::CancelTargets,
+    /// Hands out PostgreSQL backend keys: one counter for the whole server, so every
+    /// connection has its own process id (pgwire's password handler would otherwise start a
+    /// counter per connection).
+    pub pg_keys: Arc<pgwire::api::RandomPidSecretKeyGenerator>,
 }
 
 impl Shared {
@@ -184,6 +188,7 @@ impl Server {
             resp_addr,
             pg_addr,
             pg_cancel: crate::pg::CancelTargets::default(),
+            pg_keys: Arc::new(pgwire::api::RandomPidSecretKeyGenerator::default()),
         });
         Ok(Server { shared, resp, pg })
     }

@@ -47,6 +47,7 @@ use pgwire::api::store::PortalStore;
 use pgwire::api::{
     ClientInfo, ClientPortalStore, METADATA_DATABASE, METADATA_USER, PgWireServerHandlers, Type,
 };
+use pgwire::api::{PidSecretKeyGenerator, RandomPidSecretKeyGenerator};
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::cancel::CancelRequest;
 use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
@@ -250,7 +251,11 @@ impl PgHandlers {
                 let mut params = DefaultServerParameterProvider::default();
                 params.server_version = sql::PG_VERSION.to_owned();
                 CleartextPasswordAuthStartupHandler::new(PasswordSource(p), params)
+                    .with_pid_secret_key_generator(Arc::clone(&shared.pg_keys) as _)
             }),
+            no_auth: NoAuth {
+                keys: Arc::clone(&shared.pg_keys),
+            },
         });
         let cancel = Arc::new(PgCancel {
             shared: Arc::clone(&shared),
@@ -306,12 +311,19 @@ struct PgStartup {
     statement_timeout: Arc<Mutex<Option<Duration>>>,
     password:
         Option<CleartextPasswordAuthStartupHandler<PasswordSource, DefaultServerParameterProvider>>,
+    no_auth: NoAuth,
 }
 
 /// Startup without authentication.
-struct NoAuth;
+struct NoAuth {
+    keys: Arc<RandomPidSecretKeyGenerator>,
+}
 
-impl NoopStartupHandler for NoAuth {}
+impl NoopStartupHandler for NoAuth {
+    fn pid_secret_key_generator(&self) -> &dyn PidSecretKeyGenerator {
+        &*self.keys
+    }
+}
 
 #[async_trait]
 impl StartupHandler for PgStartup {
@@ -359,7 +371,7 @@ impl StartupHandler for PgStartup {
         }
         match &self.password {
             Some(handler) => handler.on_startup(client, message).await,
-            None => NoAuth.on_startup(client, message).await,
+            None => self.no_auth.on_startup(client, message).await,
         }
     }
 }
