@@ -36,7 +36,7 @@ pub(crate) fn ident(i: &SqlIdent) -> String {
     }
 }
 
-/// `name` as SQL text that [`ident`] reads back as `name`: bare when it is a lowercase
+/// `name` as SQL text that `ident` reads back as `name`: bare when it is a lowercase
 /// identifier (`[a-z_][a-z0-9_]*`) that reads back as itself wherever a schema prints it, else
 /// double-quoted with `"` doubled (`"My Table"`, `"select"`, `"key"`, `"we""ird"`, `"Count"`:
 /// an unquoted name is lowercased). Used to print schemas that can be run again.

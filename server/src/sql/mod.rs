@@ -101,7 +101,7 @@ impl From<QueryError> for SqlError {
 
 impl SqlError {
     /// Logs this error at error level when it means damaged data (see
-    /// [`crate::error::log_corruption`]); called where it becomes a reply.
+    /// `crate::error::log_corruption`); called where it becomes a reply.
     pub fn log_corruption(&self) {
         match self {
             SqlError::Query(QueryError::Engine(e))
