@@ -103,9 +103,16 @@ impl<'a, S: KvStore> Session<'a, S> {
         self.buffer.push('\n');
         let (complete, rest) = split_statements(&self.buffer);
         self.buffer = rest;
-        for stmt in complete {
+        let total = complete.len();
+        for (i, stmt) in complete.into_iter().enumerate() {
             if self.interrupt.is_set() {
-                // Ctrl-C stopped a statement of this line: the ones after it do not run.
+                // Ctrl-C during a statement of this line: the ones after it do not run.
+                let left = total - i;
+                let what = if left == 1 { "statement" } else { "statements" };
+                self.fail(
+                    err,
+                    format!("interrupted: the {left} {what} after it did not run"),
+                );
                 break;
             }
             self.run_sql(&stmt, out, err);
@@ -138,11 +145,20 @@ impl<'a, S: KvStore> Session<'a, S> {
             .db
             .execute_each_with(sql, &self.interrupt, |o| outputs.push(o));
         let elapsed = start.elapsed();
+        // Ctrl-C during a step that does not look at the flag (sorting the rows, writing the
+        // statement's batch) did not stop the statement.
+        let too_late = result.is_ok() && self.interrupt.is_set();
         for o in outputs {
             self.print(&o, elapsed, out);
         }
         if let Err(e) = result {
             self.fail(err, e);
+        } else if too_late {
+            let _ = writeln!(
+                err,
+                "(Ctrl-C came during a step that does not stop, sorting or committing: the \
+                 statement completed)"
+            );
         }
     }
 
@@ -596,7 +612,10 @@ fn interactive<S: KvStore>(db: &Database<S>, dir: &Path) -> anyhow::Result<bool>
     let flag = session.interrupt().clone();
     ctrlc::set_handler(move || {
         if flag.is_set() {
-            eprintln!("\ninterrupted twice: quitting");
+            eprintln!(
+                "\ninterrupted twice: quitting (a statement that was committing may have \
+                 completed; the database is consistent either way)"
+            );
             std::process::exit(130);
         }
         flag.interrupt();

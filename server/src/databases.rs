@@ -531,8 +531,9 @@ impl Databases {
     /// [`ServerError::Dir`] when it cannot be created.
     pub fn new(config: &Config) -> Result<Databases, ServerError> {
         if config.dir.join("CURRENT").exists() {
+            // Named as `mv` needs it: `db/.` or a symbolic link resolved.
             return Err(ServerError::DirIsDatabase {
-                path: config.dir.clone(),
+                path: std::fs::canonicalize(&config.dir).unwrap_or_else(|_| config.dir.clone()),
             });
         }
         std::fs::create_dir_all(&config.dir).map_err(|source| ServerError::Dir {

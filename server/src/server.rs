@@ -9,7 +9,7 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::io::AsyncWriteExt;
@@ -20,6 +20,10 @@ use tokio::task::JoinSet;
 use crate::config::{Config, SyncMode};
 use crate::databases::Databases;
 use crate::error::ServerError;
+
+/// After the shutdown grace period: how long statements that were interrupted (or are
+/// committing) get to end and send their replies before their connections are closed.
+const COMMIT_GRACE: Duration = Duration::from_secs(2);
 
 /// The database RESP connections start in.
 pub(crate) const DEFAULT_DATABASE: &str = "db0";
@@ -51,6 +55,8 @@ pub(crate) struct Shared {
     pub pg_addr: Option<SocketAddr>,
     /// PostgreSQL connections' running statements by backend key, for cancel requests.
     pub pg_cancel: crate::pg::CancelTargets,
+    /// Set when shutdown begins.
+    pub stopping: AtomicBool,
     /// Hands out PostgreSQL backend keys: one counter for the whole server, so every
     /// connection has its own process id (pgwire's password handler would otherwise start a
     /// counter per connection).
@@ -189,6 +195,7 @@ impl Server {
             pg_addr,
             pg_cancel: crate::pg::CancelTargets::default(),
             pg_keys: Arc::new(pgwire::api::RandomPidSecretKeyGenerator::default()),
+            stopping: AtomicBool::new(false),
         });
         Ok(Server { shared, resp, pg })
     }
@@ -263,9 +270,13 @@ impl Server {
         }
         shutdown.await;
         tracing::info!("shutting down: no new connections, finishing in-flight commands");
+        let started = Instant::now();
+        shared.stopping.store(true, Ordering::Release);
         let _ = stop_tx.send(true);
         while loops.join_next().await.is_some() {}
-        let deadline = Instant::now() + shared.config.shutdown_grace;
+        // The accept loops waited the grace period and interrupted the SQL statements still
+        // running; what is left is committing (or a RESP command): let it finish, for a while.
+        let deadline = started + shared.config.shutdown_grace + COMMIT_GRACE;
         while shared.in_flight.load(Ordering::Acquire) > 0 && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
@@ -334,11 +345,21 @@ async fn accept_loop(
     })
     .await;
     if drained.is_err() {
-        tracing::warn!(
-            remaining = connections.len(),
-            "connections still open after the grace period: closing them"
-        );
-        connections.shutdown().await;
+        // Statements still running are stopped (they change nothing, unless already
+        // committing) and their connections get 57P01, then FATAL 57P01, before closing.
+        let stopped = shared.pg_cancel.cancel_all();
+        let drained = tokio::time::timeout(COMMIT_GRACE, async {
+            while connections.join_next().await.is_some() {}
+        })
+        .await;
+        if drained.is_err() {
+            tracing::warn!(
+                remaining = connections.len(),
+                stopped,
+                "connections still open after the grace period: closing them"
+            );
+            connections.shutdown().await;
+        }
     }
 }
 

@@ -687,3 +687,41 @@ async fn statement_timeout_stops_long_statements_with_57014() -> TestResult {
     );
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_statement_still_running_after_the_grace_period_is_stopped_and_changes_nothing()
+-> TestResult {
+    let mut server =
+        TestServer::start(|c| c.shutdown_grace = std::time::Duration::from_millis(100));
+    let client = connect(&server, "run10").await?;
+    fill_big(&client, 100_000).await?;
+    // A full-table UPDATE runs far longer than 100 ms in a debug build.
+    let update = tokio::spawn(async move { client.execute("UPDATE big SET g = g + 1", &[]).await });
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let started = std::time::Instant::now();
+    let stopped = tokio::task::spawn_blocking(move || {
+        server.stop();
+        server
+    });
+    let err = update.await?.expect_err("stopped by the shutdown");
+    // The statement's own error (57P01, as PostgreSQL's fast shutdown), not a bare EOF.
+    assert_eq!(err.code(), Some(&SqlState::ADMIN_SHUTDOWN), "{err}");
+    let mut server = stopped.await?;
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "shutdown took {:?}",
+        started.elapsed()
+    );
+    server.restart();
+    let client = connect(&server, "run10").await?;
+    let rows = client
+        .query("SELECT count(*), sum(g) FROM big", &[])
+        .await?;
+    assert_eq!(rows[0].get::<_, i64>(0), 100_000);
+    assert_eq!(
+        rows[0].get::<_, Option<i64>>(1),
+        Some(0),
+        "the UPDATE changed nothing"
+    );
+    Ok(())
+}

@@ -15,7 +15,7 @@ use crate::catalog::{ID_PREFIX_LEN, IndexDef, TableSchema};
 use crate::codec::key::encode_value;
 use crate::codec::row::encode_row;
 use crate::error::{QueryError, Result, exec_err, plan_err};
-use crate::interrupt::Interrupt;
+use crate::interrupt::{Interrupt, Ticker};
 use crate::plan::{self, explain::sql_literal};
 use crate::value::Value;
 
@@ -314,7 +314,10 @@ pub(super) fn update<S: KvStore>(
         .map(|c| c.old_key.as_ref())
         .collect();
     let mut new_keys: HashSet<&[u8]> = HashSet::with_capacity(changes.len());
+    // Building the batch of millions of changes takes seconds too: it stops on an interrupt.
+    let mut ticker = Ticker::new(interrupt);
     for c in &changes {
+        ticker.tick()?;
         if !new_keys.insert(c.new_key.as_slice()) {
             return Err(duplicate(&t, &c.new_row));
         }
@@ -329,6 +332,7 @@ pub(super) fn update<S: KvStore>(
     let mut batch = S::Batch::default();
     let mut puts: Vec<Vec<u8>> = Vec::new();
     for c in &changes {
+        ticker.tick()?;
         if c.old_key.as_ref() != c.new_key.as_slice() {
             batch.delete(&c.old_key);
         }
@@ -344,6 +348,7 @@ pub(super) fn update<S: KvStore>(
     }
     let mut value = Vec::with_capacity(64);
     for c in &changes {
+        ticker.tick()?;
         value.clear();
         encode_row(&t, &c.new_row, &mut value);
         batch.put(&c.new_key, &value);

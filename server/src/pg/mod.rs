@@ -55,6 +55,7 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 
 use crate::databases::Database;
+use crate::error::ServerError;
 use crate::server::Shared;
 use crate::sql::{self, Column, Outcome, SqlError};
 use strata_query::{Interrupt, QueryError};
@@ -504,6 +505,16 @@ impl CancelTargets {
         self.running.lock().remove(key);
     }
 
+    /// Interrupts every connection's running statement (shutdown, once the grace period is
+    /// over); returns how many there were.
+    pub(crate) fn cancel_all(&self) -> usize {
+        let running: Vec<_> = self.running.lock().values().cloned().collect();
+        running
+            .iter()
+            .filter_map(|r| r.lock().as_ref().map(Interrupt::interrupt))
+            .count()
+    }
+
     /// Interrupts the statement the connection with `key` runs, if any; false when no
     /// connection has that key.
     fn cancel(&self, key: &BackendKey) -> bool {
@@ -584,6 +595,13 @@ impl PgQuery {
         Ok(match result {
             Err(SqlError::Query(QueryError::Interrupted)) if timed_out.load(Ordering::Acquire) => {
                 Err(SqlError::StatementTimeout)
+            }
+            // Stopped by the shutdown (`CancelTargets::cancel_all`): 57P01, as PostgreSQL's
+            // fast shutdown answers.
+            Err(SqlError::Query(QueryError::Interrupted))
+                if self.shared.stopping.load(Ordering::Acquire) =>
+            {
+                Err(SqlError::Server(ServerError::ShuttingDown))
             }
             other => other,
         })
