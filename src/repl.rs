@@ -11,8 +11,8 @@
 //! running statement (it changes nothing, see [`strata_query::interrupt`]), an `.import`
 //! between batches, or the printing of rows, and the session goes on; a second Ctrl-C before
 //! the first took effect quits. In the other modes Ctrl-C ends the process (a statement is
-//! one write batch, so nothing is half applied either way). The history file is `$STRATA_HISTORY`, else
-//! `$HOME/.strata_history`; without either there is no history file.
+//! one write batch, so nothing is half applied either way). The history file is
+//! `$STRATA_HISTORY`, else `$HOME/.strata_history`; without either there is no history file.
 
 use std::io::{BufReader, IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
