@@ -64,8 +64,12 @@ pub enum Error {
 
     /// A write, fsync, flush or manifest update failed (in this call, for a manifest update
     /// whose durability is unknown, or in an earlier one), so the durable state is in doubt.
-    /// The database refuses writes; close and reopen it to recover from the files.
-    #[error("database is poisoned ({reason}): its durable state is in doubt; close and reopen it")]
+    /// The database refuses writes; close and reopen it to recover from the files (after
+    /// freeing space when the cause was a full disk: recovery writes too).
+    #[error(
+        "database is poisoned ({reason}): its durable state is in doubt; close and reopen it \
+         (free disk space first if the disk is full)"
+    )]
     Poisoned {
         /// What failed first.
         reason: String,
