@@ -53,8 +53,9 @@ pub(crate) struct Shared {
     pub in_flight: AtomicUsize,
     pub resp_addr: Option<SocketAddr>,
     pub pg_addr: Option<SocketAddr>,
-    /// PostgreSQL connections' running statements by backend key, for cancel requests.
-    pub pg_cancel: crate::pg::CancelTargets,
+    /// The SQL statements running: PostgreSQL connections' by backend key (for cancel
+    /// requests), RESP `SQL` commands' (for the shutdown).
+    pub running_sql: crate::pg::CancelTargets,
     /// Set when shutdown begins.
     pub stopping: AtomicBool,
     /// Hands out PostgreSQL backend keys: one counter for the whole server, so every
@@ -193,7 +194,7 @@ impl Server {
             in_flight: AtomicUsize::new(0),
             resp_addr,
             pg_addr,
-            pg_cancel: crate::pg::CancelTargets::default(),
+            running_sql: crate::pg::CancelTargets::default(),
             pg_keys: Arc::new(pgwire::api::RandomPidSecretKeyGenerator::default()),
             stopping: AtomicBool::new(false),
         });
@@ -347,7 +348,7 @@ async fn accept_loop(
     if drained.is_err() {
         // Statements still running are stopped (they change nothing, unless already
         // committing) and their connections get 57P01, then FATAL 57P01, before closing.
-        let stopped = shared.pg_cancel.cancel_all();
+        let stopped = shared.running_sql.cancel_all();
         let drained = tokio::time::timeout(COMMIT_GRACE, async {
             while connections.join_next().await.is_some() {}
         })

@@ -1271,3 +1271,45 @@ fn counts_loaded_offline_as_merge_operands_are_served_and_flushable() -> TestRes
     assert_eq!(redis::cmd("DBSIZE").query::<i64>(&mut c)?, 0);
     Ok(())
 }
+
+/// The RESP `SQL` command has no cancel request, but the shutdown stops a statement still
+/// running after the grace period, as over PostgreSQL: `-ERR [57P01] ...`, nothing changed.
+#[test]
+fn a_sql_command_still_running_after_the_grace_period_is_stopped() -> TestResult {
+    let mut server =
+        TestServer::start(|c| c.shutdown_grace = std::time::Duration::from_millis(100));
+    let mut c = server.client();
+    let _: String = redis::cmd("SQL")
+        .arg("CREATE TABLE big (id BIGINT PRIMARY KEY, g BIGINT)")
+        .query(&mut c)?;
+    let ids: Vec<usize> = (0..100_000).collect();
+    for chunk in ids.chunks(20_000) {
+        let values: Vec<String> = chunk.iter().map(|i| format!("({i}, 0)")).collect();
+        let _: String = redis::cmd("SQL")
+            .arg(format!("INSERT INTO big VALUES {}", values.join(", ")))
+            .query(&mut c)?;
+    }
+    let update = std::thread::spawn(move || {
+        redis::cmd("SQL")
+            .arg("UPDATE big SET g = g + 1")
+            .query::<String>(&mut c)
+    });
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    server.stop();
+    let err = update
+        .join()
+        .expect("no panic")
+        .expect_err("stopped by the shutdown");
+    assert!(err.to_string().contains("57P01"), "{err}");
+    server.restart();
+    let mut c = server.client();
+    let rows: Vec<Vec<redis::Value>> = redis::cmd("SQL")
+        .arg("SELECT count(*), sum(g) FROM big")
+        .query(&mut c)?;
+    assert_eq!(
+        rows.get(1),
+        Some(&vec![redis::Value::Int(100_000), redis::Value::Int(0)]),
+        "{rows:?}"
+    );
+    Ok(())
+}

@@ -479,7 +479,7 @@ struct PgQuery {
 impl Drop for PgQuery {
     fn drop(&mut self) {
         if let Some(key) = self.backend_key.lock().take() {
-            self.shared.pg_cancel.unregister(&key);
+            self.shared.running_sql.unregister(&key);
         }
     }
 }
@@ -494,6 +494,21 @@ type BackendKey = (i32, bytes::Bytes);
 #[derive(Debug, Default)]
 pub(crate) struct CancelTargets {
     running: Mutex<HashMap<BackendKey, Arc<Mutex<Option<Interrupt>>>>>,
+    /// Statements no cancel request can reach (RESP's `SQL`), for [`CancelTargets::cancel_all`].
+    others: Mutex<HashMap<u64, Interrupt>>,
+    next_other: std::sync::atomic::AtomicU64,
+}
+
+/// Keeps a statement in [`CancelTargets`] until dropped.
+pub(crate) struct RegisteredStatement<'a> {
+    targets: &'a CancelTargets,
+    id: u64,
+}
+
+impl Drop for RegisteredStatement<'_> {
+    fn drop(&mut self) {
+        self.targets.others.lock().remove(&self.id);
+    }
 }
 
 impl CancelTargets {
@@ -505,14 +520,25 @@ impl CancelTargets {
         self.running.lock().remove(key);
     }
 
-    /// Interrupts every connection's running statement (shutdown, once the grace period is
-    /// over); returns how many there were.
+    /// Registers a statement that only [`CancelTargets::cancel_all`] stops, while the
+    /// returned guard lives.
+    pub(crate) fn register_statement(&self, interrupt: &Interrupt) -> RegisteredStatement<'_> {
+        let id = self.next_other.fetch_add(1, Ordering::Relaxed);
+        self.others.lock().insert(id, interrupt.clone());
+        RegisteredStatement { targets: self, id }
+    }
+
+    /// Interrupts every running statement (shutdown, once the grace period is over); returns
+    /// how many there were.
     pub(crate) fn cancel_all(&self) -> usize {
         let running: Vec<_> = self.running.lock().values().cloned().collect();
-        running
+        let pg = running
             .iter()
             .filter_map(|r| r.lock().as_ref().map(Interrupt::interrupt))
-            .count()
+            .count();
+        let others = self.others.lock();
+        others.values().for_each(Interrupt::interrupt);
+        pg + others.len()
     }
 
     /// Interrupts the statement the connection with `key` runs, if any; false when no
@@ -538,7 +564,7 @@ struct PgCancel {
 impl CancelHandler for PgCancel {
     async fn on_cancel_request(&self, request: CancelRequest) {
         let key = (request.pid, request.secret_key.to_bytes());
-        let found = self.shared.pg_cancel.cancel(&key);
+        let found = self.shared.running_sql.cancel(&key);
         tracing::debug!(pid = request.pid, found, "PostgreSQL cancel request");
     }
 }
@@ -627,7 +653,7 @@ impl PgQuery {
                 let (pid, secret) = client.pid_and_secret_key();
                 let k = (pid, secret.to_bytes());
                 self.shared
-                    .pg_cancel
+                    .running_sql
                     .register(k.clone(), Arc::clone(&self.running));
                 *key = Some(k);
             }

@@ -474,16 +474,28 @@ pub(crate) fn sql(s: &mut Session, args: &[Bytes]) {
     };
     let statements = crate::sql::text::split_statements(text);
     let mut outcomes = Vec::with_capacity(statements.len());
+    // No cancel request in RESP; the shutdown stops a statement still running after its
+    // grace period, as over PostgreSQL.
+    let interrupt = strata_query::Interrupt::new();
+    let shared = std::sync::Arc::clone(&s.shared);
+    let running = shared.running_sql.register_statement(&interrupt);
     for stmt in &statements {
-        match crate::sql::run(&s.db, stmt, &strata_query::Interrupt::new()) {
+        match crate::sql::run(&s.db, stmt, &interrupt) {
             Ok(o) => outcomes.push(o),
             Err(e) => {
+                let e = match e {
+                    crate::sql::SqlError::Query(strata_query::QueryError::Interrupted) => {
+                        crate::sql::SqlError::Server(crate::error::ServerError::ShuttingDown)
+                    }
+                    e => e,
+                };
                 e.log_corruption();
                 let message = format!("ERR [{}] {e}", e.sqlstate());
                 return s.out.error(&message);
             }
         }
     }
+    drop(running);
     match outcomes.as_slice() {
         [] => s.out.error("ERR empty SQL statement"),
         [one] => sql_reply(s, one),
