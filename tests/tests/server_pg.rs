@@ -632,6 +632,20 @@ async fn statement_timeout_stops_long_statements_with_57014() -> TestResult {
         .await
         .expect_err("timed out");
     assert_eq!(err.code(), Some(&SqlState::QUERY_CANCELED), "{err}");
+    // RESET ALL resets it too (as connection pools send between clients), and answers RESET.
+    client.batch_execute("SET statement_timeout = 5").await?;
+    client.batch_execute("RESET ALL").await?;
+    assert_eq!(
+        show(client.simple_query("SHOW statement_timeout").await?).as_deref(),
+        Some("0")
+    );
+    client
+        .batch_execute("/* a comment */ SET \"statement_timeout\" = '2.5s' -- more")
+        .await?;
+    assert_eq!(
+        show(client.simple_query("SHOW statement_timeout -- c").await?).as_deref(),
+        Some("2500ms")
+    );
     client.batch_execute("RESET statement_timeout").await?;
     assert_eq!(
         show(client.simple_query("SHOW statement_timeout").await?).as_deref(),

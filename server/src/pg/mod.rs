@@ -596,12 +596,22 @@ impl PgQuery {
         client: &C,
         stmt: String,
     ) -> PgWireResult<Result<Outcome, SqlError>> {
+        if self.shared.stopping.load(Ordering::Acquire) {
+            // Shutting down: the running statement finishes, no new one starts.
+            return Ok(Err(SqlError::Server(ServerError::ShuttingDown)));
+        }
         if let Some(change) = sql::timeout::change(&stmt) {
-            return Ok(change.map(|limit| {
-                *self.statement_timeout.lock() = limit;
-                let reset = stmt.trim_start().to_ascii_uppercase().starts_with("RESET");
-                Outcome::Command(if reset { "RESET" } else { "SET" }.to_owned())
-            }));
+            let first = sql::text::leading_words(&stmt, 1);
+            let is_set = first.first().is_some_and(|w| w == "SET");
+            if let (Ok(limit), false) = (&change, is_set) {
+                // RESET ALL / DISCARD ALL: the statement answers as usual.
+                *self.statement_timeout.lock() = *limit;
+            } else {
+                return Ok(change.map(|limit| {
+                    *self.statement_timeout.lock() = limit;
+                    Outcome::Command("SET".to_owned())
+                }));
+            }
         }
         if sql::timeout::is_show(&stmt) {
             let limit = *self.statement_timeout.lock();

@@ -157,6 +157,21 @@ fn dollar(b: &[u8], start: usize) -> Dollar {
     Dollar::Quote(close.map_or(b.len(), |p| body_start + p + delim.len()))
 }
 
+/// `sql` with every `--` and `/* */` comment replaced by a space (strings and quoted
+/// identifiers kept as they are).
+pub fn without_comments(sql: &str) -> String {
+    let mut out = String::with_capacity(sql.len());
+    for (piece, s, e) in scan(sql) {
+        let text = sql.get(s..e).unwrap_or_default();
+        if piece == Piece::Opaque && (text.starts_with("--") || text.starts_with("/*")) {
+            out.push(' ');
+        } else {
+            out.push_str(text);
+        }
+    }
+    out
+}
+
 /// The statements of `sql`, split at top-level `;`, trimmed, empty ones dropped.
 pub fn split_statements(sql: &str) -> Vec<&str> {
     let mut out = Vec::new();

@@ -11,30 +11,60 @@ use std::time::Duration;
 use super::SqlError;
 
 /// A change of the connection's `statement_timeout`, if `stmt` is one: `SET [SESSION]
-/// statement_timeout {TO | =} {value | DEFAULT}` or `RESET statement_timeout`. `Some(Ok(None))`
-/// is "no limit". `None` for every other statement (`SET LOCAL` included: there are no
-/// transactions to scope it to, so it is accepted and ignored like other settings).
+/// statement_timeout {TO | =} {value | DEFAULT}`, `RESET statement_timeout`, and `RESET ALL` /
+/// `DISCARD ALL` (which reset every setting). `Some(Ok(None))` is "no limit". Comments are
+/// ignored and the name may be double-quoted, as in PostgreSQL. `None` for every other
+/// statement (`SET LOCAL` included: there are no transactions to scope it to, so it is
+/// accepted and ignored like other settings).
 pub fn change(stmt: &str) -> Option<Result<Option<Duration>, SqlError>> {
-    let text = stmt.trim().trim_end_matches(';').replace('=', " = ");
+    let text = super::text::without_comments(stmt);
+    let text = text.trim().trim_end_matches(';').replace('=', " = ");
     let words: Vec<&str> = text.split_whitespace().collect();
-    let lower: Vec<String> = words.iter().map(|w| w.to_ascii_lowercase()).collect();
+    let lower: Vec<String> = words.iter().map(|w| name(w)).collect();
     let is = |i: usize, w: &str| lower.get(i).is_some_and(|x| x == w);
-    if is(0, "reset") && is(1, "statement_timeout") && lower.len() == 2 {
+    if lower.len() == 2
+        && ((is(0, "reset") && (is(1, "statement_timeout") || is(1, "all")))
+            || (is(0, "discard") && is(1, "all")))
+    {
         return Some(Ok(None));
     }
     if !is(0, "set") {
         return None;
     }
     let name_at = if is(1, "session") { 2 } else { 1 };
-    if !is(name_at, "statement_timeout") || !(is(name_at + 1, "to") || is(name_at + 1, "=")) {
+    if !is(name_at, "statement_timeout") {
         return None;
     }
-    let value = words.get(name_at + 2..).unwrap_or_default().join(" ");
-    Some(parse(&value).map_err(|msg| {
+    let bad = |value: &str, msg: &str| {
         SqlError::InvalidSetting(format!(
             "invalid value for parameter \"statement_timeout\": \"{value}\": {msg}"
         ))
-    }))
+    };
+    if !(is(name_at + 1, "to") || is(name_at + 1, "=")) {
+        return Some(Err(bad("", "expected SET statement_timeout TO value")));
+    }
+    let value = words.get(name_at + 2..).unwrap_or_default().join(" ");
+    if value.is_empty() {
+        return Some(Err(bad("", "a value is needed")));
+    }
+    Some(parse(&value).map_err(|msg| bad(unquote(&value), msg)))
+}
+
+/// A setting name as PostgreSQL reads it: folded to lower case unless double-quoted.
+fn name(word: &str) -> String {
+    match word.strip_prefix('"').and_then(|w| w.strip_suffix('"')) {
+        Some(quoted) => quoted.to_owned(),
+        None => word.to_ascii_lowercase(),
+    }
+}
+
+/// `value` without its single quotes, if it has them.
+fn unquote(value: &str) -> &str {
+    let v = value.trim();
+    v.strip_prefix('\'')
+        .and_then(|v| v.strip_suffix('\''))
+        .unwrap_or(v)
+        .trim()
 }
 
 /// The `statement_timeout` given in a connection's startup `options` parameter
@@ -48,7 +78,9 @@ pub fn from_startup_options(options: &str) -> Option<Result<Option<Duration>, Sq
             "-c" => words.next(),
             _ => w.strip_prefix("--").or_else(|| w.strip_prefix("-c")),
         };
-        if let Some(value) = setting.and_then(|s| s.strip_prefix("statement_timeout=")) {
+        if let Some((key, value)) = setting.and_then(|s| s.split_once('='))
+            && key.eq_ignore_ascii_case("statement_timeout")
+        {
             found = Some(value);
         }
     }
@@ -60,46 +92,48 @@ pub fn from_startup_options(options: &str) -> Option<Result<Option<Duration>, Sq
     }))
 }
 
-/// True for `SHOW statement_timeout`.
+/// True for `SHOW statement_timeout` (comments ignored, the name may be double-quoted).
 pub fn is_show(stmt: &str) -> bool {
-    let text = stmt.trim().trim_end_matches(';');
-    let mut words = text.split_whitespace();
+    let text = super::text::without_comments(stmt);
+    let mut words = text.trim().trim_end_matches(';').split_whitespace();
     words.next().is_some_and(|w| w.eq_ignore_ascii_case("show"))
-        && words
-            .next()
-            .is_some_and(|w| w.eq_ignore_ascii_case("statement_timeout"))
+        && words.next().is_some_and(|w| name(w) == "statement_timeout")
         && words.next().is_none()
 }
 
-/// `value` as a limit (`None`: no limit): `DEFAULT`, milliseconds, or a number with a unit,
-/// quoted or not.
+/// `value` as a limit (`None`: no limit): `DEFAULT`, milliseconds, or a number (fractions
+/// allowed, rounded to milliseconds) with one of PostgreSQL's units, which are case-sensitive
+/// as there; quoted or not.
 fn parse(value: &str) -> Result<Option<Duration>, &'static str> {
-    let v = value.trim();
-    let v = v
-        .strip_prefix('\'')
-        .and_then(|v| v.strip_suffix('\''))
-        .unwrap_or(v)
-        .trim();
-    if v.eq_ignore_ascii_case("default") {
+    if value.trim().eq_ignore_ascii_case("default") {
         return Ok(None);
     }
-    let digits = v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len());
+    let v = unquote(value);
+    let digits = v
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(v.len());
     let (number, unit) = v.split_at(digits);
-    let number: u64 = number
+    let number: f64 = number
         .parse()
         .map_err(|_| "expected a number of milliseconds")?;
-    let ms_per_unit: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "ms" => 1,
-        "s" => 1_000,
-        "min" => 60_000,
-        "h" => 3_600_000,
-        "d" => 86_400_000,
+    let ms_per_unit: f64 = match unit.trim() {
+        "" | "ms" => 1.0,
+        "s" => 1_000.0,
+        "min" => 60_000.0,
+        "h" => 3_600_000.0,
+        "d" => 86_400_000.0,
         _ => return Err("valid units are \"ms\", \"s\", \"min\", \"h\" and \"d\""),
     };
-    let ms = number
-        .checked_mul(ms_per_unit)
-        .filter(|ms| *ms <= i32::MAX as u64)
-        .ok_or("at most 2147483647 ms")?;
+    let ms = (number * ms_per_unit).round();
+    if !(0.0..=f64::from(i32::MAX)).contains(&ms) {
+        return Err("at most 2147483647 ms");
+    }
+    #[expect(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "checked to be in 0..=i32::MAX just above"
+    )]
+    let ms = ms as u64;
     Ok((ms > 0).then(|| Duration::from_millis(ms)))
 }
 
@@ -133,31 +167,35 @@ mod tests {
         }
     }
 
+    fn ms(n: u64) -> Option<Duration> {
+        Some(Duration::from_millis(n))
+    }
+
     #[test]
     fn set_reset_and_show_read_postgresql_values() {
-        assert_eq!(
-            set("SET statement_timeout = 5000"),
-            Some(Duration::from_secs(5))
-        );
-        assert_eq!(
-            set("set statement_timeout to '2s';"),
-            Some(Duration::from_secs(2))
-        );
-        assert_eq!(
-            set("SET SESSION statement_timeout='250 ms'"),
-            Some(Duration::from_millis(250))
-        );
-        assert_eq!(
-            set("SET statement_timeout TO '1min'"),
-            Some(Duration::from_secs(60))
-        );
-        assert_eq!(set("SET statement_timeout = 0"), None);
-        assert_eq!(set("SET statement_timeout TO DEFAULT"), None);
-        assert_eq!(set("RESET statement_timeout"), None);
+        assert_eq!(set("SET statement_timeout = 5000"), ms(5000));
+        assert_eq!(set("set statement_timeout to '2s';"), ms(2000));
+        assert_eq!(set("SET SESSION statement_timeout='250 ms'"), ms(250));
+        assert_eq!(set("SET statement_timeout TO '1min'"), ms(60_000));
+        assert_eq!(set("SET statement_timeout = '2.5s'"), ms(2500));
+        assert_eq!(set("/* c */ SET statement_timeout = 100 -- c"), ms(100));
+        assert_eq!(set("SET/**/\"statement_timeout\" = 700"), ms(700));
+        for none in [
+            "SET statement_timeout = 0",
+            "SET statement_timeout TO DEFAULT",
+            "RESET statement_timeout",
+            "RESET ALL",
+            "discard all",
+        ] {
+            assert_eq!(set(none), None, "{none}");
+        }
         for bad in [
             "SET statement_timeout = 'soon'",
             "SET statement_timeout = '5 weeks'",
             "SET statement_timeout = 99999999999",
+            "SET statement_timeout",
+            "SET statement_timeout = ''",
+            "SET statement_timeout = '2S'",
         ] {
             let Some(Err(e)) = change(bad) else {
                 panic!("{bad} accepted");
@@ -168,21 +206,29 @@ mod tests {
                 "{e}"
             );
         }
+        let Some(Err(e)) = change("SET statement_timeout = 'abc'") else {
+            panic!("accepted");
+        };
+        assert!(e.to_string().contains(": \"abc\":"), "{e}");
         for other in [
             "SET datestyle = 'ISO'",
             "SET LOCAL statement_timeout = 5",
             "SELECT 1",
-            "RESET ALL",
+            "RESET datestyle",
         ] {
             assert!(change(other).is_none(), "{other}");
         }
         assert_eq!(
             from_startup_options("-c statement_timeout=2000").map(Result::ok),
-            Some(Some(Some(Duration::from_secs(2))))
+            Some(Some(ms(2000)))
         );
         assert_eq!(
             from_startup_options("-c search_path=x --statement_timeout=1min").map(Result::ok),
-            Some(Some(Some(Duration::from_secs(60))))
+            Some(Some(ms(60_000)))
+        );
+        assert_eq!(
+            from_startup_options("-c STATEMENT_TIMEOUT=300").map(Result::ok),
+            Some(Some(ms(300)))
         );
         assert!(from_startup_options("-csearch_path=x").is_none());
         assert!(matches!(
@@ -190,10 +236,11 @@ mod tests {
             Some(Err(_))
         ));
         assert!(is_show("SHOW statement_timeout;"));
+        assert!(is_show("/* c */ SHOW \"statement_timeout\" -- c"));
         assert!(!is_show("SHOW server_version"));
         assert_eq!(show(None), "0");
-        assert_eq!(show(Some(Duration::from_millis(5000))), "5s");
-        assert_eq!(show(Some(Duration::from_millis(1500))), "1500ms");
-        assert_eq!(show(Some(Duration::from_secs(120))), "2min");
+        assert_eq!(show(ms(5000)), "5s");
+        assert_eq!(show(ms(1500)), "1500ms");
+        assert_eq!(show(ms(120_000)), "2min");
     }
 }
