@@ -530,7 +530,7 @@ impl Databases {
     /// [`ServerError::DirIsDatabase`] when the directory is itself a database;
     /// [`ServerError::Dir`] when it cannot be created.
     pub fn new(config: &Config) -> Result<Databases, ServerError> {
-        if config.dir.join("CURRENT").exists() {
+        if config.dir.join(strata_engine::filename::CURRENT).exists() {
             // Named as `mv` needs it: `db/.` or a symbolic link resolved.
             return Err(ServerError::DirIsDatabase {
                 path: std::fs::canonicalize(&config.dir).unwrap_or_else(|_| config.dir.clone()),

@@ -601,17 +601,17 @@ impl PgQuery {
             return Ok(Err(SqlError::Server(ServerError::ShuttingDown)));
         }
         if let Some(change) = sql::timeout::change(&stmt) {
-            let first = sql::text::leading_words(&stmt, 1);
-            let is_set = first.first().is_some_and(|w| w == "SET");
-            if let (Ok(limit), false) = (&change, is_set) {
-                // RESET ALL / DISCARD ALL: the statement answers as usual.
-                *self.statement_timeout.lock() = *limit;
-            } else {
-                return Ok(change.map(|limit| {
-                    *self.statement_timeout.lock() = limit;
-                    Outcome::Command("SET".to_owned())
-                }));
+            match change {
+                Ok(limit) => *self.statement_timeout.lock() = limit,
+                Err(e) => return Ok(Err(e)),
             }
+            if sql::text::leading_words(&stmt, 1)
+                .first()
+                .is_some_and(|w| w == "SET")
+            {
+                return Ok(Ok(Outcome::Command("SET".to_owned())));
+            }
+            // RESET and DISCARD ALL: `sql::run` answers them as usual.
         }
         if sql::timeout::is_show(&stmt) {
             let limit = *self.statement_timeout.lock();

@@ -35,19 +35,21 @@ pub fn change(stmt: &str) -> Option<Result<Option<Duration>, SqlError>> {
     if !is(name_at, "statement_timeout") {
         return None;
     }
-    let bad = |value: &str, msg: &str| {
-        SqlError::InvalidSetting(format!(
-            "invalid value for parameter \"statement_timeout\": \"{value}\": {msg}"
-        ))
-    };
     if !(is(name_at + 1, "to") || is(name_at + 1, "=")) {
-        return Some(Err(bad("", "expected SET statement_timeout TO value")));
+        return Some(Err(invalid("", "expected SET statement_timeout TO value")));
     }
     let value = words.get(name_at + 2..).unwrap_or_default().join(" ");
     if value.is_empty() {
-        return Some(Err(bad("", "a value is needed")));
+        return Some(Err(invalid("", "a value is needed")));
     }
-    Some(parse(&value).map_err(|msg| bad(unquote(&value), msg)))
+    Some(parse(&value).map_err(|msg| invalid(unquote(&value), msg)))
+}
+
+/// The error for a `statement_timeout` value that cannot be read (SQLSTATE 22023).
+fn invalid(value: &str, msg: &str) -> SqlError {
+    SqlError::InvalidSetting(format!(
+        "invalid value for parameter \"statement_timeout\": \"{value}\": {msg}"
+    ))
 }
 
 /// A setting name as PostgreSQL reads it: folded to lower case unless double-quoted.
@@ -85,11 +87,7 @@ pub fn from_startup_options(options: &str) -> Option<Result<Option<Duration>, Sq
         }
     }
     let value = found?;
-    Some(parse(value).map_err(|msg| {
-        SqlError::InvalidSetting(format!(
-            "invalid value for parameter \"statement_timeout\": \"{value}\": {msg}"
-        ))
-    }))
+    Some(parse(value).map_err(|msg| invalid(value, msg)))
 }
 
 /// True for `SHOW statement_timeout` (comments ignored, the name may be double-quoted).
