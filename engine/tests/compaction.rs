@@ -137,13 +137,7 @@ fn manual_compaction_rewrites_tombstones_a_snapshot_kept_in_the_last_level() {
 fn delete_files_in_range_removes_whole_tables_only() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = Db::open(dir.path(), small()).expect("open");
-    for prefix in ["a", "b", "c"] {
-        for i in 0..1500u32 {
-            db.put(format!("{prefix}{i:05}").as_bytes(), &[2; 30])
-                .expect("put");
-        }
-    }
-    db.compact_range(None, None).expect("compact");
+    three_compacted_ranges(&db, 2);
     let before = db.iter(&ReadOptions::default());
     let (tables, entries) = db.delete_files_in_range(b"b", b"c").expect("delete files");
     assert!(
@@ -238,6 +232,18 @@ fn delete_files_in_range_never_brings_back_an_older_value() {
 
 /// Polls until the stored tombstones are gone (the background's tombstone compactions), or
 /// fails after 30 s.
+/// Writes keys `a00000..a01499`, `b...` and `c...` (30-byte values of `fill`) and compacts
+/// them, so whole last-level tables hold only `b` keys.
+fn three_compacted_ranges(db: &Db, fill: u8) {
+    for prefix in ["a", "b", "c"] {
+        for i in 0..1500u32 {
+            db.put(format!("{prefix}{i:05}").as_bytes(), &[fill; 30])
+                .expect("put");
+        }
+    }
+    db.compact_range(None, None).expect("compact");
+}
+
 fn wait_for_no_tombstones(db: &Db) -> (u64, u64) {
     let start = std::time::Instant::now();
     loop {
@@ -304,13 +310,7 @@ fn background_carries_tombstones_below_every_trigger_down_and_drops_them() {
 fn tables_a_reader_kept_are_deleted_soon_after_it_finishes() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = Db::open(dir.path(), small()).expect("open");
-    for prefix in ["a", "b", "c"] {
-        for i in 0..1500u32 {
-            db.put(format!("{prefix}{i:05}").as_bytes(), &[3; 30])
-                .expect("put");
-        }
-    }
-    db.compact_range(None, None).expect("compact");
+    three_compacted_ranges(&db, 3);
     let tables = table_count(dir.path());
     let reader = db.iter(&ReadOptions::default());
     let (removed, _) = db.delete_files_in_range(b"b", b"c").expect("delete files");

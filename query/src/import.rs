@@ -253,6 +253,11 @@ mod tests {
     use super::*;
     use crate::{MemStore, Output};
 
+    /// Imports `input` into table `t`, not interrupted and without progress.
+    fn import_into_t(db: &Database<MemStore>, input: &[u8], delimiter: u8) -> Result<u64> {
+        import(db, "t", input, delimiter, &Interrupt::new(), |_| {})
+    }
+
     fn db() -> Database<MemStore> {
         let db = Database::new(MemStore::new()).unwrap();
         db.execute("CREATE TABLE t (name TEXT PRIMARY KEY, n BIGINT, x DOUBLE, ok BOOLEAN)")
@@ -301,33 +306,17 @@ mod tests {
     fn tsv_import_reports_the_bad_line() {
         let db = db();
         let text = "a\t1\t1\t1\nb\tx\t1\t1\n";
-        let e = import(&db, "t", text.as_bytes(), b'\t', &Interrupt::new(), |_| {}).unwrap_err();
+        let e = import_into_t(&db, text.as_bytes(), b'\t').unwrap_err();
         assert_eq!(e.to_string(), "line 2: cannot read \"x\" as BIGINT");
-        let e = import(
-            &db,
-            "t",
-            "c\t1\n".as_bytes(),
-            b'\t',
-            &Interrupt::new(),
-            |_| {},
-        )
-        .unwrap_err();
+        let e = import_into_t(&db, "c\t1\n".as_bytes(), b'\t').unwrap_err();
         assert_eq!(e.to_string(), "line 1: 2 fields, but table t has 4 columns");
-        let e = import(
-            &db,
-            "t",
-            "a\t1\t1\t1\na\t2\t2\t0\n".as_bytes(),
-            b'\t',
-            &Interrupt::new(),
-            |_| {},
-        )
-        .unwrap_err();
+        let e = import_into_t(&db, "a\t1\t1\t1\na\t2\t2\t0\n".as_bytes(), b'\t').unwrap_err();
         assert_eq!(
             e.to_string(),
             "line 1: in the batch starting here: duplicate primary key ('a') in table t"
         );
         let bad: &[u8] = b"a\t1\t1\t1\n\xff\xfe\t1\t1\t1\n";
-        let e = import(&db, "t", bad, b'\t', &Interrupt::new(), |_| {}).unwrap_err();
+        let e = import_into_t(&db, bad, b'\t').unwrap_err();
         assert_eq!(e.to_string(), "line 2: the line is not valid UTF-8");
     }
 
@@ -371,10 +360,7 @@ mod tests {
         let mut text = "\u{feff}".to_owned();
         text.push_str(&header_of(&db));
         text.push_str("a\t1\t1\t1\n");
-        assert_eq!(
-            import(&db, "t", text.as_bytes(), b'\t', &Interrupt::new(), |_| {}).unwrap(),
-            1
-        );
+        assert_eq!(import_into_t(&db, text.as_bytes(), b'\t').unwrap(), 1);
     }
 
     /// The tab-separated header line of table `t`.

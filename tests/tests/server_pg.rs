@@ -590,25 +590,31 @@ async fn a_cancel_request_stops_the_running_statement_with_57014() -> TestResult
     Ok(())
 }
 
+/// The first column of the first row `sql` (a `SHOW`) returns.
+async fn shown(client: &Client, sql: &str) -> Result<Option<String>, tokio_postgres::Error> {
+    Ok(client
+        .simple_query(sql)
+        .await?
+        .into_iter()
+        .find_map(|m| match m {
+            SimpleQueryMessage::Row(r) => r.get(0).map(str::to_owned),
+            _ => None,
+        }))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn statement_timeout_stops_long_statements_with_57014() -> TestResult {
     let server = TestServer::start(|_| {});
     let client = connect(&server, "run9").await?;
     fill_big(&client, 100_000).await?;
-    let show = |rows: Vec<SimpleQueryMessage>| -> Option<String> {
-        rows.into_iter().find_map(|m| match m {
-            SimpleQueryMessage::Row(r) => r.get(0).map(str::to_owned),
-            _ => None,
-        })
-    };
     assert_eq!(
-        show(client.simple_query("SHOW statement_timeout").await?).as_deref(),
+        shown(&client, "SHOW statement_timeout").await?.as_deref(),
         Some("0")
     );
     // A few milliseconds: a full scan of 100,000 rows in a debug build takes far longer.
     client.batch_execute("SET statement_timeout = 5").await?;
     assert_eq!(
-        show(client.simple_query("SHOW statement_timeout").await?).as_deref(),
+        shown(&client, "SHOW statement_timeout").await?.as_deref(),
         Some("5ms")
     );
     for sql in [
@@ -636,19 +642,21 @@ async fn statement_timeout_stops_long_statements_with_57014() -> TestResult {
     client.batch_execute("SET statement_timeout = 5").await?;
     client.batch_execute("RESET ALL").await?;
     assert_eq!(
-        show(client.simple_query("SHOW statement_timeout").await?).as_deref(),
+        shown(&client, "SHOW statement_timeout").await?.as_deref(),
         Some("0")
     );
     client
         .batch_execute("/* a comment */ SET \"statement_timeout\" = '2.5s' -- more")
         .await?;
     assert_eq!(
-        show(client.simple_query("SHOW statement_timeout -- c").await?).as_deref(),
+        shown(&client, "SHOW statement_timeout -- c")
+            .await?
+            .as_deref(),
         Some("2500ms")
     );
     client.batch_execute("RESET statement_timeout").await?;
     assert_eq!(
-        show(client.simple_query("SHOW statement_timeout").await?).as_deref(),
+        shown(&client, "SHOW statement_timeout").await?.as_deref(),
         Some("0")
     );
     let rows = client
@@ -677,7 +685,9 @@ async fn statement_timeout_stops_long_statements_with_57014() -> TestResult {
     let with_options =
         connect_with(&server, "dbname=run9 options='-c statement_timeout=5'").await?;
     assert_eq!(
-        show(with_options.simple_query("SHOW statement_timeout").await?).as_deref(),
+        shown(&with_options, "SHOW statement_timeout")
+            .await?
+            .as_deref(),
         Some("5ms")
     );
     let err = with_options
@@ -696,7 +706,7 @@ async fn statement_timeout_stops_long_statements_with_57014() -> TestResult {
     // Another connection has its own setting.
     let other = connect(&server, "run9").await?;
     assert_eq!(
-        show(other.simple_query("SHOW statement_timeout").await?).as_deref(),
+        shown(&other, "SHOW statement_timeout").await?.as_deref(),
         Some("0")
     );
     Ok(())
