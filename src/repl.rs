@@ -15,13 +15,14 @@
 //! `$STRATA_HISTORY`, else `$HOME/.strata_history`; without either there is no history file.
 
 use std::io::{BufReader, IsTerminal, Read, Write};
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use comfy_table::{CellAlignment, ColumnConstraint, Table, Width, presets};
-use strata_query::{Database, Interrupt, KvStore, Output, Value, import};
+use strata_query::{Database, Interrupt, KvStore, Output, RowSink, Value, import};
 
 const HELP: &str = "\
 Statements end with ';' and may span lines. Commands:
@@ -139,6 +140,9 @@ impl<'a, S: KvStore> Session<'a, S> {
     }
 
     fn run_sql(&mut self, sql: &str, out: &mut dyn Write, err: &mut dyn Write) {
+        if self.mode != Mode::Table {
+            return self.stream_sql(sql, out, err);
+        }
         let start = Instant::now();
         let mut outputs = Vec::new();
         let result = self
@@ -162,6 +166,57 @@ impl<'a, S: KvStore> Session<'a, S> {
         }
     }
 
+    /// `.mode csv` and `.mode tsv`: each statement's rows are written as the statement
+    /// produces them ([`Database::run_streaming`]), so exporting a table larger than memory
+    /// works, and the first rows appear at once. Ctrl-C stops the statement and the output;
+    /// so does an output that went away (`| head`).
+    fn stream_sql(&mut self, sql: &str, out: &mut dyn Write, err: &mut dyn Write) {
+        let statements = match strata_query::parse::parse(sql).and_then(|parsed| {
+            parsed
+                .iter()
+                .map(strata_query::translate::statement)
+                .collect::<strata_query::Result<Vec<_>>>()
+        }) {
+            Ok(s) => s,
+            Err(e) => return self.fail(err, e),
+        };
+        let sep = if self.mode == Mode::Csv { ',' } else { '\t' };
+        for stmt in &statements {
+            let start = Instant::now();
+            let mut sink = DelimitedSink {
+                out: &mut *out,
+                sep,
+                interrupt: &self.interrupt,
+                written: 0,
+                output_stopped: false,
+            };
+            let result = self.db.run_streaming(stmt, &self.interrupt, &mut sink);
+            let (written, output_stopped) = (sink.written, sink.output_stopped);
+            let _ = out.flush();
+            match result {
+                Ok(Some(o)) => self.print(&o, start.elapsed(), out),
+                Ok(None) if output_stopped => {
+                    let _ = writeln!(err, "(output interrupted after {written} rows)");
+                    return;
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    if matches!(e, strata_query::QueryError::Interrupted) && written > 0 {
+                        let _ = writeln!(err, "(output interrupted after {written} rows)");
+                    }
+                    return self.fail(err, e);
+                }
+            }
+        }
+        if self.interrupt.is_set() {
+            let _ = writeln!(
+                err,
+                "(Ctrl-C came during a step that does not stop, sorting or committing: the \
+                 statement completed)"
+            );
+        }
+    }
+
     fn footer(&self, text: &str, elapsed: Duration) -> String {
         if self.timer {
             format!("{text} ({:.3} ms)", elapsed.as_secs_f64() * 1000.0)
@@ -172,40 +227,17 @@ impl<'a, S: KvStore> Session<'a, S> {
 
     fn print(&self, o: &Output, elapsed: Duration, out: &mut dyn Write) {
         let _ = match o {
-            Output::Rows { columns, rows } => match self.mode {
-                Mode::Table => {
-                    let n = rows.len();
-                    let written = write_table(out, columns, rows, &self.interrupt).unwrap_or(n);
-                    if written < n {
-                        let _ = out.flush();
-                        eprintln!("(output interrupted after {written} of {n} rows)");
-                        return;
-                    }
-                    let text = format!("{n} row{}", if n == 1 { "" } else { "s" });
-                    writeln!(out, "{}", self.footer(&text, elapsed))
+            Output::Rows { columns, rows } => {
+                let n = rows.len();
+                let written = write_table(out, columns, rows, &self.interrupt).unwrap_or(n);
+                if written < n {
+                    let _ = out.flush();
+                    eprintln!("(output interrupted after {written} of {n} rows)");
+                    return;
                 }
-                Mode::Csv | Mode::Tsv => {
-                    let sep = if self.mode == Mode::Csv { ',' } else { '\t' };
-                    let line = |cells: Vec<String>| {
-                        cells
-                            .into_iter()
-                            .map(|c| delimited(&c, sep))
-                            .collect::<Vec<_>>()
-                            .join(&sep.to_string())
-                    };
-                    let _ = writeln!(out, "{}", line(columns.clone()));
-                    for (i, r) in rows.iter().enumerate() {
-                        if self.interrupt.is_set() {
-                            let _ = out.flush();
-                            let n = rows.len();
-                            eprintln!("(output interrupted after {i} of {n} rows)");
-                            return;
-                        }
-                        let _ = writeln!(out, "{}", line(r.iter().map(cell_text).collect()));
-                    }
-                    Ok(())
-                }
-            },
+                let text = format!("{n} row{}", if n == 1 { "" } else { "s" });
+                writeln!(out, "{}", self.footer(&text, elapsed))
+            }
             Output::Affected(n) => {
                 let text = format!("{n} row{} affected", if *n == 1 { "" } else { "s" });
                 writeln!(out, "{}", self.footer(&text, elapsed))
@@ -329,12 +361,56 @@ impl<'a, S: KvStore> Session<'a, S> {
     }
 }
 
+/// Writes a result set as csv or tsv lines as its rows arrive (`.mode csv|tsv`).
+struct DelimitedSink<'a> {
+    out: &'a mut dyn Write,
+    sep: char,
+    interrupt: &'a Interrupt,
+    /// Rows written.
+    written: u64,
+    /// Set when Ctrl-C stopped the output.
+    output_stopped: bool,
+}
+
+impl RowSink for DelimitedSink<'_> {
+    fn columns(&mut self, columns: &[String]) {
+        let _ = writeln!(self.out, "{}", delimited_line(columns.iter(), self.sep));
+    }
+
+    fn row(&mut self, row: Vec<Value>) -> ControlFlow<()> {
+        // The rows of a sort or an aggregate come after the statement's scan, which was the
+        // part that looked at the flag.
+        if self.interrupt.is_set() {
+            self.output_stopped = true;
+            return ControlFlow::Break(());
+        }
+        let line = delimited_line(row.iter().map(cell_text), self.sep);
+        if writeln!(self.out, "{line}").is_err() {
+            return ControlFlow::Break(());
+        }
+        self.written += 1;
+        ControlFlow::Continue(())
+    }
+}
+
 /// The text of a value in csv/tsv output: NULL is empty.
 fn cell_text(v: &Value) -> String {
     match v {
         Value::Null => String::new(),
         v => v.to_string(),
     }
+}
+
+/// One line of csv/tsv output: `cells` as [`delimited`] fields joined by `sep`.
+fn delimited_line<T: AsRef<str>>(cells: impl Iterator<Item = T>, sep: char) -> String {
+    let mut line = String::new();
+    for (i, c) in cells.enumerate() {
+        if i > 0 {
+            line.push(sep);
+        }
+        line.push_str(&delimited(c.as_ref(), sep));
+    }
+    line
 }
 
 /// A field of csv/tsv output: CSV quotes fields that need it (RFC 4180); TSV writes every

@@ -310,3 +310,93 @@ fn a_large_table_streams_in_pieces_with_the_same_output() {
     );
     assert!(out.is_empty());
 }
+
+/// An output that sets the session's interrupt (as Ctrl-C would) once it has taken `after`
+/// lines, or fails from then on (as a closed pipe does) when `fail` is set.
+struct StopAfter {
+    text: Vec<u8>,
+    after: usize,
+    interrupt: Option<Interrupt>,
+}
+
+impl Write for StopAfter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.text.iter().filter(|&&b| b == b'\n').count() >= self.after {
+            match &self.interrupt {
+                Some(i) => i.interrupt(),
+                None => return Err(std::io::ErrorKind::BrokenPipe.into()),
+            }
+        }
+        self.text.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A table of `n` rows `(k, v)`, `k` = 0..n, `v` = `k * 10`.
+fn numbers(n: usize) -> Database<MemStore> {
+    let db = db();
+    db.execute("CREATE TABLE t (k BIGINT PRIMARY KEY, v BIGINT)")
+        .unwrap();
+    let rows = (0..n as i64)
+        .map(|k| vec![Value::Int(k), Value::Int(k * 10)])
+        .collect();
+    db.insert_values("t", None, rows, strata_query::OnConflict::Error)
+        .unwrap();
+    db
+}
+
+#[test]
+fn csv_and_tsv_stream_every_result_set_as_the_table_mode_shows_it() {
+    let db = numbers(5_000);
+    let (out, err, failed) = session(
+        &db,
+        ".mode csv\nSELECT k, v FROM t WHERE v >= 49970;\nSELECT k FROM t WHERE k < 0;\nSELECT count(*), max(v) FROM t;\nSELECT k FROM t ORDER BY v DESC LIMIT 2;\nSHOW TABLES;\nINSERT INTO t VALUES (-1, NULL);\nSELECT k, v FROM t WHERE k < 1;\n.mode tsv\nSELECT k, v FROM t LIMIT 2 OFFSET 1;\nSELECT nope FROM t;\n",
+    );
+    assert!(failed);
+    assert_eq!(err, "Error: no column nope in table t\n");
+    assert_eq!(
+        out,
+        "k,v\n4997,49970\n4998,49980\n4999,49990\nk\ncount,max\n5000,49990\nk\n4999\n4998\ntable\nt\n1 row affected\nk,v\n-1,\n0,0\nk\tv\n0\t0\n1\t10\n"
+    );
+    // Every row of a large scan, in key order.
+    let (out, _, failed) = session(&db, ".mode csv\nSELECT k FROM t;\n");
+    assert!(!failed);
+    let keys: Vec<i64> = out.lines().skip(1).map(|l| l.parse().unwrap()).collect();
+    assert_eq!(keys, (-1..5_000).collect::<Vec<_>>());
+}
+
+#[test]
+fn streamed_output_stops_at_ctrl_c_and_at_a_closed_pipe() {
+    let db = numbers(20_000);
+    for interrupted in [true, false] {
+        let mut s = Session::new(&db, false);
+        let mut out = StopAfter {
+            text: Vec::new(),
+            after: 100,
+            interrupt: interrupted.then(|| s.interrupt().clone()),
+        };
+        let mut err = Vec::new();
+        s.feed_line(".mode csv", &mut out, &mut err);
+        s.feed_line("SELECT k FROM t; SELECT 1;", &mut out, &mut err);
+        let err = String::from_utf8(err).unwrap();
+        let lines = out.text.iter().filter(|&&b| b == b'\n').count();
+        if interrupted {
+            // The scan looks at the flag every 1,024 entries; the output at every row.
+            assert!((100..=102).contains(&lines), "{lines} lines");
+            assert!(err.starts_with("(output interrupted after "), "{err}");
+            assert!(
+                err.contains("the 1 statement after it did not run"),
+                "{err}"
+            );
+            assert!(s.had_error);
+        } else {
+            // The pipe closed: the scan ends there and the next statement runs.
+            assert_eq!(lines, 100, "{err}");
+            assert_eq!(err, "");
+        }
+    }
+}

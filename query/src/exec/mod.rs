@@ -15,6 +15,7 @@ mod source;
 pub mod store;
 mod write;
 
+use std::ops::ControlFlow;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
@@ -44,6 +45,15 @@ pub enum Output {
     Affected(u64),
     /// A DDL statement succeeded; the text names it (`CREATE TABLE`).
     Done(&'static str),
+}
+
+/// Where [`Database::run_streaming`] hands a result set: the column names once, then the
+/// rows one at a time.
+pub trait RowSink {
+    /// The result's column names, before any row.
+    fn columns(&mut self, columns: &[String]);
+    /// One row (one value per column); [`ControlFlow::Break`] ends the statement here.
+    fn row(&mut self, row: Vec<Value>) -> ControlFlow<()>;
 }
 
 /// A SQL database over a key-value store.
@@ -285,6 +295,52 @@ impl<S: KvStore> Database<S> {
                 }
                 Ok(output)
             }
+        }
+    }
+
+    /// Runs one translated statement as [`Database::run_with`] does, except that a result
+    /// set is not collected: its column names go to [`RowSink::columns`] first, then each
+    /// row to [`RowSink::row`], in order. A SELECT that needs no sort and no aggregate hands
+    /// its rows over as its scan produces them, so memory stays bounded however many rows it
+    /// returns (the shell's csv and tsv modes print large results this way); other result
+    /// sets are built first, as [`Database::run_with`] builds them. [`RowSink::row`]
+    /// returning [`ControlFlow::Break`] ends the statement early, without an error, as a
+    /// LIMIT would (for a reader that went away).
+    ///
+    /// Returns `None` when the statement produced a result set (it went to `sink`), and the
+    /// statement's [`Output`] otherwise (`Affected`, `Done`).
+    ///
+    /// # Errors
+    /// As [`Database::run_with`]; rows handed over before an error stay handed over.
+    pub fn run_streaming(
+        &self,
+        stmt: &Statement,
+        interrupt: &Interrupt,
+        sink: &mut dyn RowSink,
+    ) -> Result<Option<Output>> {
+        let output = match stmt {
+            Statement::Select(s) => {
+                interrupt.check()?;
+                let catalog = self.catalog();
+                let plan = plan::plan_select(&catalog, s)?;
+                sink.columns(&plan.columns);
+                let reader = self.store.reader();
+                select::run_into(&reader, &plan, interrupt, &mut |row| sink.row(row))?;
+                return Ok(None);
+            }
+            _ => self.run_with(stmt, interrupt)?,
+        };
+        match output {
+            Output::Rows { columns, rows } => {
+                sink.columns(&columns);
+                for row in rows {
+                    if sink.row(row).is_break() {
+                        break;
+                    }
+                }
+                Ok(None)
+            }
+            other => Ok(Some(other)),
         }
     }
 

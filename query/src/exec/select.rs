@@ -4,6 +4,7 @@
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::ops::Bound;
+use std::ops::ControlFlow;
 
 use super::eval::{eval, passes};
 use super::source::{RowSource, bound};
@@ -21,13 +22,39 @@ pub(crate) fn run<R: KvRead>(
     plan: &SelectPlan,
     interrupt: &Interrupt,
 ) -> Result<Vec<Vec<Value>>> {
+    let mut rows = Vec::new();
+    run_into(reader, plan, interrupt, &mut |row| {
+        rows.push(row);
+        ControlFlow::Continue(())
+    })?;
+    Ok(rows)
+}
+
+/// Runs `plan` on `reader`, handing each result row to `emit` in order; `emit` returning
+/// `Break` ends the statement early (without an error), as a LIMIT would. Rows that need no
+/// sort and no aggregate are handed over as the scan produces them, so memory stays bounded
+/// whatever the result's size; the others once the scan is done. Stops with
+/// [`QueryError::Interrupted`](crate::QueryError::Interrupted) once `interrupt` is set.
+pub(crate) fn run_into<R: KvRead>(
+    reader: &R,
+    plan: &SelectPlan,
+    interrupt: &Interrupt,
+    emit: &mut dyn FnMut(Vec<Value>) -> ControlFlow<()>,
+) -> Result<()> {
     if plan.limit == Some(0) {
-        return Ok(Vec::new());
+        return Ok(());
     }
-    match &plan.shape {
+    let rows = match &plan.shape {
         Shape::Simple { projections } => match split_scan(reader, plan) {
-            Some(parts) => sort_in_parallel(reader, plan, &parts, projections, interrupt),
-            None => simple(&mut Input::new(reader, plan, interrupt), plan, projections),
+            Some(parts) => sort_in_parallel(reader, plan, &parts, projections, interrupt)?,
+            None => {
+                return simple(
+                    &mut Input::new(reader, plan, interrupt),
+                    plan,
+                    projections,
+                    emit,
+                );
+            }
         },
         Shape::Aggregate {
             group_by,
@@ -68,9 +95,15 @@ pub(crate) fn run<R: KvRead>(
                     .collect::<Result<Vec<_>>>()?;
                 out.push(&group_row, projected)?;
             }
-            Ok(out.finish())
+            out.finish()
+        }
+    };
+    for row in rows {
+        if emit(row).is_break() {
+            break;
         }
     }
+    Ok(())
 }
 
 /// The aggregates of a statement: `(function, argument)`; no argument for `COUNT(*)`.
@@ -303,29 +336,34 @@ fn simple<R: KvRead>(
     input: &mut Input<'_, R>,
     plan: &SelectPlan,
     projections: &[Expr],
-) -> Result<Vec<Vec<Value>>> {
+    emit: &mut dyn FnMut(Vec<Value>) -> ControlFlow<()>,
+) -> Result<()> {
     if let Sort::Explicit(_) = plan.sort {
-        return Ok(sort_rows(input, plan, projections)?.finish());
+        for row in sort_rows(input, plan, projections)?.finish() {
+            if emit(row).is_break() {
+                break;
+            }
+        }
+        return Ok(());
     }
     let mut row = input.row_buffer();
-    let mut out = Vec::new();
+    let mut emitted = 0;
     let mut skipped = 0;
     while input.next(&mut row)? {
         if skipped < plan.offset {
             skipped += 1;
             continue;
         }
-        out.push(
-            projections
-                .iter()
-                .map(|e| eval(e, &row))
-                .collect::<Result<Vec<_>>>()?,
-        );
-        if plan.limit.is_some_and(|l| out.len() as u64 >= l) {
+        let projected = projections
+            .iter()
+            .map(|e| eval(e, &row))
+            .collect::<Result<Vec<_>>>()?;
+        emitted += 1;
+        if emit(projected).is_break() || plan.limit.is_some_and(|l| emitted >= l) {
             break;
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Projects every row of `input` into a [`Sorter`] for `plan`'s ORDER BY.
@@ -724,7 +762,18 @@ mod tests {
         };
         let reader = db.store().reader();
         let never = Interrupt::new();
-        let one = simple(&mut Input::new(&reader, &plan, &never), &plan, projections).unwrap();
+        let mut one = Vec::new();
+        let mut emit = |row| {
+            one.push(row);
+            ControlFlow::Continue(())
+        };
+        simple(
+            &mut Input::new(&reader, &plan, &never),
+            &plan,
+            projections,
+            &mut emit,
+        )
+        .unwrap();
         let parts = pieces(&reader, &plan, parts);
         let many = sort_in_parallel(&reader, &plan, &parts, projections, &never).unwrap();
         (one, many)
