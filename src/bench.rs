@@ -131,13 +131,21 @@ fn f(v: u64) -> f64 {
 /// Runs `bench fill`.
 pub(crate) fn fill(args: &FillArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.batch > 0, "--batch must be positive");
+    anyhow::ensure!(args.keys > 0, "--keys must be positive");
+    anyhow::ensure!(
+        args.value_size >= 8,
+        "--value-size must be at least 8 (two u32 derived from the key)"
+    );
+    // A closed pipe (`| head`) ends the run with an error `main` reports quietly.
+    let mut out = std::io::stdout();
     let options = Options::default()
         .write_buffer_size(args.write_buffer_mb << 20)
         .block_cache_size(args.cache_mb << 20)
         .max_subcompactions(args.subcompactions);
     let db =
         Db::open(&args.dir, options).with_context(|| format!("opening {}", args.dir.display()))?;
-    println!(
+    writeln!(
+        out,
         "bench fill: {} keys, batch {}, order {:?}, value {} B, sync {}, write buffer {} MiB, subcompactions {}, dir {}",
         args.keys,
         args.batch,
@@ -147,7 +155,7 @@ pub(crate) fn fill(args: &FillArgs) -> anyhow::Result<()> {
         args.write_buffer_mb,
         args.subcompactions,
         args.dir.display()
-    );
+    )?;
     let mut csv = match &args.csv {
         Some(p) => {
             let mut w = std::io::BufWriter::new(std::fs::File::create(p)?);
@@ -214,42 +222,47 @@ pub(crate) fn fill(args: &FillArgs) -> anyhow::Result<()> {
     let p99 = all[((all.len() * 99) / 100).min(all.len() - 1)];
     let max = all.last().copied().unwrap_or(0.0);
     let stats = db.stats();
-    println!("batches: {}", times.len());
-    println!(
+    writeln!(out, "batches: {}", times.len())?;
+    writeln!(
+        out,
         "median batch seconds: first tenth {:.4}, middle tenth {:.4}, last tenth {:.4} (last/middle {:.2}x)",
         median(&first),
         median(&middle),
         median(&last),
         median(&last) / median(&middle).max(1e-9)
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "p99 batch {:.4} s, max batch {:.4} s ({:.1}x the overall median {:.4} s)",
         p99,
         max,
         max / median(&all).max(1e-9),
         median(&all)
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "total {:.1} s, {:.0} keys/s (flush included)",
         total,
         f(args.keys) / total
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "write amplification {:.2}; stalled {:.2} s, delayed {:.2} s",
         stats.write_amplification(),
         f(stats.stall_micros) / 1e6,
         f(stats.delay_micros) / 1e6
-    );
+    )?;
     if args.compact {
         let t = Instant::now();
         db.compact_range(None, None)?;
-        println!("compact_range: {:.1} s", t.elapsed().as_secs_f64());
+        writeln!(out, "compact_range: {:.1} s", t.elapsed().as_secs_f64())?;
     }
     let stats = db.stats();
-    println!("{stats}");
+    writeln!(out, "{stats}")?;
     db.close()?;
     let on_disk = dir_bytes(&args.dir)?;
-    println!(
+    writeln!(
+        out,
         "on disk: {on_disk} bytes, {:.2} bytes per record{}",
         f(on_disk) / f(args.keys.max(1)),
         if args.compact {
@@ -257,13 +270,13 @@ pub(crate) fn fill(args: &FillArgs) -> anyhow::Result<()> {
         } else {
             ""
         }
-    );
+    )?;
     if let Some(rss) = peak_rss_bytes() {
-        println!("peak RSS: {:.1} MiB", f(rss) / f(1 << 20));
+        writeln!(out, "peak RSS: {:.1} MiB", f(rss) / f(1 << 20))?;
     }
     if let Some(plot) = &args.plot {
         draw_plot(plot, &points, args)?;
-        println!("plot: {}", plot.display());
+        writeln!(out, "plot: {}", plot.display())?;
     }
     Ok(())
 }

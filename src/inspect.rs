@@ -276,9 +276,19 @@ pub(crate) fn check(dir: &Path) -> anyhow::Result<ExitCode> {
     for table in &unreferenced {
         println!(
             "note: {} is a table the manifest does not name: the output of a flush, compaction \
-             or ingest cut short (the next writing open deletes it), one the process that has \
-             the database open is writing now, or one a lost manifest edit had added",
+             or ingest cut short (the next writing open deletes it, or moves it to lost/ when \
+             the manifest's last record is damaged), one the process that has the database \
+             open is writing now, or one a lost manifest edit had added",
             table.display()
+        );
+    }
+    let lost = dir.join(strata_engine::filename::LOST_DIR);
+    if lost.is_dir() {
+        println!(
+            "note: {} holds tables an open kept instead of deleting, after it ignored a damaged \
+             last manifest record that may have added them (docs/format/manifest.md, the \
+             torn-tail rule): read them with `strata sst-dump --entries`, then delete them",
+            lost.display()
         );
     }
     for (scratch, what) in scratch_dirs(dir) {

@@ -18,6 +18,10 @@ pub const LOCK: &str = "LOCK";
 /// Name of the file naming the live manifest.
 pub const CURRENT: &str = "CURRENT";
 
+/// Directory inside the database directory where an open that ignored a damaged last manifest
+/// record puts the tables no record names, instead of deleting them (`docs/format/files.md`).
+pub const LOST_DIR: &str = "lost";
+
 /// What a file in the database directory is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum FileKind {

@@ -78,6 +78,10 @@ pub struct Config {
     pub max_clients: usize,
     /// Close a connection idle (no request) for this long; `None` (default) never does.
     pub idle_timeout: Option<Duration>,
+    /// Close a PostgreSQL connection that has not finished its startup and authentication
+    /// after this long (PostgreSQL's `authentication_timeout`), with FATAL 08P01. Default
+    /// 60 s.
+    pub pg_startup_timeout: Duration,
     /// Most databases open at once. Each open database keeps its background threads, WAL,
     /// table files and memtables while open, and any client can open one by
     /// naming it, so beyond this a new database is refused with an error. Default 512.
@@ -139,6 +143,7 @@ impl Config {
             requirepass: None,
             max_clients: 10_000,
             idle_timeout: None,
+            pg_startup_timeout: Duration::from_secs(60),
             max_databases: 512,
             close_idle_databases: Some(Duration::from_secs(300)),
             flush_when_quiet: Some(Duration::from_secs(2)),

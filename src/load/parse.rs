@@ -60,6 +60,8 @@ pub(crate) enum BadLine {
     ValueTooLong(usize, usize),
     NotUtf8,
     NotACount,
+    /// A count followed by a carriage return: the file has CRLF line ends.
+    CountWithCr,
 }
 
 impl std::fmt::Display for BadLine {
@@ -74,6 +76,11 @@ impl std::fmt::Display for BadLine {
             }
             BadLine::NotUtf8 => write!(f, "key or value is not valid UTF-8 (--text)"),
             BadLine::NotACount => write!(f, "count is not a decimal integer"),
+            BadLine::CountWithCr => write!(
+                f,
+                "count is followed by a carriage return: the file has CRLF (Windows) line ends; \
+                 convert them first (`tr -d '\\r'`)"
+            ),
         }
     }
 }
@@ -104,7 +111,10 @@ impl Rules {
             return Err(BadLine::NotUtf8);
         }
         if self.format == Format::Counts && parse_counter(value).is_none() {
-            return Err(BadLine::NotACount);
+            return Err(match value.strip_suffix(b"\r") {
+                Some(count) if parse_counter(count).is_some() => BadLine::CountWithCr,
+                _ => BadLine::NotACount,
+            });
         }
         Ok(tab)
     }
@@ -175,6 +185,8 @@ mod tests {
         assert_eq!(r.check(b"read\t-3"), Ok(4));
         assert_eq!(r.check(b"read\t1.5"), Err(BadLine::NotACount));
         assert_eq!(r.check(b"read\t"), Err(BadLine::NotACount));
+        assert_eq!(r.check(b"read\t12\r"), Err(BadLine::CountWithCr));
+        assert!(BadLine::CountWithCr.to_string().contains("CRLF"));
     }
 
     #[test]

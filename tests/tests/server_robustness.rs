@@ -1,6 +1,7 @@
-//! Hostile and broken RESP clients: truncated frames, garbage, a 600 MiB bulk header,
+//! Hostile and broken clients: truncated frames, garbage, a 600 MiB bulk header,
 //! 1,000 concurrent connections, a client vanishing mid-pipeline, connection limits, idle
-//! timeouts and stalled clients. After each, the server must still serve everyone else.
+//! timeouts and stalled clients over RESP; PostgreSQL startups without a user or that never
+//! finish. After each, the server must still serve everyone else.
 
 #![allow(
     clippy::expect_used,
@@ -335,4 +336,105 @@ fn a_stalled_huge_request_does_not_stall_other_clients() {
     assert_eq!(keys.len(), 5000);
     assert!(start.elapsed() < Duration::from_secs(10));
     drop(slow);
+}
+
+/// A PostgreSQL startup packet (protocol 3.0) with these `name=value` parameters.
+#[expect(
+    clippy::big_endian_bytes,
+    reason = "the PostgreSQL protocol's integers are big-endian"
+)]
+fn pg_startup(params: &[(&str, &str)]) -> Vec<u8> {
+    let mut body = 196_608u32.to_be_bytes().to_vec();
+    for (k, v) in params {
+        body.extend_from_slice(k.as_bytes());
+        body.push(0);
+        body.extend_from_slice(v.as_bytes());
+        body.push(0);
+    }
+    body.push(0);
+    let mut packet = u32::try_from(body.len() + 4)
+        .unwrap()
+        .to_be_bytes()
+        .to_vec();
+    packet.extend_from_slice(&body);
+    packet
+}
+
+/// Everything the server sends until it closes the connection (at most 10 s).
+fn read_until_closed(stream: &mut TcpStream) -> Vec<u8> {
+    use std::io::Read;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut all = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => return all,
+            Ok(n) => all.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
+/// True when `bytes` hold an ErrorResponse field `C` (SQLSTATE) equal to `code`.
+fn has_sqlstate(bytes: &[u8], code: &str) -> bool {
+    let field = format!("C{code}\0");
+    bytes.first() == Some(&b'E') && bytes.windows(field.len()).any(|w| w == field.as_bytes())
+}
+
+#[test]
+fn a_postgres_startup_without_a_user_is_refused_with_28000() {
+    let server = TestServer::start(|_| {});
+    let mut pg = TcpStream::connect(server.pg_addr()).unwrap();
+    pg.write_all(&pg_startup(&[("database", "run1")])).unwrap();
+    let reply = read_until_closed(&mut pg);
+    assert!(
+        has_sqlstate(&reply, "28000"),
+        "{:?}",
+        reply.escape_ascii().to_string()
+    );
+    assert!(!server.dir.path().join("run1").exists());
+    assert!(!server.dir.path().join("postgres").exists());
+}
+
+#[test]
+fn postgres_connections_that_never_finish_their_startup_are_closed() {
+    let server = TestServer::start(|c| c.pg_startup_timeout = Duration::from_millis(500));
+    // A length field too small for any startup packet, then nothing (pgwire waits for more);
+    // a client that sends nothing at all.
+    let mut short = TcpStream::connect(server.pg_addr()).unwrap();
+    short.write_all(&[0, 0, 0, 4]).unwrap();
+    let mut silent = TcpStream::connect(server.pg_addr()).unwrap();
+    // A client that finished its startup stays, idle, past the startup timeout.
+    let mut ready = TcpStream::connect(server.pg_addr()).unwrap();
+    ready.write_all(&pg_startup(&[("user", "lab")])).unwrap();
+    let start = Instant::now();
+    for stream in [&mut short, &mut silent] {
+        let reply = read_until_closed(stream);
+        assert!(
+            has_sqlstate(&reply, "08P01"),
+            "{:?}",
+            reply.escape_ascii().to_string()
+        );
+    }
+    let waited = start.elapsed();
+    assert!(
+        waited >= Duration::from_millis(400) && waited < Duration::from_secs(5),
+        "{waited:?}"
+    );
+    let query = b"Q\0\0\0\x0dSELECT 1;\0";
+    ready.write_all(query).unwrap();
+    ready
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    // Startup replies, then the query's row and ReadyForQuery.
+    while !got.windows(2).any(|w| w == b"\x01\x31") {
+        use std::io::Read;
+        let n = ready.read(&mut buf).unwrap();
+        assert!(n > 0, "closed: {:?}", got.escape_ascii().to_string());
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert_serving(&server);
 }

@@ -105,6 +105,9 @@ fn open_once(dir: &Path, options: Options) -> Result<Arc<DbInner>> {
     } else {
         Some(lock_dir(&*fs, &dir)?)
     };
+    // Set when the manifest's damaged last record was ignored: the tables no record names
+    // are then kept (moved to `lost/`), in case that record was an acknowledged edit.
+    let mut torn_manifest_tail = false;
     let mut versions = if read_only {
         let recovered = VersionSet::replay(&fs, &dir)?;
         recovered.check_tables()?;
@@ -123,6 +126,7 @@ fn open_once(dir: &Path, options: Options) -> Result<Arc<DbInner>> {
             // A read-only open beside a writer may meet an edit being appended: it says
             // nothing. Here the edit is gone for good once the manifest is rewritten.
             tracing::warn!(path = %path.display(), offset, "ignoring a torn last manifest record (a write cut short by a crash)");
+            torn_manifest_tail = true;
         }
         recovered.install()?
     } else {
@@ -227,7 +231,7 @@ fn open_once(dir: &Path, options: Options) -> Result<Arc<DbInner>> {
             );
         }
         filename::sync_dir(&*fs, &dir)?;
-        delete_obsolete_files(&*fs, &dir, &versions, wal_number)?;
+        delete_obsolete_files(&*fs, &dir, &versions, wal_number, torn_manifest_tail)?;
         (Some(wal_writer), wal_number)
     };
     let default_ks = states.get(&DEFAULT_KEYSPACE).cloned().ok_or_else(|| {
@@ -329,12 +333,18 @@ fn list_dir(fs: &dyn FileSystem, dir: &Path) -> Result<Vec<(PathBuf, bool, FileK
 }
 
 /// Deletes files no longer needed: tables the version does not reference, WALs other than the
-/// active one, manifests other than the live one, temporary files.
+/// active one, manifests other than the live one, temporary files. With `keep_tables` (the
+/// manifest's damaged last record was ignored), the tables no record names are moved to
+/// [`filename::LOST_DIR`]
+/// instead: the ignored record may have been an acknowledged edit that added them (bit rot
+/// of an fsynced record looks like a torn append), and then they hold the only copy of their
+/// data.
 fn delete_obsolete_files(
     fs: &dyn FileSystem,
     dir: &Path,
     versions: &VersionSet,
     active_wal: FileNumber,
+    keep_tables: bool,
 ) -> Result<()> {
     let live = versions.live_files();
     for (path, is_dir, kind) in list_dir(fs, dir)? {
@@ -344,6 +354,20 @@ fn delete_obsolete_files(
             FileKind::Temp => true,
             FileKind::Current | FileKind::Lock => false,
         };
+        if obsolete && keep_tables && matches!(kind, FileKind::Table(_)) {
+            let lost = dir.join(filename::LOST_DIR);
+            fs.create_dir_all(&lost).ctx(&lost)?;
+            let to = lost.join(path.file_name().unwrap_or_default());
+            fs.rename(&path, &to).ctx(&path)?;
+            filename::sync_dir(fs, &lost)?;
+            tracing::warn!(
+                table = %path.display(),
+                moved_to = %to.display(),
+                "the manifest's damaged last record was ignored and no record names this table: \
+                 kept in case the record was an acknowledged edit that added it"
+            );
+            continue;
+        }
         if obsolete {
             tracing::debug!(path = %path.display(), "deleting obsolete file");
             // A `*.tmp` directory is scratch space of an interrupted `strata load` or SQL index
@@ -488,8 +512,12 @@ impl Replay<'_> {
 
     /// Checks that `batch` (at `offset` of WAL `path`) continues the record replayed before it
     /// without a hole: its first sequence number is the next one, or every number skipped is
-    /// at or below the manifest's horizon. A hole means records are missing before this one
-    /// (an older WAL cut short, or one between two others deleted): `Corruption`, except that
+    /// at or below the manifest's horizon. The first record replayed has no record before it:
+    /// every number below it must be at or below the horizon (the WALs before it were deleted
+    /// once every live keyspace had flushed past them, and dropping a keyspace raises the
+    /// horizon over the writes it had only in WALs). A hole means records are missing before
+    /// this one (an older WAL cut short, one between two others deleted, or a WAL deleted
+    /// after a flush whose manifest edit was then lost): `Corruption`, except that
     /// point-in-time recovery stops before it (returns false, and nothing later is applied)
     /// and `SkipAnyCorruptedRecords` accepts it.
     fn follows(&mut self, batch: &WriteBatch, path: &Path, offset: u64) -> Result<bool> {
@@ -498,28 +526,29 @@ impl Replay<'_> {
             return Ok(true);
         }
         let first = batch.seqno();
-        // The first record replayed has nothing to follow: the WALs before it were deleted
-        // once every live keyspace had flushed past them, and the writes they held for a
-        // keyspace dropped since are in no table, so the manifest does not bound them.
-        let Some(expected) = self.next_seqno else {
-            self.next_seqno = Some(SeqNo(first.get().saturating_add(count)));
-            return Ok(true);
-        };
-        let hole = if first < expected {
-            Some(format!(
+        let skipped_above_horizon = first.get().saturating_sub(1) > self.horizon.get();
+        let hole = match self.next_seqno {
+            // Records below the horizon may come first: a keyspace that has not flushed them
+            // beside one that flushed later writes.
+            None if skipped_above_horizon => Some(format!(
+                "records with sequence numbers {} to {} are in no table and no WAL (a WAL \
+                 was deleted after a flush whose manifest edit is missing)",
+                self.horizon.get() + 1,
+                first.get() - 1
+            )),
+            None => None,
+            Some(expected) if first < expected => Some(format!(
                 "sequence numbers go backwards: {} after records up to {}",
                 first.get(),
                 expected.get() - 1
-            ))
-        } else if first > expected && first.get() - 1 > self.horizon.get() {
-            Some(format!(
+            )),
+            Some(expected) if first > expected && skipped_above_horizon => Some(format!(
                 "records with sequence numbers {} to {} are missing before this one (an older \
                  WAL cut short, or one between two others deleted)",
                 expected.get().max(self.horizon.get() + 1),
                 first.get() - 1
-            ))
-        } else {
-            None
+            )),
+            Some(_) => None,
         };
         self.next_seqno = Some(SeqNo(first.get().saturating_add(count)));
         let Some(reason) = hole else {

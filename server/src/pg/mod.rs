@@ -47,7 +47,7 @@ use pgwire::api::store::PortalStore;
 use pgwire::api::{
     ClientInfo, ClientPortalStore, METADATA_DATABASE, METADATA_USER, PgWireServerHandlers, Type,
 };
-use pgwire::api::{PidSecretKeyGenerator, RandomPidSecretKeyGenerator};
+use pgwire::api::{PgWireConnectionState, PidSecretKeyGenerator, RandomPidSecretKeyGenerator};
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::cancel::CancelRequest;
 use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
@@ -96,6 +96,9 @@ struct Activity {
     last_ms: AtomicU64,
     /// Requests running now (a running statement is never idle).
     busy: AtomicUsize,
+    /// Set once the startup (and authentication) finished: the connection is ready for
+    /// queries.
+    ready: AtomicBool,
 }
 
 impl Activity {
@@ -104,6 +107,7 @@ impl Activity {
             started: Instant::now(),
             last_ms: AtomicU64::new(0),
             busy: AtomicUsize::new(0),
+            ready: AtomicBool::new(false),
         }
     }
 
@@ -135,6 +139,17 @@ impl Drop for Busy<'_> {
     fn drop(&mut self) {
         self.0.last_ms.store(self.0.now_ms(), Ordering::Release);
         self.0.busy.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Completes once the connection has not finished its startup after `limit`
+/// ([`crate::Config::pg_startup_timeout`]): a client that connects and sends nothing, or a
+/// startup packet whose length field is too small for the message to ever complete, holds a
+/// connection slot no longer than that, whatever `--timeout` says.
+async fn startup_timeout(activity: &Activity, limit: Duration) {
+    tokio::time::sleep(limit).await;
+    if activity.ready.load(Ordering::Acquire) {
+        std::future::pending::<()>().await;
     }
 }
 
@@ -173,7 +188,7 @@ pub(crate) async fn serve_connection(
         }
     };
     let activity = Arc::new(Activity::new());
-    let handlers = Arc::new(PgHandlers::new(shared, Arc::clone(&activity)));
+    let handlers = Arc::new(PgHandlers::new(Arc::clone(&shared), Arc::clone(&activity)));
     let serve = pgwire::tokio::process_socket(stream, None, handlers);
     tokio::pin!(serve);
     let goodbye = |closer: &mut std::net::TcpStream, code: &str, text: &str| {
@@ -190,6 +205,11 @@ pub(crate) async fn serve_connection(
         () = idle_timeout(&activity, limit) => {
             tracing::debug!("closing idle PostgreSQL connection");
             goodbye(&mut closer, "57P05", "terminating connection due to idle-session timeout");
+            return;
+        }
+        () = startup_timeout(&activity, shared.config.pg_startup_timeout) => {
+            tracing::debug!("closing a PostgreSQL connection that did not finish its startup");
+            goodbye(&mut closer, "08P01", "canceling authentication due to timeout");
             return;
         }
         _ = stop.changed() => {}
@@ -248,6 +268,7 @@ impl PgHandlers {
         let statement_timeout = Arc::new(Mutex::new(None));
         let startup = Arc::new(PgStartup {
             statement_timeout: Arc::clone(&statement_timeout),
+            activity: Arc::clone(&activity),
             password: shared.config.requirepass.clone().map(|p| {
                 let mut params = DefaultServerParameterProvider::default();
                 params.server_version = sql::PG_VERSION.to_owned();
@@ -310,6 +331,8 @@ impl AuthSource for PasswordSource {
 struct PgStartup {
     /// The connection's `statement_timeout`, set from the startup `options` parameter.
     statement_timeout: Arc<Mutex<Option<Duration>>>,
+    /// The connection's activity: startup marks it ready.
+    activity: Arc<Activity>,
     password:
         Option<CleartextPasswordAuthStartupHandler<PasswordSource, DefaultServerParameterProvider>>,
     no_auth: NoAuth,
@@ -340,6 +363,15 @@ impl StartupHandler for PgStartup {
     {
         if let PgWireFrontendMessage::Startup(startup) = &message {
             let p = &startup.parameters;
+            // As PostgreSQL: the user is the one required parameter (the database name
+            // defaults to it).
+            if p.get(METADATA_USER).is_none_or(String::is_empty) {
+                return Err(PgWireError::UserError(Box::new(ErrorInfo::new(
+                    "FATAL".to_owned(),
+                    "28000".to_owned(),
+                    "no PostgreSQL user name specified in startup packet".to_owned(),
+                ))));
+            }
             let name = database_name(p.get(METADATA_DATABASE), p.get(METADATA_USER));
             if crate::databases::validate_name(name).is_err() {
                 return Err(PgWireError::UserError(Box::new(ErrorInfo::new(
@@ -371,9 +403,13 @@ impl StartupHandler for PgStartup {
             }
         }
         match &self.password {
-            Some(handler) => handler.on_startup(client, message).await,
-            None => self.no_auth.on_startup(client, message).await,
+            Some(handler) => handler.on_startup(client, message).await?,
+            None => self.no_auth.on_startup(client, message).await?,
         }
+        if matches!(client.state(), PgWireConnectionState::ReadyForQuery) {
+            self.activity.ready.store(true, Ordering::Release);
+        }
+        Ok(())
     }
 }
 
