@@ -80,7 +80,8 @@ pub struct Config {
     pub idle_timeout: Option<Duration>,
     /// Close a PostgreSQL connection that has not finished its startup and authentication
     /// after this long (PostgreSQL's `authentication_timeout`), with FATAL 08P01. Default
-    /// 60 s.
+    /// 55 s. At most [`PGWIRE_STARTUP_LIMIT`] takes effect: the `pgwire` crate closes an
+    /// unstarted connection itself at 60 s, without a message.
     pub pg_startup_timeout: Duration,
     /// Most databases open at once. Each open database keeps its background threads, WAL,
     /// table files and memtables while open, and any client can open one by
@@ -131,6 +132,11 @@ pub const DEFAULT_RESP_ADDR: &str = "127.0.0.1:6380";
 /// Default PostgreSQL address (PostgreSQL's port plus one).
 pub const DEFAULT_PG_ADDR: &str = "127.0.0.1:5433";
 
+/// The longest [`Config::pg_startup_timeout`] that takes effect: the `pgwire` crate (0.42)
+/// closes a connection that has not finished its startup after 60 s on its own, silently;
+/// ours must fire first for the client to get FATAL 08P01.
+pub const PGWIRE_STARTUP_LIMIT: Duration = Duration::from_secs(59);
+
 impl Config {
     /// The defaults, serving the databases under `dir`.
     pub fn new(dir: impl Into<PathBuf>) -> Config {
@@ -143,7 +149,7 @@ impl Config {
             requirepass: None,
             max_clients: 10_000,
             idle_timeout: None,
-            pg_startup_timeout: Duration::from_secs(60),
+            pg_startup_timeout: Duration::from_secs(55),
             max_databases: 512,
             close_idle_databases: Some(Duration::from_secs(300)),
             flush_when_quiet: Some(Duration::from_secs(2)),

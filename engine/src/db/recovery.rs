@@ -11,7 +11,7 @@
 //! mid-append) is cut off, so the recovered state is a prefix of the acknowledged writes, with
 //! no holes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64};
@@ -105,9 +105,9 @@ fn open_once(dir: &Path, options: Options) -> Result<Arc<DbInner>> {
     } else {
         Some(lock_dir(&*fs, &dir)?)
     };
-    // Set when the manifest's damaged last record was ignored: the tables no record names
-    // are then kept (moved to `lost/`), in case that record was an acknowledged edit.
-    let mut torn_manifest_tail = false;
+    // Tables no manifest record names, moved to `lost/` because the manifest's damaged last
+    // record was ignored: their numbers stay used, and a failed open moves them back.
+    let mut kept_tables = KeptTables::none(&fs);
     let mut versions = if read_only {
         let recovered = VersionSet::replay(&fs, &dir)?;
         recovered.check_tables()?;
@@ -126,7 +126,9 @@ fn open_once(dir: &Path, options: Options) -> Result<Arc<DbInner>> {
             // A read-only open beside a writer may meet an edit being appended: it says
             // nothing. Here the edit is gone for good once the manifest is rewritten.
             tracing::warn!(path = %path.display(), offset, "ignoring a torn last manifest record (a write cut short by a crash)");
-            torn_manifest_tail = true;
+            // Before the manifest is rewritten: if a table cannot be kept, the open fails
+            // with the damaged record still there and nothing changed.
+            kept_tables.move_unnamed(&dir, &recovered.table_numbers())?;
         }
         recovered.install()?
     } else {
@@ -147,6 +149,9 @@ fn open_once(dir: &Path, options: Options) -> Result<Arc<DbInner>> {
 
     // Replay every WAL at or after the manifest's log number, oldest first.
     let mut wals: Vec<FileNumber> = Vec::new();
+    for n in kept_tables.numbers() {
+        versions.mark_file_number_used(n);
+    }
     for (_, _, kind) in list_dir(&*fs, &dir)? {
         match kind {
             FileKind::Wal(n) | FileKind::Table(n) | FileKind::Manifest(n) => {
@@ -231,7 +236,8 @@ fn open_once(dir: &Path, options: Options) -> Result<Arc<DbInner>> {
             );
         }
         filename::sync_dir(&*fs, &dir)?;
-        delete_obsolete_files(&*fs, &dir, &versions, wal_number, torn_manifest_tail)?;
+        delete_obsolete_files(&*fs, &dir, &versions, wal_number)?;
+        kept_tables.keep();
         (Some(wal_writer), wal_number)
     };
     let default_ks = states.get(&DEFAULT_KEYSPACE).cloned().ok_or_else(|| {
@@ -332,19 +338,86 @@ fn list_dir(fs: &dyn FileSystem, dir: &Path) -> Result<Vec<(PathBuf, bool, FileK
     Ok(out)
 }
 
+/// The tables an open moved to [`filename::LOST_DIR`] (see [`KeptTables::move_unnamed`]).
+/// Dropped before [`KeptTables::keep`] (the open failed), it moves them back, so a failed open
+/// leaves the tables where they were.
+struct KeptTables {
+    fs: Arc<dyn FileSystem>,
+    /// Each table's path in the database directory and in `lost/`.
+    moved: Vec<(FileNumber, PathBuf, PathBuf)>,
+}
+
+impl KeptTables {
+    fn none(fs: &Arc<dyn FileSystem>) -> Self {
+        KeptTables {
+            fs: Arc::clone(fs),
+            moved: Vec::new(),
+        }
+    }
+
+    /// Moves the tables in `dir` that `named` (the tables the manifest's records name) does
+    /// not hold to `lost/`. Called when the manifest's damaged last record is ignored, before
+    /// the manifest is rewritten: that record may have been an acknowledged edit that added
+    /// them (bit rot of an fsynced record looks like a torn append), and then they hold the
+    /// only copy of their data.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when `lost/` cannot be created or a table not moved into it (a file
+    /// named `lost`, a full disk): the open fails before anything is written.
+    fn move_unnamed(&mut self, dir: &Path, named: &HashSet<FileNumber>) -> Result<()> {
+        let fs = Arc::clone(&self.fs);
+        for (path, _, kind) in list_dir(&*fs, dir)? {
+            let FileKind::Table(n) = kind else { continue };
+            if named.contains(&n) {
+                continue;
+            }
+            let lost = dir.join(filename::LOST_DIR);
+            fs.create_dir_all(&lost).ctx(&lost)?;
+            let to = lost.join(path.file_name().unwrap_or_default());
+            fs.rename(&path, &to).ctx(&path)?;
+            self.moved.push((n, path, to));
+            filename::sync_dir(&*fs, &lost)?;
+        }
+        if !self.moved.is_empty() {
+            filename::sync_dir(&*fs, dir)?;
+        }
+        Ok(())
+    }
+
+    fn numbers(&self) -> impl Iterator<Item = FileNumber> + '_ {
+        self.moved.iter().map(|(n, _, _)| *n)
+    }
+
+    /// The open succeeded: the tables stay in `lost/`.
+    fn keep(&mut self) {
+        for (_, from, to) in self.moved.drain(..) {
+            tracing::warn!(
+                table = %from.display(),
+                moved_to = %to.display(),
+                "the manifest's damaged last record was ignored and no record names this \
+                 table: kept in case the record was an acknowledged edit that added it"
+            );
+        }
+    }
+}
+
+impl Drop for KeptTables {
+    fn drop(&mut self) {
+        for (_, from, to) in self.moved.drain(..).rev() {
+            if let Err(e) = self.fs.rename(&to, &from) {
+                tracing::warn!(table = %to.display(), error = %e, "could not move a table back from lost/ after a failed open");
+            }
+        }
+    }
+}
+
 /// Deletes files no longer needed: tables the version does not reference, WALs other than the
-/// active one, manifests other than the live one, temporary files. With `keep_tables` (the
-/// manifest's damaged last record was ignored), the tables no record names are moved to
-/// [`filename::LOST_DIR`]
-/// instead: the ignored record may have been an acknowledged edit that added them (bit rot
-/// of an fsynced record looks like a torn append), and then they hold the only copy of their
-/// data.
+/// active one, manifests other than the live one, temporary files.
 fn delete_obsolete_files(
     fs: &dyn FileSystem,
     dir: &Path,
     versions: &VersionSet,
     active_wal: FileNumber,
-    keep_tables: bool,
 ) -> Result<()> {
     let live = versions.live_files();
     for (path, is_dir, kind) in list_dir(fs, dir)? {
@@ -354,20 +427,6 @@ fn delete_obsolete_files(
             FileKind::Temp => true,
             FileKind::Current | FileKind::Lock => false,
         };
-        if obsolete && keep_tables && matches!(kind, FileKind::Table(_)) {
-            let lost = dir.join(filename::LOST_DIR);
-            fs.create_dir_all(&lost).ctx(&lost)?;
-            let to = lost.join(path.file_name().unwrap_or_default());
-            fs.rename(&path, &to).ctx(&path)?;
-            filename::sync_dir(fs, &lost)?;
-            tracing::warn!(
-                table = %path.display(),
-                moved_to = %to.display(),
-                "the manifest's damaged last record was ignored and no record names this table: \
-                 kept in case the record was an acknowledged edit that added it"
-            );
-            continue;
-        }
         if obsolete {
             tracing::debug!(path = %path.display(), "deleting obsolete file");
             // A `*.tmp` directory is scratch space of an interrupted `strata load` or SQL index
@@ -532,7 +591,7 @@ impl Replay<'_> {
             // beside one that flushed later writes.
             None if skipped_above_horizon => Some(format!(
                 "records with sequence numbers {} to {} are in no table and no WAL (a WAL \
-                 was deleted after a flush whose manifest edit is missing)",
+                 was deleted by hand, or after a flush whose manifest edit is missing)",
                 self.horizon.get() + 1,
                 first.get() - 1
             )),

@@ -868,6 +868,81 @@ fn tables_a_damaged_last_manifest_record_may_have_added_are_kept_in_lost() -> Te
 }
 
 #[test]
+fn a_table_that_cannot_be_kept_in_lost_fails_the_open_before_anything_is_written() -> TestResult {
+    // `lost` is a file, so the unnamed table cannot be moved there: the open fails with the
+    // damaged record and the table untouched (before, the manifest was rewritten first, and
+    // the next open deleted the table). Once `lost` is free the open keeps the table there,
+    // and later tables do not reuse its number.
+    let dir = tempfile::tempdir()?;
+    let db = Db::open(dir.path(), Options::default())?;
+    db.put(b"a", b"1")?;
+    db.flush()?;
+    std::mem::forget(db);
+    std::fs::remove_file(dir.path().join(crate::filename::LOCK))?;
+    let tables = table_names(dir.path());
+    damage_last_manifest_record(dir.path())?;
+    let lost = dir.path().join(crate::filename::LOST_DIR);
+    std::fs::write(&lost, b"in the way")?;
+    let manifests = |dir: &std::path::Path| -> std::io::Result<Vec<(String, Vec<u8>)>> {
+        let mut out = Vec::new();
+        for e in std::fs::read_dir(dir)? {
+            let e = e?;
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with("MANIFEST") || name == "CURRENT" {
+                out.push((name, std::fs::read(e.path())?));
+            }
+        }
+        out.sort();
+        Ok(out)
+    };
+    let before = manifests(dir.path())?;
+    for _ in 0..2 {
+        let err = Db::open(dir.path(), Options::default()).expect_err("lost is a file");
+        assert!(matches!(err, Error::Io { .. }), "{err}");
+        assert_eq!(table_names(dir.path()), tables);
+        assert_eq!(manifests(dir.path())?, before);
+    }
+    std::fs::remove_file(&lost)?;
+    let db = Db::open(dir.path(), Options::default())?;
+    assert_eq!(table_names(&lost), tables);
+    for i in 0..3u32 {
+        db.put(format!("k{i}").as_bytes(), b"v")?;
+        db.flush()?;
+    }
+    assert!(table_names(dir.path()).iter().all(|t| !tables.contains(t)));
+    Ok(())
+}
+
+#[test]
+fn a_write_checked_before_its_keyspace_was_dropped_does_not_read_as_missing() -> TestResult {
+    // A write to "k" passes its checks, then "k" is dropped, then the write commits: its
+    // sequence number is above the horizon the drop recorded, and its entries go to no
+    // memtable. Once the default keyspace is flushed its WAL is deleted: committing it raised
+    // the manifest's last sequence number over it, so the reopen finds no hole (a tester's
+    // race with writer threads reproduced the false `Corruption` without this).
+    let dir = tempfile::tempdir()?;
+    let db = Db::open(dir.path(), Options::default())?;
+    db.put(b"a", b"1")?;
+    let k = db.keyspace("k")?;
+    k.put(b"before", b"x")?;
+    let mut batch = WriteBatch::new();
+    batch.put_in(&k, b"late", b"x");
+    let mut dropped = None;
+    db.inner()
+        .write_with_pause(batch, || dropped = Some(db.drop_keyspace("k")))?;
+    dropped.ok_or("the pause did not run")??;
+    drop(k);
+    db.flush()?;
+    db.put(b"b", b"2")?;
+    db.close()?;
+    let db = Db::open(dir.path(), Options::default())?;
+    assert_eq!(db.get(b"a")?.as_deref(), Some(&b"1"[..]));
+    assert_eq!(db.get(b"b")?.as_deref(), Some(&b"2"[..]));
+    assert_eq!(db.list_keyspaces(), vec!["default".to_owned()]);
+    Ok(())
+}
+
+#[test]
 fn writes_of_a_dropped_keyspace_do_not_read_as_missing_records() -> TestResult {
     // Keyspace "k" writes sequence numbers the default keyspace never flushes; once "k" is
     // dropped and the default keyspace flushed, their WAL is deleted. The next WAL starts

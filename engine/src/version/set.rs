@@ -691,6 +691,14 @@ impl RecoveredManifest {
         self.torn_tail.map(|offset| (self.path.as_path(), offset))
     }
 
+    /// The numbers of the tables the recovered versions name.
+    pub(crate) fn table_numbers(&self) -> HashSet<FileNumber> {
+        self.keyspaces
+            .values()
+            .flat_map(|ks| ks.current.all_file_numbers())
+            .collect()
+    }
+
     /// Checks that every table the recovered versions name exists (`fs.exists`).
     ///
     /// A version replayed without a lost (damaged or missing) last edit can name tables a

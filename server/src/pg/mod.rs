@@ -145,9 +145,10 @@ impl Drop for Busy<'_> {
 /// Completes once the connection has not finished its startup after `limit`
 /// ([`crate::Config::pg_startup_timeout`]): a client that connects and sends nothing, or a
 /// startup packet whose length field is too small for the message to ever complete, holds a
-/// connection slot no longer than that, whatever `--timeout` says.
+/// connection slot no longer than that (a shorter `--timeout` closes it sooner, with 57P05).
+/// At most [`crate::config::PGWIRE_STARTUP_LIMIT`].
 async fn startup_timeout(activity: &Activity, limit: Duration) {
-    tokio::time::sleep(limit).await;
+    tokio::time::sleep(limit.min(crate::config::PGWIRE_STARTUP_LIMIT)).await;
     if activity.ready.load(Ordering::Acquire) {
         std::future::pending::<()>().await;
     }
