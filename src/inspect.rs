@@ -261,17 +261,34 @@ pub(crate) fn check(dir: &Path) -> anyhow::Result<ExitCode> {
     // that has the database open may delete a table or WAL it has just made obsolete while
     // the check reads it, so problems found while the files changed are checked again.
     let mut attempt = 1;
-    let (problems, unreferenced, changed) = loop {
+    let (
+        Checked {
+            problems,
+            unreferenced,
+            damaged_tail,
+        },
+        changed,
+    ) = loop {
         let before = file_names(dir);
-        let (problems, unreferenced) = check_once(dir)?;
+        let checked = check_once(dir)?;
         let changed = file_names(dir) != before;
-        if problems.is_empty() || !changed || attempt == CHECK_ATTEMPTS {
-            break (problems, unreferenced, changed);
+        if checked.problems.is_empty() || !changed || attempt == CHECK_ATTEMPTS {
+            break (checked, changed);
         }
         attempt += 1;
     };
     for p in &problems {
         println!("problem: {p}");
+    }
+    if let Some((manifest, offset)) = &damaged_tail {
+        println!(
+            "note: the last record of {} (at byte offset {offset}) is damaged and is ignored: \
+             a crash cut its write short, or the disk damaged an edit that was acknowledged \
+             (nothing tells them apart; docs/format/manifest.md, the torn-tail rule). Reads do \
+             not see what that edit did; the next writing open rewrites the manifest without \
+             it and moves the tables no record names to lost/",
+            manifest.display()
+        );
     }
     for table in &unreferenced {
         println!(
@@ -283,7 +300,7 @@ pub(crate) fn check(dir: &Path) -> anyhow::Result<ExitCode> {
         );
     }
     let lost = dir.join(strata_engine::filename::LOST_DIR);
-    if lost.is_dir() {
+    if std::fs::read_dir(&lost).is_ok_and(|mut entries| entries.next().is_some()) {
         println!(
             "note: {} holds tables an open kept instead of deleting, after it ignored a damaged \
              last manifest record that may have added them (docs/format/manifest.md, the \
@@ -339,25 +356,40 @@ fn scratch_dirs(dir: &Path) -> Vec<(std::path::PathBuf, &'static str)> {
     found
 }
 
-/// The problems one read-only open and integrity check find, as printable lines, and the
-/// table files the manifest does not name.
-fn check_once(dir: &Path) -> anyhow::Result<(Vec<String>, Vec<std::path::PathBuf>)> {
+/// What one read-only open and integrity check find.
+#[derive(Default)]
+struct Checked {
+    /// The problems, as printable lines.
+    problems: Vec<String>,
+    /// The table files the manifest does not name.
+    unreferenced: Vec<std::path::PathBuf>,
+    /// The manifest and offset of a damaged last record the open ignored.
+    damaged_tail: Option<(std::path::PathBuf, u64)>,
+}
+
+fn check_once(dir: &Path) -> anyhow::Result<Checked> {
     let db = match Db::open(dir, Options::default().read_only(true)) {
         Ok(db) => db,
         Err(e) => {
-            return Ok((
-                vec![format!("{e} (the database does not open)")],
-                Vec::new(),
-            ));
+            return Ok(Checked {
+                problems: vec![format!("{e} (the database does not open)")],
+                ..Checked::default()
+            });
         }
     };
-    let problems = db.integrity_problems()?;
-    let unreferenced = db.unreferenced_tables()?;
+    let checked = Checked {
+        problems: db
+            .integrity_problems()?
+            .iter()
+            .map(ToString::to_string)
+            .collect(),
+        unreferenced: db.unreferenced_tables()?,
+        damaged_tail: db
+            .ignored_manifest_tail()
+            .map(|(path, offset)| (path.to_path_buf(), offset)),
+    };
     db.close()?;
-    Ok((
-        problems.iter().map(ToString::to_string).collect(),
-        unreferenced,
-    ))
+    Ok(checked)
 }
 
 /// The sorted names of the files in `dir`, and `CURRENT`'s contents: what a writing process

@@ -437,6 +437,19 @@ impl Db {
         self.inner().unreferenced_tables()
     }
 
+    /// The manifest file and byte offset of a damaged last manifest record this open ignored,
+    /// if any (`docs/format/manifest.md`, "the torn-tail rule"): a crash that cut an append
+    /// short, or damage to an edit that was acknowledged, which nothing can tell apart. A
+    /// read-only open changes nothing, so it reports the damage on every open until a writing
+    /// open rewrites the manifest (moving the tables no record names to `lost/`). What
+    /// `strata check` notes.
+    pub fn ignored_manifest_tail(&self) -> Option<(&Path, u64)> {
+        self.inner()
+            .ignored_manifest_tail
+            .as_ref()
+            .map(|(path, offset)| (path.as_path(), *offset))
+    }
+
     /// The database directory.
     pub fn path(&self) -> &Path {
         &self.inner().dir

@@ -106,11 +106,16 @@ fn open_once(dir: &Path, options: Options) -> Result<Arc<DbInner>> {
         Some(lock_dir(&*fs, &dir)?)
     };
     // Tables no manifest record names, moved to `lost/` because the manifest's damaged last
-    // record was ignored: their numbers stay used, and a failed open moves them back.
+    // record was ignored: their numbers stay used, and an open that fails before the manifest
+    // is rewritten moves them back.
     let mut kept_tables = KeptTables::none(&fs);
+    let mut ignored_manifest_tail = None;
     let mut versions = if read_only {
         let recovered = VersionSet::replay(&fs, &dir)?;
         recovered.check_tables()?;
+        ignored_manifest_tail = recovered
+            .torn_tail()
+            .map(|(path, offset)| (path.to_path_buf(), offset));
         recovered.into_read_only()
     } else if fs.exists(&dir.join(filename::CURRENT)) {
         if options.error_if_exists {
@@ -123,6 +128,7 @@ fn open_once(dir: &Path, options: Options) -> Result<Arc<DbInner>> {
         let recovered = VersionSet::replay(&fs, &dir)?;
         recovered.check_tables()?;
         if let Some((path, offset)) = recovered.torn_tail() {
+            ignored_manifest_tail = Some((path.to_path_buf(), offset));
             // A read-only open beside a writer may meet an edit being appended: it says
             // nothing. Here the edit is gone for good once the manifest is rewritten.
             tracing::warn!(path = %path.display(), offset, "ignoring a torn last manifest record (a write cut short by a crash)");
@@ -130,7 +136,11 @@ fn open_once(dir: &Path, options: Options) -> Result<Arc<DbInner>> {
             // with the damaged record still there and nothing changed.
             kept_tables.move_unnamed(&dir, &recovered.table_numbers())?;
         }
-        recovered.install()?
+        let versions = recovered.install()?;
+        // The damaged record is gone from now on: the tables stay in `lost/` even if the open
+        // fails later (the WAL check below), or the next open would delete them.
+        kept_tables.keep();
+        versions
     } else {
         if list_dir(&*fs, &dir)?.iter().any(|(_, _, kind)| match kind {
             FileKind::Table(_) => true,
@@ -237,7 +247,6 @@ fn open_once(dir: &Path, options: Options) -> Result<Arc<DbInner>> {
         }
         filename::sync_dir(&*fs, &dir)?;
         delete_obsolete_files(&*fs, &dir, &versions, wal_number)?;
-        kept_tables.keep();
         (Some(wal_writer), wal_number)
     };
     let default_ks = states.get(&DEFAULT_KEYSPACE).cloned().ok_or_else(|| {
@@ -284,6 +293,7 @@ fn open_once(dir: &Path, options: Options) -> Result<Arc<DbInner>> {
     tracing::debug!(dir = %dir.display(), last_seqno = max_seqno.get(), wal = %wal_number, "database opened");
     let inner = Arc::new(DbInner {
         dir,
+        ignored_manifest_tail,
         lock_file: Mutex::new(lock),
         visible_seqno: AtomicU64::new(max_seqno.get()),
         default_ks,
@@ -339,12 +349,14 @@ fn list_dir(fs: &dyn FileSystem, dir: &Path) -> Result<Vec<(PathBuf, bool, FileK
 }
 
 /// The tables an open moved to [`filename::LOST_DIR`] (see [`KeptTables::move_unnamed`]).
-/// Dropped before [`KeptTables::keep`] (the open failed), it moves them back, so a failed open
-/// leaves the tables where they were.
+/// Dropped before [`KeptTables::keep`] (the open failed before the manifest was rewritten), it
+/// moves them back, so such a failed open leaves the tables where they were.
 struct KeptTables {
     fs: Arc<dyn FileSystem>,
-    /// Each table's path in the database directory and in `lost/`.
+    /// Each table's number, and its path in the database directory and in `lost/`.
     moved: Vec<(FileNumber, PathBuf, PathBuf)>,
+    /// Whether a drop moves the tables back (until [`KeptTables::keep`]).
+    armed: bool,
 }
 
 impl KeptTables {
@@ -352,6 +364,7 @@ impl KeptTables {
         KeptTables {
             fs: Arc::clone(fs),
             moved: Vec::new(),
+            armed: true,
         }
     }
 
@@ -359,7 +372,8 @@ impl KeptTables {
     /// not hold to `lost/`. Called when the manifest's damaged last record is ignored, before
     /// the manifest is rewritten: that record may have been an acknowledged edit that added
     /// them (bit rot of an fsynced record looks like a torn append), and then they hold the
-    /// only copy of their data.
+    /// only copy of their data. A name already taken in `lost/` (a table kept by an earlier
+    /// open of a copied or restored directory) gets a suffix: `000012.sst.2`, `.3`, ...
     ///
     /// # Errors
     /// [`Error::Io`] when `lost/` cannot be created or a table not moved into it (a file
@@ -373,7 +387,13 @@ impl KeptTables {
             }
             let lost = dir.join(filename::LOST_DIR);
             fs.create_dir_all(&lost).ctx(&lost)?;
-            let to = lost.join(path.file_name().unwrap_or_default());
+            let name = path.file_name().unwrap_or_default().to_string_lossy();
+            let mut to = lost.join(&*name);
+            let mut suffix = 1u32;
+            while fs.exists(&to) {
+                suffix += 1;
+                to = lost.join(format!("{name}.{suffix}"));
+            }
             fs.rename(&path, &to).ctx(&path)?;
             self.moved.push((n, path, to));
             filename::sync_dir(&*fs, &lost)?;
@@ -388,9 +408,11 @@ impl KeptTables {
         self.moved.iter().map(|(n, _, _)| *n)
     }
 
-    /// The open succeeded: the tables stay in `lost/`.
+    /// The manifest has been rewritten without the damaged record: the tables stay in
+    /// `lost/` whatever happens to the open from here.
     fn keep(&mut self) {
-        for (_, from, to) in self.moved.drain(..) {
+        self.armed = false;
+        for (_, from, to) in &self.moved {
             tracing::warn!(
                 table = %from.display(),
                 moved_to = %to.display(),
@@ -403,6 +425,9 @@ impl KeptTables {
 
 impl Drop for KeptTables {
     fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
         for (_, from, to) in self.moved.drain(..).rev() {
             if let Err(e) = self.fs.rename(&to, &from) {
                 tracing::warn!(table = %to.display(), error = %e, "could not move a table back from lost/ after a failed open");
