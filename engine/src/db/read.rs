@@ -164,8 +164,8 @@ impl DbInner {
         mut tables: Option<&mut Vec<(FileNumber, Arc<Table>)>>,
     ) -> Result<Option<Bytes>> {
         let mems = std::iter::once(&sv.mem).chain(sv.imms.iter().map(|imm| &imm.mem));
-        // Hashed once for every memtable's bloom filter (there may be many:
-        // `min_write_buffer_number_to_merge`).
+        // Hashed once for every memtable's and table's bloom filter (there may be many
+        // memtables, `min_write_buffer_number_to_merge`, and many level-0 tables).
         let hash = crate::sstable::filter::key_hash(key);
         for mem in mems {
             if let Some((_, kind, value)) = mem.get_hashed(key, hash, seqno) {
@@ -178,8 +178,10 @@ impl DbInner {
                 None => self
                     .table_cache
                     .get(file.number, file.global_seqno)?
-                    .get(target, policy)?,
-                Some(open) => open_table(open, &self.table_cache, file)?.get(target, policy)?,
+                    .get_hashed(target, hash, policy)?,
+                Some(open) => {
+                    open_table(open, &self.table_cache, file)?.get_hashed(target, hash, policy)?
+                }
             };
             if let Some((_, kind, value)) = found {
                 return self.resolve(ks, sv, seqno, key, kind, value, policy);

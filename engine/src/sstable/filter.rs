@@ -223,7 +223,12 @@ impl Filter {
 
     /// False only if `user_key` is certainly not in the table.
     pub fn may_contain(&self, user_key: &[u8]) -> bool {
-        let h = key_hash(user_key);
+        self.may_contain_hash(key_hash(user_key))
+    }
+
+    /// [`Filter::may_contain`] for a key whose [`key_hash`] is `h`: a point read hashes its
+    /// key once for every table it checks.
+    pub fn may_contain_hash(&self, h: u64) -> bool {
         self.partitions
             .get(partition_of(h, self.partitions.len()))
             .is_none_or(|bloom| bloom.check(&h))

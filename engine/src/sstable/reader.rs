@@ -16,7 +16,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::block::{Block, BlockIter};
-use super::filter::Filter;
+use super::filter::{Filter, key_hash};
 use super::format::{BlockHandle, FOOTER_LEN, Footer, TableFormat, decode_block};
 use super::properties::TableProperties;
 use super::readahead::Readahead;
@@ -98,12 +98,15 @@ impl Table {
         let footer = Footer::decode(&buf, &path, footer_at)?;
 
         let contents = read_block(&*file, &path, footer.index)?;
-        let index = Arc::new(Block::new(
-            contents,
-            footer.format,
-            Arc::clone(&path),
-            footer.index.offset,
-        )?);
+        let index = Arc::new(
+            Block::new(
+                contents,
+                footer.format,
+                Arc::clone(&path),
+                footer.index.offset,
+            )?
+            .with_restart_prefixes()?,
+        );
         let contents = read_block(&*file, &path, footer.properties)?;
         let properties = TableProperties::decode(&contents, &path, footer.properties.offset)?;
         let filter = if footer.filter.size == 0 {
@@ -162,7 +165,21 @@ impl Table {
         key: InternalKeyRef<'_>,
         policy: BlockCachePolicy,
     ) -> Result<Option<(SeqNo, ValueKind, Bytes)>> {
-        if !self.may_contain(key.user_key) {
+        self.get_hashed(key, key_hash(key.user_key), policy)
+    }
+
+    /// [`Table::get`] with `hash`, the [`key_hash`] of `key.user_key`, computed by the
+    /// caller: a point read through several tables hashes its key once.
+    ///
+    /// # Errors
+    /// As [`Table::get`].
+    pub fn get_hashed(
+        &self,
+        key: InternalKeyRef<'_>,
+        hash: u64,
+        policy: BlockCachePolicy,
+    ) -> Result<Option<(SeqNo, ValueKind, Bytes)>> {
+        if !self.may_contain_hash(hash) {
             return Ok(None);
         }
         let stored = stored_target(key, self.global_seqno);
@@ -217,10 +234,15 @@ impl Table {
     /// True unless the bloom filter proves `user_key` absent (always true without a filter).
     /// Counted in [`BlockCache::bloom_checks`] / [`BlockCache::bloom_useful`].
     pub fn may_contain(&self, user_key: &[u8]) -> bool {
+        self.may_contain_hash(key_hash(user_key))
+    }
+
+    /// [`Table::may_contain`] for a key whose [`key_hash`] is `hash`.
+    pub fn may_contain_hash(&self, hash: u64) -> bool {
         match &self.filter {
             None => true,
             Some(f) => {
-                let may = f.may_contain(user_key);
+                let may = f.may_contain_hash(hash);
                 self.cache.record_bloom_check(may);
                 may
             }

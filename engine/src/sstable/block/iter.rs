@@ -158,58 +158,8 @@ impl BlockIter {
         self.next = self.block.data_end;
     }
 
-    /// Parses the entry header at `at`.
     fn parse_header(&self, at: usize) -> Result<EntryHeader> {
-        let block = &*self.block;
-        let bad = |what: &str| block.corruption(at, what);
-        let src = block
-            .data
-            .get(at..block.data_end)
-            .ok_or_else(|| bad("entry offset"))?;
-        let mut pos = 0;
-        let mut varint = || -> Result<u64> {
-            let (v, n) = src
-                .get(pos..)
-                .and_then(get_varint64)
-                .ok_or_else(|| bad("truncated entry header"))?;
-            pos += n;
-            Ok(v)
-        };
-        let length = |v: u64| usize::try_from(v).map_err(|_| bad("entry length overflows"));
-        let shared = length(varint()?)?;
-        let non_shared = length(varint()?)?;
-        let (value_len, seqno_kind) = match block.format {
-            TableFormat::V1 => (length(varint()?)?, None),
-            TableFormat::V2 => {
-                let tag = varint()?;
-                let kind = ValueKind::try_from((tag & TAG_KIND_MASK) as u8)
-                    .map_err(|_| bad("unknown entry kind"))?;
-                let seqno = if tag & TAG_HAS_SEQNO == 0 {
-                    SeqNo::ZERO
-                } else {
-                    Some(varint()?)
-                        .filter(|&s| s <= SeqNo::MAX.get())
-                        .map(SeqNo)
-                        .ok_or_else(|| bad("sequence number above 2^56 - 1"))?
-                };
-                (length(tag >> TAG_VALUE_LEN_SHIFT)?, Some((seqno, kind)))
-            }
-        };
-        let delta_start = at + pos;
-        let delta_end = delta_start
-            .checked_add(non_shared)
-            .ok_or_else(|| bad("entry length overflows"))?;
-        let value_end = delta_end
-            .checked_add(value_len)
-            .filter(|&e| e <= block.data_end)
-            .ok_or_else(|| bad("entry runs past the restart array"))?;
-        Ok(EntryHeader {
-            shared,
-            delta_start,
-            delta_end,
-            value_end,
-            seqno_kind,
-        })
+        self.block.parse_header(at)
     }
 
     /// Parses the entry at `at` on top of the current key (empty at a restart point) and makes
@@ -277,17 +227,7 @@ impl BlockIter {
 
     /// Key stored at restart point `i`, decoded without moving the cursor.
     fn restart_key(&self, i: usize) -> Result<InternalKeyRef<'_>> {
-        let at = self.block.restart_point(i);
-        let h = self.parse_header(at)?;
-        if h.shared != 0 {
-            return Err(self.block.corruption(at, "restart entry shares a prefix"));
-        }
-        let delta = self.block.data.get(h.delta_start..h.delta_end);
-        match h.seqno_kind {
-            Some((seqno, kind)) => delta.map(|user_key| InternalKeyRef::new(user_key, seqno, kind)),
-            None => delta.and_then(InternalKeyRef::decode),
-        }
-        .ok_or_else(|| self.block.corruption(at, "malformed internal key"))
+        self.block.restart_key(i)
     }
 
     fn step_forward(&mut self) -> Result<()> {
@@ -321,16 +261,28 @@ impl InternalIterator for BlockIter {
             self.invalidate();
             return Ok(());
         }
-        // Last restart point whose key is < target (or 0).
+        // Last restart point whose key is < target (or 0). With restart prefixes, a step
+        // whose prefix differs from the target's is decided without decoding the entry.
         let (mut lo, mut hi) = (0, self.block.num_restarts - 1);
+        let target_prefix = super::key_prefix(target.user_key);
         while lo < hi {
             let mid = lo + (hi - lo).div_ceil(2);
-            let ord = match self.restart_key(mid) {
-                Ok(k) => k.cmp(&target),
-                Err(e) => {
-                    self.invalidate();
-                    return Err(e);
-                }
+            let by_prefix = self
+                .block
+                .restart_prefixes
+                .as_deref()
+                .and_then(|p| p.get(mid))
+                .map(|&p| p.cmp(&target_prefix))
+                .filter(|&o| o != Ordering::Equal);
+            let ord = match by_prefix {
+                Some(o) => o,
+                None => match self.restart_key(mid) {
+                    Ok(k) => k.cmp(&target),
+                    Err(e) => {
+                        self.invalidate();
+                        return Err(e);
+                    }
+                },
             };
             if ord == Ordering::Less {
                 lo = mid;
@@ -411,5 +363,77 @@ impl InternalIterator for BlockIter {
             .data
             .get(self.value_start..self.value_end)
             .unwrap_or_default()
+    }
+}
+
+/// Entry decoding shared by iterators and [`Block::with_restart_prefixes`].
+impl Block {
+    /// Parses the entry header at `at`.
+    fn parse_header(&self, at: usize) -> Result<EntryHeader> {
+        let block = self;
+        let bad = |what: &str| block.corruption(at, what);
+        let src = block
+            .data
+            .get(at..block.data_end)
+            .ok_or_else(|| bad("entry offset"))?;
+        let mut pos = 0;
+        let mut varint = || -> Result<u64> {
+            let (v, n) = src
+                .get(pos..)
+                .and_then(get_varint64)
+                .ok_or_else(|| bad("truncated entry header"))?;
+            pos += n;
+            Ok(v)
+        };
+        let length = |v: u64| usize::try_from(v).map_err(|_| bad("entry length overflows"));
+        let shared = length(varint()?)?;
+        let non_shared = length(varint()?)?;
+        let (value_len, seqno_kind) = match block.format {
+            TableFormat::V1 => (length(varint()?)?, None),
+            TableFormat::V2 => {
+                let tag = varint()?;
+                let kind = ValueKind::try_from((tag & TAG_KIND_MASK) as u8)
+                    .map_err(|_| bad("unknown entry kind"))?;
+                let seqno = if tag & TAG_HAS_SEQNO == 0 {
+                    SeqNo::ZERO
+                } else {
+                    Some(varint()?)
+                        .filter(|&s| s <= SeqNo::MAX.get())
+                        .map(SeqNo)
+                        .ok_or_else(|| bad("sequence number above 2^56 - 1"))?
+                };
+                (length(tag >> TAG_VALUE_LEN_SHIFT)?, Some((seqno, kind)))
+            }
+        };
+        let delta_start = at + pos;
+        let delta_end = delta_start
+            .checked_add(non_shared)
+            .ok_or_else(|| bad("entry length overflows"))?;
+        let value_end = delta_end
+            .checked_add(value_len)
+            .filter(|&e| e <= block.data_end)
+            .ok_or_else(|| bad("entry runs past the restart array"))?;
+        Ok(EntryHeader {
+            shared,
+            delta_start,
+            delta_end,
+            value_end,
+            seqno_kind,
+        })
+    }
+
+    /// Key stored at restart point `i`, decoded without moving the cursor.
+    pub(super) fn restart_key(&self, i: usize) -> Result<InternalKeyRef<'_>> {
+        let at = self.restart_point(i);
+        let h = self.parse_header(at)?;
+        if h.shared != 0 {
+            return Err(self.corruption(at, "restart entry shares a prefix"));
+        }
+        let delta = self.data.get(h.delta_start..h.delta_end);
+        match h.seqno_kind {
+            Some((seqno, kind)) => delta.map(|user_key| InternalKeyRef::new(user_key, seqno, kind)),
+            None => delta.and_then(InternalKeyRef::decode),
+        }
+        .ok_or_else(|| self.corruption(at, "malformed internal key"))
     }
 }

@@ -422,7 +422,7 @@ fn bit_flips_never_panic(format: TableFormat) -> Result<()> {
 fn arb_model() -> impl Strategy<Value = Model> {
     let user_key = prop::collection::vec(
         prop::sample::select(vec![0u8, 1, b'a', b'b', 0xfe, 0xff]),
-        0..6,
+        0..12,
     );
     let kind = prop::sample::select(vec![ValueKind::Delete, ValueKind::Put, ValueKind::Merge]);
     let entry = (
@@ -464,5 +464,26 @@ proptest! {
             Ok(())
         };
         run(&mut it).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        // The same seeks through the restart-prefix array of an index block: keys up to 11
+        // bytes from six byte values share 8-byte prefixes, end inside them, and hold zeros
+        // that the padding must not be confused with.
+        let data = Bytes::copy_from_slice(&block.data);
+        let indexed = Arc::new(
+            Block::new(data, format, path(), 0)
+                .and_then(Block::with_restart_prefixes)
+                .map_err(|e| TestCaseError::fail(e.to_string()))?,
+        );
+        run(&mut indexed.iter()).map_err(|e| TestCaseError::fail(e.to_string()))?;
     }
+}
+
+#[test]
+fn restart_prefixes_decide_only_on_unequal_prefixes() {
+    use super::key_prefix;
+    // A key that ends sorts before its extensions, even by a zero byte.
+    assert!(key_prefix(b"ab") < key_prefix(b"ab\0\x01"));
+    assert_eq!(key_prefix(b"ab"), key_prefix(b"ab\0"));
+    assert_eq!(key_prefix(b""), 0);
+    assert_eq!(key_prefix(b"12345678"), key_prefix(b"123456789"));
+    assert!(key_prefix(b"\xff") > key_prefix(b"\xfe\xff\xff\xff\xff\xff\xff\xff\xff"));
 }
