@@ -35,13 +35,21 @@ fn tiny_options(merge: usize) -> Options {
         .level0_stop_writes_trigger(12)
 }
 
-/// Keys from a small alphabet with shared prefixes and the edge cases.
+/// Keys from a small alphabet with shared prefixes and the edge cases; some longer than the
+/// 8-byte key prefixes the index seek compares first, sharing them.
 fn random_key(rng: &mut StdRng) -> Vec<u8> {
     match rng.random_range(0..10) {
         0 => b"".to_vec(),
         1 => vec![0xff],
         2 => vec![0xff, 0xff],
         3 => vec![0x00],
+        4 => {
+            let mut key = b"ab\x00\xffab\x00".to_vec();
+            let len = rng.random_range(0..4);
+            let alphabet = b"ab\x00\xff";
+            key.extend((0..len).map(|_| alphabet[rng.random_range(0..alphabet.len())]));
+            key
+        }
         _ => {
             let len = rng.random_range(1..6);
             let alphabet = b"ab\x00\xff";
