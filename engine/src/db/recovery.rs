@@ -380,13 +380,15 @@ impl KeptTables {
     /// named `lost`, a full disk): the open fails before anything is written.
     fn move_unnamed(&mut self, dir: &Path, named: &HashSet<FileNumber>) -> Result<()> {
         let fs = Arc::clone(&self.fs);
+        let lost = dir.join(filename::LOST_DIR);
         for (path, _, kind) in list_dir(&*fs, dir)? {
             let FileKind::Table(n) = kind else { continue };
             if named.contains(&n) {
                 continue;
             }
-            let lost = dir.join(filename::LOST_DIR);
-            fs.create_dir_all(&lost).ctx(&lost)?;
+            if self.moved.is_empty() {
+                fs.create_dir_all(&lost).ctx(&lost)?;
+            }
             let name = path.file_name().unwrap_or_default().to_string_lossy();
             let mut to = lost.join(&*name);
             let mut suffix = 1u32;
@@ -396,9 +398,10 @@ impl KeptTables {
             }
             fs.rename(&path, &to).ctx(&path)?;
             self.moved.push((n, path, to));
-            filename::sync_dir(&*fs, &lost)?;
         }
         if !self.moved.is_empty() {
+            // Both directories, before the manifest is rewritten without the damaged record.
+            filename::sync_dir(&*fs, &lost)?;
             filename::sync_dir(&*fs, dir)?;
         }
         Ok(())

@@ -264,15 +264,15 @@ impl InternalIterator for BlockIter {
         // Last restart point whose key is < target (or 0). With restart prefixes, a step
         // whose prefix differs from the target's is decided without decoding the entry.
         let (mut lo, mut hi) = (0, self.block.num_restarts - 1);
-        let target_prefix = super::key_prefix(target.user_key);
+        let prefixes = self
+            .block
+            .restart_prefixes
+            .as_deref()
+            .map(|p| (p, super::key_prefix(target.user_key)));
         while lo < hi {
             let mid = lo + (hi - lo).div_ceil(2);
-            let by_prefix = self
-                .block
-                .restart_prefixes
-                .as_deref()
-                .and_then(|p| p.get(mid))
-                .map(|&p| p.cmp(&target_prefix))
+            let by_prefix = prefixes
+                .and_then(|(p, target_prefix)| Some(p.get(mid)?.cmp(&target_prefix)))
                 .filter(|&o| o != Ordering::Equal);
             let ord = match by_prefix {
                 Some(o) => o,
