@@ -784,6 +784,16 @@ fn writes_after_an_ingest_replay_across_its_sequence_number() -> TestResult {
 
 /// Flips the last byte of the live manifest of the closed database in `dir` (damage inside
 /// its last record, as bit rot of an fsynced edit would leave).
+/// Abandons `db` as a crash would (no close: nothing more is flushed or synced) and removes
+/// the `LOCK` file its process would have released, so `dir` can be opened again. The
+/// database must be idle (no flush or compaction running): its threads are leaked, not
+/// stopped.
+fn crash(db: Db, dir: &std::path::Path) -> TestResult {
+    std::mem::forget(db);
+    std::fs::remove_file(dir.join(crate::filename::LOCK))?;
+    Ok(())
+}
+
 fn damage_last_manifest_record(dir: &std::path::Path) -> TestResult {
     let number = crate::version::manifest::read_current(&*crate::fs::os(), dir)?;
     let path = crate::filename::manifest_path(dir, number);
@@ -818,8 +828,7 @@ fn a_lost_flush_edit_whose_wal_is_gone_fails_the_open_instead_of_losing_its_writ
     db.put(b"a", b"1")?;
     db.flush()?;
     db.put(b"b", b"2")?;
-    std::mem::forget(db);
-    std::fs::remove_file(dir.path().join(crate::filename::LOCK))?;
+    crash(db, dir.path())?;
     let tables = table_names(dir.path());
     assert_eq!(tables.len(), 1);
     damage_last_manifest_record(dir.path())?;
@@ -856,8 +865,7 @@ fn tables_a_damaged_last_manifest_record_may_have_added_are_kept_in_lost() -> Te
     let db = Db::open(dir.path(), Options::default())?;
     db.put(b"a", b"1")?;
     db.flush()?;
-    std::mem::forget(db);
-    std::fs::remove_file(dir.path().join(crate::filename::LOCK))?;
+    crash(db, dir.path())?;
     let tables = table_names(dir.path());
     assert_eq!(tables.len(), 1);
     let bytes = std::fs::read(dir.path().join(&tables[0]))?;
@@ -896,8 +904,7 @@ fn a_table_that_cannot_be_kept_in_lost_fails_the_open_before_anything_is_written
     let db = Db::open(dir.path(), Options::default())?;
     db.put(b"a", b"1")?;
     db.flush()?;
-    std::mem::forget(db);
-    std::fs::remove_file(dir.path().join(crate::filename::LOCK))?;
+    crash(db, dir.path())?;
     let tables = table_names(dir.path());
     damage_last_manifest_record(dir.path())?;
     let lost = dir.path().join(crate::filename::LOST_DIR);
@@ -981,15 +988,13 @@ fn writes_of_a_dropped_keyspace_do_not_read_as_missing_records() -> TestResult {
     db.drop_keyspace("k")?;
     db.flush()?;
     db.put(b"b", b"2")?;
-    std::mem::forget(db);
-    std::fs::remove_file(dir.path().join(crate::filename::LOCK))?;
+    crash(db, dir.path())?;
     for _ in 0..2 {
         let db = Db::open(dir.path(), Options::default())?;
         assert_eq!(db.get(b"a")?.as_deref(), Some(&b"1"[..]));
         assert_eq!(db.get(b"b")?.as_deref(), Some(&b"2"[..]));
         db.put(b"c", b"3")?;
-        std::mem::forget(db);
-        std::fs::remove_file(dir.path().join(crate::filename::LOCK))?;
+        crash(db, dir.path())?;
     }
     Ok(())
 }
