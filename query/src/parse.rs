@@ -1,11 +1,13 @@
 //! The only caller of `sqlparser`: SQL text → sqlparser statements.
 //!
 //! We parse with [`GenericDialect`] (accepts the common spellings of PostgreSQL, MySQL and
-//! SQLite); [`crate::translate`] then maps the result onto our own AST.
+//! SQLite); [`crate::translate`] then maps the result onto our own AST. Between tokenizing and
+//! parsing, adjacent string constants get PostgreSQL's rule ([`join_string_constants`]).
 
 use sqlparser::ast::Statement as SqlStatement;
 use sqlparser::dialect::GenericDialect;
-use sqlparser::parser::Parser;
+use sqlparser::parser::{Parser, ParserError};
+use sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer, Whitespace};
 
 use crate::error::Result;
 
@@ -17,5 +19,113 @@ pub const DIALECT: GenericDialect = GenericDialect {};
 /// # Errors
 /// [`crate::QueryError::Parse`] with the line and column of the first syntax error.
 pub fn parse(sql: &str) -> Result<Vec<SqlStatement>> {
-    Ok(Parser::parse_sql(&DIALECT, sql)?)
+    let tokens = Tokenizer::new(&DIALECT, sql)
+        .with_unescape(true)
+        .tokenize_with_location()
+        .map_err(ParserError::from)?;
+    let tokens = join_string_constants(tokens)?;
+    Ok(Parser::new(&DIALECT)
+        .with_tokens_with_locations(tokens)
+        .parse_statements()?)
+}
+
+/// Applies PostgreSQL's rule for string constants that follow each other (from the SQL
+/// standard; PostgreSQL manual, "Lexical Structure", section 4.1.2.1): separated only by
+/// whitespace that includes at least one newline, they are one constant (`'a'` newline `'b'`
+/// is `'ab'`); on one line, the second is a syntax error. `GenericDialect` would otherwise
+/// read the second constant as a column alias (`SELECT 'a' 'b'` returned `a` named `b`).
+fn join_string_constants(tokens: Vec<TokenWithSpan>) -> Result<Vec<TokenWithSpan>, ParserError> {
+    let mut out: Vec<TokenWithSpan> = Vec::with_capacity(tokens.len());
+    // Index in `out` of the string constant that only whitespace follows so far, and whether
+    // that whitespace holds a newline.
+    let mut open: Option<(usize, bool)> = None;
+    for t in tokens {
+        match (&t.token, &mut open) {
+            (Token::Whitespace(w), Some((_, newline))) => {
+                *newline |= matches!(
+                    w,
+                    Whitespace::Newline | Whitespace::SingleLineComment { .. }
+                );
+                out.push(t);
+            }
+            (Token::SingleQuotedString(next), Some((at, true))) => {
+                let at = *at;
+                if let Some(TokenWithSpan {
+                    token: Token::SingleQuotedString(first),
+                    span,
+                }) = out.get_mut(at)
+                {
+                    first.push_str(next);
+                    span.end = t.span.end;
+                }
+                // The whitespace between the two belongs inside the joined constant's span.
+                out.truncate(at + 1);
+                open = Some((at, false));
+            }
+            (Token::SingleQuotedString(_), Some((_, false))) => {
+                return Err(ParserError::ParserError(format!(
+                    "string constants on one line must be joined with || (or put on separate \
+                     lines), found: {} at Line: {}, Column: {}",
+                    t.token, t.span.start.line, t.span.start.column
+                )));
+            }
+            (Token::SingleQuotedString(_), None) => {
+                open = Some((out.len(), false));
+                out.push(t);
+            }
+            _ => {
+                open = None;
+                out.push(t);
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn select_text(sql: &str) -> String {
+        match parse(sql) {
+            Ok(stmts) => stmts
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; "),
+            Err(e) => format!("error: {e}"),
+        }
+    }
+
+    #[test]
+    fn string_constants_on_separate_lines_are_joined() {
+        assert_eq!(select_text("SELECT 'a'\n'b'"), "SELECT 'ab'");
+        assert_eq!(
+            select_text("SELECT 'a'  \n  'b' \n'c' AS x"),
+            "SELECT 'abc' AS x"
+        );
+        assert_eq!(select_text("SELECT 'a' -- note\n'b'"), "SELECT 'ab'");
+        // Quotes inside the constants survive the join.
+        assert_eq!(select_text("SELECT 'it''s'\n' ok'"), "SELECT 'it''s ok'");
+    }
+
+    #[test]
+    fn string_constants_on_one_line_are_a_syntax_error() {
+        let e = select_text("SELECT 'a' 'b'");
+        assert!(
+            e.starts_with("error: syntax error: string constants on one line"),
+            "{e}"
+        );
+        assert!(e.contains("Line: 1, Column: 12"), "{e}");
+    }
+
+    #[test]
+    fn other_uses_of_string_constants_are_unchanged() {
+        assert_eq!(select_text("SELECT 'a' AS 'b'"), "SELECT 'a' AS 'b'");
+        assert_eq!(
+            select_text("SELECT x FROM t WHERE x IN ('a',\n'b')"),
+            "SELECT x FROM t WHERE x IN ('a', 'b')"
+        );
+        assert_eq!(select_text("SELECT 'a' || 'b'"), "SELECT 'a' || 'b'");
+    }
 }

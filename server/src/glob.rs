@@ -6,7 +6,14 @@
 //! backtrack point, the last `*`), so hostile patterns cannot blow up.
 
 /// True when `key` matches `pattern`.
+///
+/// The empty key matches only the patterns `*` and the empty pattern, as in Redis 7.0 (its
+/// `stringmatchlen` compares nothing for an empty string, and `KEYS` and `SCAN` take `*`
+/// alone as "every key"): `**` or `*[a]*`-style patterns that would match it here do not.
 pub fn matches(pattern: &[u8], key: &[u8]) -> bool {
+    if key.is_empty() {
+        return pattern.is_empty() || pattern == b"*";
+    }
     let (mut p, mut k) = (0usize, 0usize);
     // Position after the last `*` seen, and the key position it is currently matched up to.
     let mut star: Option<(usize, usize)> = None;
@@ -91,6 +98,11 @@ mod tests {
     fn wildcards_classes_and_escapes() {
         let cases: &[(&str, &str, bool)] = &[
             ("*", "", true),
+            ("", "", true),
+            // Redis 7.0: the empty key matches nothing else, not even `**`.
+            ("**", "", false),
+            ("*?*", "", false),
+            ("", "a", false),
             ("*", "anything", true),
             ("h?llo", "hello", true),
             ("h?llo", "hllo", false),

@@ -366,13 +366,17 @@ async fn accept_loop(
     }
 }
 
-/// Answers a connection over `max_clients` with an error and closes it.
+/// Answers a connection over `max_clients` with an error and closes it (a PostgreSQL client
+/// after its startup packet: [`crate::pg::refuse_too_many`]), within 5 s.
 async fn reject(mut stream: TcpStream, protocol: Protocol) {
-    let message: Vec<u8> = match protocol {
-        Protocol::Resp => b"-ERR max number of clients reached\r\n".to_vec(),
-        Protocol::Pg => crate::pg::too_many_connections(),
+    let limit = Duration::from_secs(5);
+    let _ = match protocol {
+        Protocol::Resp => {
+            let refusal = stream.write_all(b"-ERR max number of clients reached\r\n");
+            tokio::time::timeout(limit, refusal).await
+        }
+        Protocol::Pg => tokio::time::timeout(limit, crate::pg::refuse_too_many(&mut stream)).await,
     };
-    let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(&message)).await;
     let _ = stream.shutdown().await;
 }
 

@@ -269,6 +269,13 @@ fn errors_match_redis_replies() {
         b"-ERR database name '007' has only digits and '-': SELECT would read it as an index; \
           include a letter or '_'\r\n",
     );
+    let mut reply = Vec::new();
+    std::io::Write::write_all(&mut raw, &encode(&[b"DATABASES", b"CREATE", b""])).unwrap();
+    while !reply.ends_with(b"\r\n") {
+        reply.extend(server_util::read_exactly(&mut raw, 1));
+    }
+    let reply = String::from_utf8_lossy(&reply);
+    assert!(reply.contains("must be 1 to 64 characters long"), "{reply}");
     // Without a password the default user is `nopass`, as in Redis 7.
     roundtrip(&mut raw, &encode(&[b"AUTH", b"default", b"pw"]), b"+OK\r\n");
     roundtrip(
@@ -466,6 +473,67 @@ fn keys_dbsize_and_flushdb() -> TestResult {
     let () = redis::cmd("FLUSHDB").query(&mut c)?;
     assert_eq!(redis::cmd("DBSIZE").query::<i64>(&mut c)?, 0);
     let () = redis::cmd("FLUSHALL").query(&mut c)?;
+    // Redis 7.0: the empty key matches only `*` (and the empty pattern), not `**`.
+    let () = c.mset(&[("", "e"), ("a", "x")])?;
+    let mut keys: Vec<String> = c.keys("*")?;
+    keys.sort();
+    assert_eq!(keys, vec!["", "a"]);
+    assert_eq!(c.keys::<_, Vec<String>>("**")?, vec!["a"]);
+    let (_, scanned): (u64, Vec<String>) = redis::cmd("SCAN")
+        .arg(0)
+        .arg("MATCH")
+        .arg("*?*")
+        .query(&mut c)?;
+    assert_eq!(scanned, vec!["a"]);
+    Ok(())
+}
+
+#[test]
+fn help_and_client_list_follow_redis() -> TestResult {
+    let server = TestServer::start(|_| {});
+    let mut c = server.client();
+    for (command, listed) in [
+        ("CLIENT", "SETNAME <name>"),
+        ("COMMAND", "DOCS [<command-name> ...]"),
+        ("CONFIG", "GET <pattern> [<pattern> ...]"),
+        ("FUNCTION", "FLUSH [ASYNC|SYNC]"),
+    ] {
+        let help: Vec<String> = redis::cmd(command).arg("help").query(&mut c)?;
+        assert!(
+            help[0].starts_with(&format!("{command} <subcommand>")),
+            "{help:?}"
+        );
+        assert!(help.iter().any(|l| l == listed), "{help:?}");
+        assert_eq!(
+            help.last().map(String::as_str),
+            Some("    Print this help.")
+        );
+        let err = redis::cmd(command)
+            .arg("HELP")
+            .arg("x")
+            .query::<Vec<String>>(&mut c)
+            .unwrap_err();
+        let sub = format!("{}|help", command.to_ascii_lowercase());
+        assert!(err.to_string().contains(&sub), "{err}");
+    }
+    let id: i64 = redis::cmd("CLIENT").arg("ID").query(&mut c)?;
+    let list = |args: &[&str], c: &mut redis::Connection| -> redis::RedisResult<String> {
+        redis::cmd("CLIENT").arg("LIST").arg(args).query(c)
+    };
+    let mine = format!("id={id} ");
+    assert!(list(&[], &mut c)?.starts_with(&mine));
+    assert!(list(&["TYPE", "normal"], &mut c)?.starts_with(&mine));
+    assert_eq!(list(&["TYPE", "pubsub"], &mut c)?, "");
+    assert!(list(&["ID", "999999", &id.to_string()], &mut c)?.starts_with(&mine));
+    assert_eq!(list(&["ID", "999999"], &mut c)?, "");
+    for (args, error) in [
+        (&["foo"][..], "syntax error"),
+        (&["TYPE", "bogus"], "Unknown client type 'bogus'"),
+        (&["ID", "x"], "Invalid client ID"),
+    ] {
+        let err = list(args, &mut c).unwrap_err();
+        assert!(err.to_string().contains(error), "{args:?}: {err}");
+    }
     Ok(())
 }
 
@@ -611,13 +679,21 @@ fn auth_is_required_when_a_password_is_set() -> TestResult {
         b"AUTH default s3cret\r\nGET k\r\n",
         b"+OK\r\n$-1\r\n",
     );
-    // Before AUTH, requests are limited to 10 arguments.
+    // Before AUTH, requests are limited to 10 arguments of 16 KiB, with Redis's texts.
     let mut raw2 = server.raw();
     std::io::Write::write_all(&mut raw2, b"*11\r\n")?;
-    let reply = server_util::read_exactly(&mut raw2, 46);
-    assert_eq!(
-        reply,
-        b"-ERR Protocol error: invalid multibulk length\r\n"[..46]
+    let want = b"-ERR Protocol error: unauthenticated multibulk length\r\n";
+    assert_eq!(server_util::read_exactly(&mut raw2, want.len()), want);
+    let mut raw2 = server.raw();
+    std::io::Write::write_all(&mut raw2, b"*1\r\n$20000\r\n")?;
+    let want = b"-ERR Protocol error: unauthenticated bulk length\r\n";
+    assert_eq!(server_util::read_exactly(&mut raw2, want.len()), want);
+    roundtrip(
+        &mut server.raw(),
+        b"HELLO 3\r\n",
+        b"-NOAUTH HELLO must be called with the client already authenticated, otherwise the \
+          HELLO AUTH <user> <pass> option can be used to authenticate the client and select \
+          the RESP protocol version at the same time\r\n",
     );
     // The redis crate authenticates from the URL.
     let url = format!("redis://:s3cret@{}/", server.resp_addr());

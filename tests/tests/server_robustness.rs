@@ -398,6 +398,119 @@ fn a_postgres_startup_without_a_user_is_refused_with_28000() {
 }
 
 #[test]
+#[expect(
+    clippy::big_endian_bytes,
+    reason = "the PostgreSQL protocol's integers are big-endian"
+)]
+fn postgres_connections_beyond_maxclients_get_53300_after_declined_ssl() {
+    let server = TestServer::start(|c| c.max_clients = 1);
+    let _held = server.raw();
+    std::thread::sleep(Duration::from_millis(100));
+    // libpq's default (sslmode=prefer): SSLRequest first. It must be declined with `N` so
+    // the client goes on to its startup packet and then reads the refusal.
+    let mut pg = TcpStream::connect(server.pg_addr()).unwrap();
+    let mut ssl_request = 8u32.to_be_bytes().to_vec();
+    ssl_request.extend_from_slice(&80_877_103u32.to_be_bytes());
+    pg.write_all(&ssl_request).unwrap();
+    assert_eq!(read_exactly(&mut pg, 1), b"N");
+    pg.write_all(&pg_startup(&[("user", "lab")])).unwrap();
+    let reply = read_until_closed(&mut pg);
+    assert!(has_sqlstate(&reply, "53300"), "{}", reply.escape_ascii());
+    // Without SSL (sslmode=disable): the startup packet, then the refusal.
+    let mut pg = TcpStream::connect(server.pg_addr()).unwrap();
+    pg.write_all(&pg_startup(&[("user", "lab")])).unwrap();
+    let reply = read_until_closed(&mut pg);
+    assert!(has_sqlstate(&reply, "53300"), "{}", reply.escape_ascii());
+}
+
+/// Reads backend messages until one with tag `until`; returns the tags and bodies read.
+#[expect(
+    clippy::big_endian_bytes,
+    reason = "the PostgreSQL protocol's integers are big-endian"
+)]
+fn pg_messages_until(stream: &mut TcpStream, until: u8) -> Vec<(u8, Vec<u8>)> {
+    let mut got = Vec::new();
+    loop {
+        let head = read_exactly(stream, 5);
+        assert_eq!(head.len(), 5, "connection closed after {got:?}");
+        let len = u32::from_be_bytes([head[1], head[2], head[3], head[4]]);
+        let body = read_exactly(stream, usize::try_from(len).unwrap() - 4);
+        got.push((head[0], body));
+        if head[0] == until {
+            return got;
+        }
+    }
+}
+
+/// A frontend message: tag, length, body.
+#[expect(
+    clippy::big_endian_bytes,
+    reason = "the PostgreSQL protocol's integers are big-endian"
+)]
+fn pg_message(tag: u8, body: &[u8]) -> Vec<u8> {
+    let mut m = vec![tag];
+    m.extend_from_slice(&u32::try_from(body.len() + 4).unwrap().to_be_bytes());
+    m.extend_from_slice(body);
+    m
+}
+
+#[test]
+fn parsing_an_existing_named_statement_again_is_refused_with_42p05() {
+    let server = TestServer::start(|_| {});
+    let mut pg = TcpStream::connect(server.pg_addr()).unwrap();
+    pg.write_all(&pg_startup(&[("user", "lab"), ("database", "run1")]))
+        .unwrap();
+    pg_messages_until(&mut pg, b'Z');
+    let parse = |name: &str, sql: &str| {
+        let body = [name.as_bytes(), b"\0", sql.as_bytes(), b"\0", &[0, 0]].concat();
+        pg_message(b'P', &body)
+    };
+    let sync = pg_message(b'S', &[]);
+    // s1, then s1 again: PostgreSQL refuses the second (pgwire replaced it silently).
+    pg.write_all(
+        &[
+            parse("s1", "SELECT 1"),
+            parse("s1", "SELECT 2"),
+            sync.clone(),
+        ]
+        .concat(),
+    )
+    .unwrap();
+    let got = pg_messages_until(&mut pg, b'Z');
+    let tags: Vec<u8> = got.iter().map(|(t, _)| *t).collect();
+    assert_eq!(tags, b"1EZ", "{got:?}");
+    assert!(
+        has_sqlstate(&pg_message(b'E', &got[1].1), "42P05"),
+        "{got:?}"
+    );
+    // The unnamed statement is replaced, as in PostgreSQL.
+    pg.write_all(&[parse("", "SELECT 1"), parse("", "SELECT 2"), sync.clone()].concat())
+        .unwrap();
+    let tags: Vec<u8> = pg_messages_until(&mut pg, b'Z')
+        .iter()
+        .map(|(t, _)| *t)
+        .collect();
+    assert_eq!(tags, b"11Z");
+    // After DEALLOCATE ALL (psycopg's rollback) or DEALLOCATE s1, the name can be used again.
+    for deallocate in ["DEALLOCATE ALL", "DEALLOCATE s1"] {
+        let query = pg_message(b'Q', &[deallocate.as_bytes(), b"\0"].concat());
+        pg.write_all(&query).unwrap();
+        let tags: Vec<u8> = pg_messages_until(&mut pg, b'Z')
+            .iter()
+            .map(|(t, _)| *t)
+            .collect();
+        assert_eq!(tags, b"CZ", "{deallocate}");
+        pg.write_all(&[parse("s1", "SELECT 3"), sync.clone()].concat())
+            .unwrap();
+        let tags: Vec<u8> = pg_messages_until(&mut pg, b'Z')
+            .iter()
+            .map(|(t, _)| *t)
+            .collect();
+        assert_eq!(tags, b"1Z", "after {deallocate}");
+    }
+}
+
+#[test]
 fn postgres_connections_that_never_finish_their_startup_are_closed() {
     let server = TestServer::start(|c| c.pg_startup_timeout = Duration::from_millis(500));
     // A length field too small for any startup packet, then nothing (pgwire waits for more);

@@ -427,10 +427,23 @@ enum Acc {
 
 /// A running SUM: integers add exactly (in 128 bits, checked against 64 bits at the end, so
 /// the result does not depend on the order rows are added in), a double makes it a DOUBLE.
+/// Finite doubles whose sum is not finite make it `Overflow`, which stays (an error at the
+/// end, as `d + d` is and as PostgreSQL's `sum(float8)` is).
 enum Sum {
     Empty,
     Int(i128),
     Double(f64),
+    Overflow,
+}
+
+/// `a + b`, or `Sum::Overflow` when finite operands give an infinite (or NaN) sum.
+fn add_doubles(a: f64, b: f64) -> Sum {
+    let r = a + b;
+    if a.is_finite() && b.is_finite() && !r.is_finite() {
+        Sum::Overflow
+    } else {
+        Sum::Double(r)
+    }
 }
 
 impl Sum {
@@ -441,12 +454,13 @@ impl Sum {
     fn add(&mut self, other: Sum) {
         *self = match (std::mem::replace(self, Sum::Empty), other) {
             (Sum::Empty, o) | (o, Sum::Empty) => o,
+            (Sum::Overflow, _) | (_, Sum::Overflow) => Sum::Overflow,
             // 2^63 additions of i64 values cannot leave i128.
             (Sum::Int(a), Sum::Int(b)) => Sum::Int(a.saturating_add(b)),
             (Sum::Int(a), Sum::Double(b)) | (Sum::Double(b), Sum::Int(a)) => {
-                Sum::Double(a as f64 + b)
+                add_doubles(a as f64, b)
             }
-            (Sum::Double(a), Sum::Double(b)) => Sum::Double(a + b),
+            (Sum::Double(a), Sum::Double(b)) => add_doubles(a, b),
         };
     }
 }
@@ -536,9 +550,12 @@ impl Acc {
     /// The aggregate's value.
     ///
     /// # Errors
-    /// `integer overflow in SUM` when an integer sum does not fit 64 bits.
+    /// `integer overflow in SUM` when an integer sum does not fit 64 bits; `double overflow
+    /// in SUM` (or `AVG`) when a sum of finite doubles is not finite.
     fn finish(self) -> Result<Value> {
         Ok(match self {
+            Acc::Sum(Sum::Overflow) => return exec_err("double overflow in SUM"),
+            Acc::Avg(Sum::Overflow, _) => return exec_err("double overflow in AVG"),
             Acc::Count(n) => Value::Int(n),
             Acc::Sum(Sum::Empty) => Value::Null,
             Acc::Sum(Sum::Int(i)) => Value::Int(
@@ -552,7 +569,7 @@ impl Acc {
                 let total = match sum {
                     Sum::Int(i) => i as f64,
                     Sum::Double(d) => d,
-                    Sum::Empty => 0.0,
+                    Sum::Empty | Sum::Overflow => 0.0,
                 };
                 Value::Double(total / n as f64)
             }

@@ -148,9 +148,14 @@ fn number(s: &str) -> Result<Value> {
     if let Ok(i) = s.parse::<i64>() {
         return Ok(Value::Int(i));
     }
-    s.parse::<f64>()
-        .map(Value::Double)
-        .map_err(|_| QueryError::Translate(format!("bad number {s}")))
+    match s.parse::<f64>() {
+        Ok(d) if d.is_finite() => Ok(Value::Double(d)),
+        // As PostgreSQL refuses `2e308`: an infinity would be stored, and NaN follow from it.
+        Ok(_) => Err(QueryError::Translate(format!(
+            "{s} is out of range for type DOUBLE"
+        ))),
+        Err(_) => Err(QueryError::Translate(format!("bad number {s}"))),
+    }
 }
 
 fn hex(h: &str) -> Result<Vec<u8>> {

@@ -20,7 +20,7 @@
 
 mod values;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Debug;
 use std::io::Write as _;
 use std::sync::Arc;
@@ -28,8 +28,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use futures::Sink;
 use futures::stream;
+use futures::{Sink, SinkExt};
 use parking_lot::Mutex;
 use pgwire::api::auth::cleartext::CleartextPasswordAuthStartupHandler;
 use pgwire::api::auth::noop::NoopStartupHandler;
@@ -45,11 +45,13 @@ use pgwire::api::results::{
 use pgwire::api::stmt::{QueryParser, StoredStatement};
 use pgwire::api::store::PortalStore;
 use pgwire::api::{
-    ClientInfo, ClientPortalStore, METADATA_DATABASE, METADATA_USER, PgWireServerHandlers, Type,
+    ClientInfo, ClientPortalStore, DEFAULT_NAME, METADATA_DATABASE, METADATA_USER,
+    PgWireServerHandlers, Type,
 };
 use pgwire::api::{PgWireConnectionState, PidSecretKeyGenerator, RandomPidSecretKeyGenerator};
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::cancel::CancelRequest;
+use pgwire::messages::extendedquery::{Parse, ParseComplete};
 use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
@@ -82,9 +84,53 @@ fn fatal_message(code: &str, text: &str) -> Vec<u8> {
 }
 
 /// An ErrorResponse (SQLSTATE 53300, "too many connections") for connections over
-/// `max_clients`, sent before the startup message is read.
+/// `max_clients`.
 pub(crate) fn too_many_connections() -> Vec<u8> {
     fatal_message("53300", "sorry, too many clients already")
+}
+
+/// Codes of the 8-byte requests a client may send before its startup packet: `SSLRequest`
+/// and `GSSENCRequest` (PostgreSQL's protocol docs, "Message Formats").
+const ENCRYPTION_REQUESTS: [u32; 2] = [80_877_103, 80_877_104];
+
+/// Largest startup packet read (PostgreSQL's `MAX_STARTUP_PACKET_LENGTH`).
+const MAX_STARTUP_PACKET: usize = 10_000;
+
+/// Refuses a connection over `max_clients` as PostgreSQL does: SSL and GSS encryption
+/// requests are declined (`N`), the startup packet is read, then FATAL 53300 is sent. Sent
+/// at once instead, libpq's default `sslmode=prefer` took the error for the answer to its
+/// SSL request and only reported "error response during SSL exchange". Reading the startup
+/// packet first also keeps unread bytes from turning the close into a reset that can
+/// discard the error before the client reads it. The caller bounds the time taken.
+///
+/// # Errors
+/// The socket's, if reading or writing fails (the client went away).
+pub(crate) async fn refuse_too_many(stream: &mut TcpStream) -> std::io::Result<()> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    for _ in 0..=ENCRYPTION_REQUESTS.len() {
+        let mut head = [0u8; 8];
+        stream.read_exact(&mut head).await?;
+        #[expect(
+            clippy::big_endian_bytes,
+            reason = "PostgreSQL's wire format is big-endian (network order)"
+        )]
+        let (len, code) = (
+            u32::from_be_bytes([head[0], head[1], head[2], head[3]]),
+            u32::from_be_bytes([head[4], head[5], head[6], head[7]]),
+        );
+        if len == 8 && ENCRYPTION_REQUESTS.contains(&code) {
+            stream.write_all(b"N").await?;
+            continue;
+        }
+        let rest = usize::try_from(len)
+            .unwrap_or(usize::MAX)
+            .clamp(8, MAX_STARTUP_PACKET)
+            - 8;
+        let mut discard = vec![0u8; rest];
+        stream.read_exact(&mut discard).await?;
+        break;
+    }
+    stream.write_all(&too_many_connections()).await
 }
 
 /// When a connection last did something, and whether a request is running, for the idle
@@ -292,6 +338,7 @@ impl PgHandlers {
                 running: Arc::new(Mutex::new(None)),
                 backend_key: Mutex::new(None),
                 statement_timeout: Arc::clone(&statement_timeout),
+                named_statements: Mutex::new(HashSet::new()),
             }),
             startup,
             cancel,
@@ -511,7 +558,16 @@ struct PgQuery {
     /// The connection's `statement_timeout` (`None`: no limit, the default), which the
     /// startup `options` may set.
     statement_timeout: Arc<Mutex<Option<Duration>>>,
+    /// Names of the named statements parsed since the last `DEALLOCATE ALL` (which cannot
+    /// empty pgwire's store, see [`response_in`]): a statement is "prepared" while it is in
+    /// the store and here, and only then does a Parse under its name fail with 42P05. Pruned
+    /// to the store's names when it grows past [`NAMED_STATEMENTS_PRUNE`].
+    named_statements: Mutex<HashSet<String>>,
 }
+
+/// Size of [`PgQuery::named_statements`] at which names no longer in the store (closed or
+/// deallocated one by one) are dropped from it.
+const NAMED_STATEMENTS_PRUNE: usize = 1024;
 
 impl Drop for PgQuery {
     fn drop(&mut self) {
@@ -770,25 +826,39 @@ fn response(outcome: Outcome, format: &Format) -> Response {
     }
 }
 
-/// `response` for a statement of a connection whose prepared statements are `store`:
-/// `DEALLOCATE name` removes the statement (SQLSTATE 26000 if there is none, as in
-/// PostgreSQL). `DEALLOCATE ALL` is acknowledged but removes nothing: pgwire's store cannot
-/// list its statements. Each stays until the client prepares another under its name (psycopg
-/// reuses its names after `DEALLOCATE ALL`) or the connection closes.
-fn response_in<S: PortalStore>(store: &S, outcome: Outcome, format: &Format) -> Response {
-    match outcome {
-        Outcome::Deallocate(Some(name)) => {
-            if store.get_statement(&name).is_none() {
-                return Response::Error(Box::new(ErrorInfo::new(
-                    "ERROR".to_owned(),
-                    "26000".to_owned(),
-                    format!("prepared statement \"{name}\" does not exist"),
-                )));
+impl PgQuery {
+    /// `response` for a statement of this connection, whose prepared statements are `store`:
+    /// `DEALLOCATE name` removes the statement (SQLSTATE 26000 if there is none, as in
+    /// PostgreSQL). `DEALLOCATE ALL` cannot empty the store (pgwire's store cannot list its
+    /// statements): it forgets the names in [`PgQuery::named_statements`], so each
+    /// statement stays in the store until the client prepares another under its name
+    /// (psycopg reuses its names after `DEALLOCATE ALL`), which then replaces it, or the
+    /// connection closes.
+    fn response_in<S: PortalStore>(
+        &self,
+        store: &S,
+        outcome: Outcome,
+        format: &Format,
+    ) -> Response {
+        match outcome {
+            Outcome::Deallocate(Some(name)) => {
+                if store.get_statement(&name).is_none() {
+                    return Response::Error(Box::new(ErrorInfo::new(
+                        "ERROR".to_owned(),
+                        "26000".to_owned(),
+                        format!("prepared statement \"{name}\" does not exist"),
+                    )));
+                }
+                store.rm_statement(&name);
+                self.named_statements.lock().remove(&name);
+                Response::Execution(Tag::new("DEALLOCATE"))
             }
-            store.rm_statement(&name);
-            Response::Execution(Tag::new("DEALLOCATE"))
+            Outcome::Deallocate(None) => {
+                self.named_statements.lock().clear();
+                response(Outcome::Deallocate(None), format)
+            }
+            other => response(other, format),
         }
-        other => response(other, format),
     }
 }
 
@@ -817,7 +887,7 @@ impl SimpleQueryHandler for PgQuery {
         Ok(outcomes
             .into_iter()
             .map(|r| match r {
-                Ok(o) => response_in(client.portal_store(), o, &Format::UnifiedText),
+                Ok(o) => self.response_in(client.portal_store(), o, &Format::UnifiedText),
                 Err(e) => {
                     e.log_corruption();
                     Response::Error(Box::new(ErrorInfo::new(
@@ -873,6 +943,49 @@ impl ExtendedQueryHandler for PgQuery {
 
     fn query_parser(&self) -> Arc<Self::QueryParser> {
         Arc::clone(&self.parser)
+    }
+
+    /// Parse, as pgwire's default does, except that a named statement that already exists
+    /// is refused with 42P05, as PostgreSQL refuses it (pgwire replaced it silently); the
+    /// unnamed statement is replaced, as in PostgreSQL.
+    async fn on_parse<C>(&self, client: &mut C, message: Parse) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let name = message
+            .name
+            .clone()
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| DEFAULT_NAME.to_owned());
+        let named = name != DEFAULT_NAME;
+        if named
+            && self.named_statements.lock().contains(&name)
+            && client.portal_store().get_statement(&name).is_some()
+        {
+            return Err(user_error(
+                "42P05",
+                format!("prepared statement \"{name}\" already exists"),
+            ));
+        }
+        match StoredStatement::parse(client, &message, self.query_parser()).await? {
+            Some(stmt) => client.portal_store().put_statement(Arc::new(stmt)),
+            None => client.portal_store().put_empty_statement(&name),
+        }
+        if named {
+            let mut live = self.named_statements.lock();
+            if live.len() >= NAMED_STATEMENTS_PRUNE {
+                let store = client.portal_store();
+                live.retain(|n| store.get_statement(n).is_some());
+            }
+            live.insert(name);
+        }
+        client
+            .send(PgWireBackendMessage::ParseComplete(ParseComplete::new()))
+            .await?;
+        Ok(())
     }
 
     async fn do_describe_statement<C>(
@@ -959,10 +1072,6 @@ impl ExtendedQueryHandler for PgQuery {
             .run_statement(client, sql)
             .await?
             .map_err(|e| sql_error(&e))?;
-        Ok(response_in(
-            client.portal_store(),
-            outcome,
-            &portal.result_column_format,
-        ))
+        Ok(self.response_in(client.portal_store(), outcome, &portal.result_column_format))
     }
 }

@@ -31,6 +31,11 @@ pub struct Limits {
     pub max_args: usize,
     /// Longest inline request line, in bytes (Redis: 64 KiB).
     pub max_inline_bytes: usize,
+    /// These are [`Limits::unauthenticated`]'s limits: going over `max_args` or
+    /// `max_bulk_bytes` is reported as Redis reports it to a client that has not
+    /// authenticated ([`ProtocolError::UnauthenticatedMultibulkLength`] and
+    /// [`ProtocolError::UnauthenticatedBulkLength`]).
+    pub unauthenticated: bool,
 }
 
 impl Default for Limits {
@@ -40,6 +45,7 @@ impl Default for Limits {
             max_bulk_bytes: 512 << 20,
             max_args: 1 << 20,
             max_inline_bytes: 64 << 10,
+            unauthenticated: false,
         }
     }
 }
@@ -53,6 +59,7 @@ impl Limits {
             max_bulk_bytes: self.max_bulk_bytes.min(16 << 10),
             max_args: self.max_args.min(10),
             max_inline_bytes: self.max_inline_bytes.min(16 << 10),
+            unauthenticated: true,
         }
     }
 }
@@ -68,6 +75,12 @@ pub enum ProtocolError {
     /// The `$length` line is not a number or is over [`Limits::max_bulk_bytes`].
     #[error("invalid bulk length")]
     InvalidBulkLength,
+    /// The `*count` line is over the unauthenticated limit (10 arguments).
+    #[error("unauthenticated multibulk length")]
+    UnauthenticatedMultibulkLength,
+    /// The `$length` line is over the unauthenticated limit (16 KiB).
+    #[error("unauthenticated bulk length")]
+    UnauthenticatedBulkLength,
     /// An argument of a multibulk request does not start with `$`.
     #[error("expected '$', got '{0}'")]
     ExpectedDollar(char),
@@ -157,7 +170,11 @@ impl RequestParser {
                     return Ok(None);
                 };
                 if count > i64::try_from(limits.max_args).unwrap_or(i64::MAX) {
-                    return Err(ProtocolError::InvalidMultibulkLength);
+                    return Err(if limits.unauthenticated {
+                        ProtocolError::UnauthenticatedMultibulkLength
+                    } else {
+                        ProtocolError::InvalidMultibulkLength
+                    });
                 }
                 if count <= 0 {
                     let _ = buf.split_to(line_end);
@@ -200,7 +217,11 @@ impl RequestParser {
             };
             let len = usize::try_from(len).map_err(|_| ProtocolError::InvalidBulkLength)?;
             if len > limits.max_bulk_bytes {
-                return Err(ProtocolError::InvalidBulkLength);
+                return Err(if limits.unauthenticated {
+                    ProtocolError::UnauthenticatedBulkLength
+                } else {
+                    ProtocolError::InvalidBulkLength
+                });
             }
             let data_end = line_end
                 .checked_add(len)

@@ -119,7 +119,7 @@ pub(crate) fn hello(s: &mut Session, args: &[Bytes]) {
     } else if !s.authenticated {
         return s.out.error(
             "NOAUTH HELLO must be called with the client already authenticated, otherwise the \
-             HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and \
+             HELLO AUTH <user> <pass> option can be used to authenticate the client and \
              select the RESP protocol version at the same time",
         );
     }
@@ -230,12 +230,53 @@ fn valid_client_name(name: &[u8]) -> bool {
     name.iter().all(|&b| (b'!'..=b'~').contains(&b))
 }
 
-pub(crate) fn subcommand_error(s: &mut Session, command: &str, sub: &[u8]) {
+/// The reply to a subcommand of `command` (upper case) that its dispatcher does not handle:
+/// `HELP` lists `help` (pairs of a usage line and its indented description, as Redis's
+/// `addReplyHelp` prints them: one status reply per line), anything else is Redis's
+/// unknown-subcommand error.
+pub(crate) fn subcommand_error(s: &mut Session, command: &str, args: &[Bytes], help: &[&str]) {
+    let sub = arg(args, 1);
+    if sub.eq_ignore_ascii_case(b"HELP") {
+        if args.len() != 2 {
+            return sub_arity_error(s, &command.to_ascii_lowercase(), sub);
+        }
+        let head = format!("{command} <subcommand> [<arg> [value] [opt] ...]. Subcommands are:");
+        s.out.array(help.len() + 3);
+        s.out.simple(&head);
+        for line in help {
+            s.out.simple(line);
+        }
+        s.out.simple("HELP");
+        s.out.simple("    Print this help.");
+        return;
+    }
     let sub = String::from_utf8_lossy(sub).into_owned();
     s.out.error(&format!(
         "ERR unknown subcommand '{sub}'. Try {command} HELP."
     ));
 }
+
+/// `CLIENT HELP`.
+const CLIENT_HELP: &[&str] = &[
+    "ID",
+    "    Return the ID of the current connection.",
+    "GETNAME",
+    "    Return the name of the current connection.",
+    "SETNAME <name>",
+    "    Assign the name <name> to the current connection.",
+    "SETINFO <option> <value>",
+    "    Accept LIB-NAME or LIB-VER meta data (checked, not stored).",
+    "INFO",
+    "    Return information about the current connection.",
+    "LIST [TYPE <normal|master|replica|pubsub>] [ID <id> [<id> ...]]",
+    "    Return information about client connections (the current one: strata lists no other).",
+];
+
+/// `FUNCTION HELP`.
+const FUNCTION_HELP: &[&str] = &[
+    "FLUSH [ASYNC|SYNC]",
+    "    Delete all functions (strata has none: only answers OK).",
+];
 
 pub(crate) fn sub_arity_error(s: &mut Session, command: &str, sub: &[u8]) {
     let sub = String::from_utf8_lossy(sub).to_ascii_lowercase();
@@ -309,15 +350,50 @@ pub(crate) fn client(s: &mut Session, args: &[Bytes]) {
             let line = client_line(s);
             s.out.verbatim(&line);
         }
-        b"LIST" => {
-            let line = client_line(s);
-            s.out.verbatim(&line);
-        }
+        b"LIST" => client_list(s, args),
         b"ID" | b"GETNAME" | b"SETNAME" | b"SETINFO" | b"INFO" => {
             sub_arity_error(s, "client", arg(args, 1));
         }
-        _ => subcommand_error(s, "CLIENT", arg(args, 1)),
+        _ => subcommand_error(s, "CLIENT", args, CLIENT_HELP),
     }
+}
+
+/// CLIENT LIST [TYPE type | ID id [id ...]], with Redis 7.0's argument rules; only this
+/// connection is ever listed (it is a `normal` client), so TYPE master, replica (slave) and
+/// pubsub list nothing, and ID lists it when its id is given.
+fn client_list(s: &mut Session, args: &[Bytes]) {
+    let option = arg(args, 2).to_ascii_uppercase();
+    let listed = match (args.len(), option.as_slice()) {
+        (2, _) => true,
+        (4, b"TYPE") => match arg(args, 3).to_ascii_lowercase().as_slice() {
+            b"normal" => true,
+            b"master" | b"replica" | b"slave" | b"pubsub" => false,
+            other => {
+                let other = String::from_utf8_lossy(other).into_owned();
+                return s.out.error(&format!("ERR Unknown client type '{other}'"));
+            }
+        },
+        (n, b"ID") if n > 3 => {
+            let mut listed = false;
+            for id in args.get(3..).unwrap_or_default() {
+                match std::str::from_utf8(id)
+                    .ok()
+                    .and_then(|t| t.parse::<i64>().ok())
+                {
+                    Some(id) => listed |= u64::try_from(id) == Ok(s.id),
+                    None => return s.out.error("ERR Invalid client ID"),
+                }
+            }
+            listed
+        }
+        _ => return s.out.error("ERR syntax error"),
+    };
+    let text = if listed {
+        client_line(s)
+    } else {
+        String::new()
+    };
+    s.out.verbatim(&text);
 }
 
 /// FUNCTION FLUSH [ASYNC | SYNC]: there are no functions, so this only answers OK (test
@@ -338,7 +414,7 @@ pub(crate) fn function(s: &mut Session, args: &[Bytes]) {
                 .error("ERR FUNCTION FLUSH only supports SYNC|ASYNC option"),
         }
     } else {
-        subcommand_error(s, "FUNCTION", arg(args, 1));
+        subcommand_error(s, "FUNCTION", args, FUNCTION_HELP);
     }
 }
 

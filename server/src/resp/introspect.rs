@@ -245,6 +245,26 @@ impl<'a> Doc<'a> {
     }
 }
 
+/// `COMMAND HELP`.
+const COMMAND_HELP: &[&str] = &[
+    "(no subcommand)",
+    "    Return details about all commands.",
+    "COUNT",
+    "    Return the total number of commands.",
+    "LIST",
+    "    Return a list of all command names (FILTERBY is not supported).",
+    "INFO [<command-name> ...]",
+    "    Return details about the given commands, or all of them.",
+    "DOCS [<command-name> ...]",
+    "    Return documentation details about the given commands, or all of them.",
+];
+
+/// `CONFIG HELP`.
+const CONFIG_HELP: &[&str] = &[
+    "GET <pattern> [<pattern> ...]",
+    "    Return parameters matching the glob-like <pattern> and their values.",
+];
+
 /// COMMAND [COUNT | LIST | INFO [name...] | DOCS [name...]]
 pub(crate) fn command(s: &mut Session, args: &[Bytes]) {
     if args.len() == 1 {
@@ -307,7 +327,7 @@ pub(crate) fn command(s: &mut Session, args: &[Bytes]) {
         b"LIST" => s
             .out
             .error("ERR COMMAND LIST FILTERBY is not supported by strata"),
-        _ => subcommand_error(s, "COMMAND", arg(args, 1)),
+        _ => subcommand_error(s, "COMMAND", args, COMMAND_HELP),
     }
 }
 
@@ -392,7 +412,7 @@ pub(crate) fn config(s: &mut Session, args: &[Bytes]) {
             .out
             .error("ERR CONFIG SET is not supported: restart strata serve with new options"),
         b"GET" => sub_arity_error(s, "config", arg(args, 1)),
-        _ => subcommand_error(s, "CONFIG", arg(args, 1)),
+        _ => subcommand_error(s, "CONFIG", args, CONFIG_HELP),
     }
 }
 

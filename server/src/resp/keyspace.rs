@@ -268,7 +268,8 @@ pub(crate) fn databases(s: &mut Session, args: &[Bytes]) {
                     .error("ERR database names are ASCII letters, digits, '_' and '-'");
             };
             // `SELECT` reads such a name as an index, so it could never switch to it.
-            if name.bytes().all(|b| b.is_ascii_digit() || b == b'-') {
+            // (The empty name is left to the name check, which gives the length rule.)
+            if !name.is_empty() && name.bytes().all(|b| b.is_ascii_digit() || b == b'-') {
                 return s.out.error(&format!(
                     "ERR database name '{name}' has only digits and '-': SELECT would read it \
                      as an index; include a letter or '_'"

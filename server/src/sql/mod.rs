@@ -134,6 +134,7 @@ impl SqlError {
 
 fn query_sqlstate(e: &QueryError) -> &'static str {
     match e {
+        QueryError::Translate(msg) if msg.contains("out of range") => "22003",
         QueryError::Parse(_) | QueryError::Translate(_) => "42601",
         QueryError::Unsupported(_) => "0A000",
         QueryError::Plan(msg) => {

@@ -115,6 +115,18 @@ fn too_many_arguments_are_refused() {
     let limits = Limits::default().unauthenticated();
     let mut buf = BytesMut::from(&b"*11\r\n"[..]);
     let got = RequestParser::new().next_request(&mut buf, &limits);
+    // Redis's text for a client that has not authenticated.
+    assert_eq!(got, Err(ProtocolError::UnauthenticatedMultibulkLength));
+    let mut buf = BytesMut::from(&b"*1\r\n$16385\r\n"[..]);
+    let got = RequestParser::new().next_request(&mut buf, &limits);
+    assert_eq!(got, Err(ProtocolError::UnauthenticatedBulkLength));
+    // Within the limits, after authentication, the usual texts.
+    let small = Limits {
+        max_args: 10,
+        ..Limits::default()
+    };
+    let mut buf = BytesMut::from(&b"*11\r\n"[..]);
+    let got = RequestParser::new().next_request(&mut buf, &small);
     assert_eq!(got, Err(ProtocolError::InvalidMultibulkLength));
 }
 
