@@ -460,7 +460,14 @@ fn parsing_an_existing_named_statement_again_is_refused_with_42p05() {
     let mut pg = TcpStream::connect(server.pg_addr()).unwrap();
     pg.write_all(&pg_startup(&[("user", "lab"), ("database", "run1")]))
         .unwrap();
-    pg_messages_until(&mut pg, b'Z');
+    // The startup reports the server_version `SHOW server_version` answers.
+    let startup = pg_messages_until(&mut pg, b'Z');
+    assert!(
+        startup
+            .iter()
+            .any(|(t, body)| *t == b'S' && body.as_slice() == b"server_version\x0016.0\x00"),
+        "{startup:?}"
+    );
     let parse = |name: &str, sql: &str| {
         let body = [name.as_bytes(), b"\0", sql.as_bytes(), b"\0", &[0, 0]].concat();
         pg_message(b'P', &body)

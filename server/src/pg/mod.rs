@@ -32,9 +32,9 @@ use futures::stream;
 use futures::{Sink, SinkExt};
 use parking_lot::Mutex;
 use pgwire::api::auth::cleartext::CleartextPasswordAuthStartupHandler;
-use pgwire::api::auth::noop::NoopStartupHandler;
 use pgwire::api::auth::{
     AuthSource, DefaultServerParameterProvider, LoginInfo, Password, StartupHandler,
+    finish_authentication, protocol_negotiation, save_startup_parameters_to_metadata,
 };
 use pgwire::api::cancel::CancelHandler;
 use pgwire::api::portal::{Format, Portal};
@@ -317,13 +317,12 @@ impl PgHandlers {
             statement_timeout: Arc::clone(&statement_timeout),
             activity: Arc::clone(&activity),
             password: shared.config.requirepass.clone().map(|p| {
-                let mut params = DefaultServerParameterProvider::default();
-                params.server_version = sql::PG_VERSION.to_owned();
-                CleartextPasswordAuthStartupHandler::new(PasswordSource(p), params)
+                CleartextPasswordAuthStartupHandler::new(PasswordSource(p), server_parameters())
                     .with_pid_secret_key_generator(Arc::clone(&shared.pg_keys) as _)
             }),
             no_auth: NoAuth {
                 keys: Arc::clone(&shared.pg_keys),
+                params: server_parameters(),
             },
         });
         let cancel = Arc::new(PgCancel {
@@ -386,15 +385,42 @@ struct PgStartup {
     no_auth: NoAuth,
 }
 
-/// Startup without authentication.
+/// Startup without authentication: pgwire's `NoopStartupHandler` steps, with our server
+/// parameters (that handler always sent pgwire's own `server_version`, `16.6-pgwire-...`,
+/// while `SHOW server_version` answers [`sql::PG_VERSION`]).
 struct NoAuth {
     keys: Arc<RandomPidSecretKeyGenerator>,
+    params: DefaultServerParameterProvider,
 }
 
-impl NoopStartupHandler for NoAuth {
-    fn pid_secret_key_generator(&self) -> &dyn PidSecretKeyGenerator {
-        &*self.keys
+impl NoAuth {
+    async fn on_startup<C>(
+        &self,
+        client: &mut C,
+        message: PgWireFrontendMessage,
+    ) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        if let PgWireFrontendMessage::Startup(startup) = &message {
+            protocol_negotiation(client, startup).await?;
+            save_startup_parameters_to_metadata(client, startup);
+            let (pid, secret_key) = self.keys.generate(client);
+            client.set_pid_and_secret_key(pid, secret_key);
+            finish_authentication(client, &self.params).await?;
+            client.set_state(PgWireConnectionState::ReadyForQuery);
+        }
+        Ok(())
     }
+}
+
+/// The server parameters reported at startup, with [`sql::PG_VERSION`] as `server_version`.
+fn server_parameters() -> DefaultServerParameterProvider {
+    let mut params = DefaultServerParameterProvider::default();
+    params.server_version = sql::PG_VERSION.to_owned();
+    params
 }
 
 #[async_trait]
