@@ -254,6 +254,18 @@ pub fn param_literal(portal: &Portal<super::PgStatement>, i: usize) -> Result<St
                 .unwrap_or_default();
             if b { "TRUE" } else { "FALSE" }.to_owned()
         }
+        // psycopg sends Python `Decimal`s, and `int`s beyond 64 bits, as binary numerics:
+        // DOUBLE values, as the text form above makes them.
+        Type::NUMERIC => {
+            let f: f64 = numeric_text(raw)
+                .map_err(|e| bad(&e))?
+                .parse()
+                .map_err(|e| bad(&e))?;
+            if !f.is_finite() {
+                return Err(bad(&"out of range for type DOUBLE"));
+            }
+            number_literal(format!("{f:?}"))
+        }
         Type::BYTEA => hex_literal(raw),
         Type::TEXT | Type::VARCHAR | Type::BPCHAR | Type::NAME | Type::UNKNOWN | Type::JSON => {
             quote(std::str::from_utf8(raw).map_err(|e| bad(&e))?)
@@ -267,9 +279,124 @@ pub fn param_literal(portal: &Portal<super::PgStatement>, i: usize) -> Result<St
     })
 }
 
+/// PostgreSQL's binary `numeric` as decimal text (`-12.5`, `0.0001`, `100000000`). The
+/// format, from `numeric_send` in PostgreSQL's `src/backend/utils/adt/numeric.c`: `ndigits`,
+/// `weight`, `sign`, `dscale` (16 bits each, big-endian), then `ndigits` base-10,000 digits;
+/// the value is the sum of `digit[i] * 10000^(weight - i)`.
+///
+/// # Errors
+/// A message for NaN, an infinity, or bytes that do not follow the format.
+#[expect(
+    clippy::big_endian_bytes,
+    reason = "PostgreSQL's wire format is big-endian (network order)"
+)]
+fn numeric_text(raw: &[u8]) -> Result<String, String> {
+    let word = |k: usize| {
+        raw.get(2 * k..2 * k + 2)
+            .map(|b| u16::from_be_bytes([b[0], b[1]]))
+            .ok_or_else(|| "truncated numeric".to_owned())
+    };
+    let ndigits = usize::from(word(0)?);
+    let weight = i64::from(word(1)?.cast_signed());
+    match word(2)? {
+        0x0000 | 0x4000 => {}
+        0xC000 => return Err("NaN and infinity are not supported".into()),
+        0xD000 | 0xF000 => return Err("NaN and infinity are not supported".into()),
+        other => return Err(format!("bad numeric sign {other:#06x}")),
+    }
+    if raw.len() != 8 + 2 * ndigits {
+        return Err("numeric length does not match its digit count".into());
+    }
+    let digits = (0..ndigits)
+        .map(|i| {
+            word(4 + i).and_then(|d| (d < 10_000).then_some(d).ok_or("bad numeric digit".into()))
+        })
+        .collect::<Result<Vec<u16>, String>>()?;
+    // The digit of the group worth 10000^e (0 outside the stored digits).
+    let group = |e: i64| -> u16 {
+        usize::try_from(weight - e)
+            .ok()
+            .and_then(|i| digits.get(i).copied())
+            .unwrap_or(0)
+    };
+    let mut text = String::new();
+    if word(2)? == 0x4000 {
+        text.push('-');
+    }
+    if weight < 0 {
+        text.push('0');
+    } else {
+        text.push_str(&group(weight).to_string());
+        for e in (0..weight).rev() {
+            text.push_str(&format!("{:04}", group(e)));
+        }
+    }
+    let lowest = weight - i64::try_from(ndigits).unwrap_or(i64::MAX) + 1;
+    if lowest < 0 {
+        text.push('.');
+        for e in (lowest..0).rev() {
+            text.push_str(&format!("{:04}", group(e)));
+        }
+    }
+    Ok(text)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A binary numeric from its fields and digits.
+    #[expect(clippy::big_endian_bytes, reason = "PostgreSQL's wire format")]
+    fn numeric(weight: i16, sign: u16, digits: &[u16]) -> Vec<u8> {
+        let mut raw = Vec::new();
+        for w in [
+            u16::try_from(digits.len()).unwrap(),
+            weight.cast_unsigned(),
+            sign,
+            0,
+        ] {
+            raw.extend_from_slice(&w.to_be_bytes());
+        }
+        for d in digits {
+            raw.extend_from_slice(&d.to_be_bytes());
+        }
+        raw
+    }
+
+    #[test]
+    fn binary_numerics_read_as_decimal_text() {
+        assert_eq!(numeric_text(&numeric(0, 0, &[])).as_deref(), Ok("0"));
+        assert_eq!(
+            numeric_text(&numeric(0, 0, &[12, 5000])).as_deref(),
+            Ok("12.5000")
+        );
+        assert_eq!(
+            numeric_text(&numeric(0, 0x4000, &[12, 5000])).as_deref(),
+            Ok("-12.5000")
+        );
+        // 9223372036854775808 = 922 3372 0368 5477 5808 (2^63, past BIGINT).
+        assert_eq!(
+            numeric_text(&numeric(4, 0, &[922, 3372, 368, 5477, 5808])).as_deref(),
+            Ok("9223372036854775808")
+        );
+        // 100000000 = 1 * 10000^2, trailing zero groups not stored.
+        assert_eq!(
+            numeric_text(&numeric(2, 0, &[1])).as_deref(),
+            Ok("100000000")
+        );
+        // 0.0001 and 0.00000001: weights below zero.
+        assert_eq!(numeric_text(&numeric(-1, 0, &[1])).as_deref(), Ok("0.0001"));
+        assert_eq!(
+            numeric_text(&numeric(-2, 0, &[1])).as_deref(),
+            Ok("0.00000001")
+        );
+        assert!(numeric_text(&numeric(0, 0xC000, &[])).is_err());
+        assert!(numeric_text(&numeric(0, 0xD000, &[])).is_err());
+        assert!(numeric_text(&numeric(0, 0, &[10_000])).is_err());
+        assert!(numeric_text(&numeric(0, 0x1234, &[1])).is_err());
+        assert!(numeric_text(&[0, 2, 0, 0, 0, 0, 0, 0, 0, 1]).is_err());
+        assert!(numeric_text(&[0, 1]).is_err());
+    }
 
     #[test]
     fn text_forms_follow_postgres() {
