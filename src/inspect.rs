@@ -97,7 +97,8 @@ pub(crate) fn put(
     key: &[u8],
     value: &[u8],
 ) -> anyhow::Result<ExitCode> {
-    let db = Db::open(dir, Options::default())?;
+    let db = Db::open(dir, Options::default())
+        .with_context(|| format!("opening database at {}", dir.display()))?;
     let ks = keyspace(&db, keyspace_name, true)?;
     let mut batch = WriteBatch::new();
     batch.put_in(&ks, key, value);
@@ -197,36 +198,40 @@ pub(crate) fn sst_dump(file: &Path, entries: bool) -> anyhow::Result<ExitCode> {
     let table = Table::open(&strata_engine::fs::OsFs, file, number, None, cache)
         .with_context(|| format!("opening table {}", file.display()))?;
     let p = table.properties();
-    println!("file:              {}", file.display());
-    println!("file size:         {} bytes", table.file_size());
-    println!("format version:    {}", table.format().version());
-    println!(
+    outln!("file:              {}", file.display())?;
+    outln!("file size:         {} bytes", table.file_size())?;
+    outln!("format version:    {}", table.format().version())?;
+    outln!(
         "entries:           {} ({} deletions, {} merge operands)",
-        p.num_entries, p.num_deletions, p.num_merges
-    );
-    println!(
+        p.num_entries,
+        p.num_deletions,
+        p.num_merges
+    )?;
+    outln!(
         "smallest key:      {} @ {} {:?}",
         escape(&p.smallest_key.user_key),
         p.smallest_key.seqno,
         p.smallest_key.kind
-    );
-    println!(
+    )?;
+    outln!(
         "largest key:       {} @ {} {:?}",
         escape(&p.largest_key.user_key),
         p.largest_key.seqno,
         p.largest_key.kind
-    );
-    println!(
+    )?;
+    outln!(
         "sequence numbers:  {} ..= {}",
-        p.smallest_seqno, p.largest_seqno
-    );
-    println!("raw key bytes:     {}", p.raw_key_bytes);
-    println!("raw value bytes:   {}", p.raw_value_bytes);
-    println!(
+        p.smallest_seqno,
+        p.largest_seqno
+    )?;
+    outln!("raw key bytes:     {}", p.raw_key_bytes)?;
+    outln!("raw value bytes:   {}", p.raw_value_bytes)?;
+    outln!(
         "data blocks:       {} ({} bytes stored)",
-        p.num_data_blocks, p.data_bytes
-    );
-    println!("bloom bits/key:    {}", p.filter_bits_per_key);
+        p.num_data_blocks,
+        p.data_bytes
+    )?;
+    outln!("bloom bits/key:    {}", p.filter_bits_per_key)?;
     if entries {
         let mut it = table.iter();
         it.seek_to_first()?;
@@ -278,54 +283,54 @@ pub(crate) fn check(dir: &Path) -> anyhow::Result<ExitCode> {
         attempt += 1;
     };
     for p in &problems {
-        println!("problem: {p}");
+        outln!("problem: {p}")?;
     }
     if let Some((manifest, offset)) = &damaged_tail {
-        println!(
+        outln!(
             "note: the last record of {} (at byte offset {offset}) is damaged and is ignored: \
              a crash cut its write short, or the disk damaged an edit that was acknowledged \
              (nothing tells them apart; docs/format/manifest.md, the torn-tail rule). Reads do \
              not see what that edit did; the next writing open rewrites the manifest without \
              it and moves the tables no record names to lost/",
             manifest.display()
-        );
+        )?;
     }
     for table in &unreferenced {
-        println!(
+        outln!(
             "note: {} is a table the manifest does not name: the output of a flush, compaction \
              or ingest cut short (the next writing open deletes it, or moves it to lost/ when \
              the manifest's last record is damaged), one the process that has the database \
              open is writing now, or one a lost manifest edit had added",
             table.display()
-        );
+        )?;
     }
     let lost = dir.join(strata_engine::filename::LOST_DIR);
     if std::fs::read_dir(&lost).is_ok_and(|mut entries| entries.next().is_some()) {
-        println!(
+        outln!(
             "note: {} holds tables an open kept instead of deleting, after it ignored a damaged \
              last manifest record that may have added them (docs/format/manifest.md, the \
              torn-tail rule): read them with `strata sst-dump --entries`, then delete them",
             lost.display()
-        );
+        )?;
     }
     for (scratch, what) in scratch_dirs(dir) {
-        println!(
+        outln!(
             "note: {} is the scratch directory of {what} that is running or was \
              interrupted; nothing in it is part of the database, and the next writing open \
              removes it",
             scratch.display()
-        );
+        )?;
     }
     if problems.is_empty() {
-        println!("ok: no problems found in {}", dir.display());
+        outln!("ok: no problems found in {}", dir.display())?;
         return Ok(ExitCode::SUCCESS);
     }
-    println!("{} problem(s) found", problems.len());
+    outln!("{} problem(s) found", problems.len())?;
     if changed {
-        println!(
+        outln!(
             "note: another process changed the database's files during each of {attempt} checks; \
              problems with missing or changed files may come from it: check again while it is idle"
-        );
+        )?;
     }
     Ok(ExitCode::from(1))
 }

@@ -326,7 +326,7 @@ pub(crate) fn run(args: &LoadArgs) -> anyhow::Result<ExitCode> {
         }
     };
     db.close()?;
-    println!("{report}");
+    outln!("{report}")?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -367,7 +367,7 @@ fn run_resp(args: &LoadArgs, addr: &str) -> anyhow::Result<ExitCode> {
         load_resp(&mut conn, addr, &mut input, len, &config)
     };
     let report = report.with_context(|| format!("loading {} into {addr}", file.display()))?;
-    println!("{report}");
+    outln!("{report}")?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -3,6 +3,19 @@
 //! Subcommands: `repl` (the SQL shell, see `docs/sql.md`), `demo` (open a database, write and read a few keys), `get`, `put`, `delete`,
 //! `scan` (inspect a database, like RocksDB's `ldb`) and `sst-dump` (inspect one table file).
 
+/// `println!` that returns the write's error (with context) instead of panicking: a full disk
+/// behind `> file` is an error message and status 2, and a reader that closed the pipe
+/// (`| head`) ends the command quietly ([`closed_pipe`]).
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        anyhow::Context::context(
+            writeln!(std::io::stdout().lock(), $($arg)*),
+            "writing to standard output",
+        )
+    }};
+}
+
 mod bench;
 mod inspect;
 mod load;
@@ -271,11 +284,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 .with_context(|| format!("opening database at {}", dir.display()))?;
             let seqno = db.checkpoint(&dest)?;
             db.close()?;
-            println!(
+            outln!(
                 "checkpoint of {} at sequence number {seqno} written to {}",
                 dir.display(),
                 dest.display()
-            );
+            )?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Load(args) => load::run(&args),
@@ -290,7 +303,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 fn demo(dir: &std::path::Path) -> anyhow::Result<ExitCode> {
     let db = Db::open(dir, Options::default())
         .with_context(|| format!("opening database at {}", dir.display()))?;
-    println!("opened database at {}", dir.display());
+    outln!("opened database at {}", dir.display())?;
     let runs: u64 = db
         .get(b"demo:runs")?
         .and_then(|v| std::str::from_utf8(&v).ok()?.parse().ok())
@@ -303,27 +316,27 @@ fn demo(dir: &std::path::Path) -> anyhow::Result<ExitCode> {
     ];
     for (k, v) in &pairs {
         db.put(k.as_bytes(), v.as_bytes())?;
-        println!("put {k} = {v}");
+        outln!("put {k} = {v}")?;
     }
     db.delete(b"read:TTGACCAGTA")?;
-    println!("delete read:TTGACCAGTA");
+    outln!("delete read:TTGACCAGTA")?;
     for (k, _) in &pairs {
         match db.get(k.as_bytes())? {
-            Some(v) => println!("get {k} -> {}", String::from_utf8_lossy(&v)),
-            None => println!("get {k} -> (absent)"),
+            Some(v) => outln!("get {k} -> {}", String::from_utf8_lossy(&v))?,
+            None => outln!("get {k} -> (absent)")?,
         }
     }
-    println!("scan:");
+    outln!("scan:")?;
     for kv in db.iter(&ReadOptions::default()) {
         let (k, v) = kv?;
-        println!(
+        outln!(
             "  {}\t{}",
             String::from_utf8_lossy(&k),
             String::from_utf8_lossy(&v)
-        );
+        )?;
     }
     db.close()?;
-    println!("closed; this database has been opened by the demo {runs} time(s)");
+    outln!("closed; this database has been opened by the demo {runs} time(s)")?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -669,18 +669,24 @@ fn history_path() -> Option<PathBuf> {
     std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".strata_history"))
 }
 
-fn interactive<S: KvStore>(db: &Database<S>, dir: &Path) -> anyhow::Result<bool> {
+fn interactive<S: KvStore>(
+    db: &Database<S>,
+    dir: &Path,
+    out: &mut dyn Write,
+) -> anyhow::Result<bool> {
     use rustyline::error::ReadlineError;
     let mut rl = rustyline::DefaultEditor::new().context("starting line editor")?;
     let history = history_path();
     if let Some(h) = &history {
         let _ = rl.load_history(h);
     }
-    println!(
+    writeln!(
+        out,
         "strata SQL shell on {} ({} tables). Statements end with ';'. .help for help.",
         dir.display(),
         db.catalog().tables.len()
-    );
+    )
+    .context("writing to standard output")?;
     let mut session = Session::new(db, true);
     // Ctrl-C at the prompt is a key rustyline reads (it clears the line being typed); while a
     // statement runs it is SIGINT: the first stops the statement, a second one while the flag
@@ -697,7 +703,7 @@ fn interactive<S: KvStore>(db: &Database<S>, dir: &Path) -> anyhow::Result<bool>
         flag.interrupt();
     })
     .context("installing the Ctrl-C handler")?;
-    let (mut out, mut err) = (std::io::stdout(), std::io::stderr());
+    let mut err = std::io::stderr();
     loop {
         let prompt = if session.in_statement() {
             "   ...> "
@@ -709,7 +715,7 @@ fn interactive<S: KvStore>(db: &Database<S>, dir: &Path) -> anyhow::Result<bool>
                 if !line.trim().is_empty() {
                     let _ = rl.add_history_entry(line.as_str());
                 }
-                if session.feed_line(&line, &mut out, &mut err) == Control::Quit {
+                if session.feed_line(&line, out, &mut err) == Control::Quit {
                     break;
                 }
             }
@@ -724,11 +730,49 @@ fn interactive<S: KvStore>(db: &Database<S>, dir: &Path) -> anyhow::Result<bool>
     Ok(true)
 }
 
+/// Standard output that remembers its first write error, other than a closed pipe: a reader
+/// that stops early (`| head`) ends the output quietly, as with `cat`, but a full disk or an
+/// I/O error must not let a script's export look whole, so [`run`] reports it and exits with
+/// an error status after the statements ran.
+struct CheckedOutput<W: Write> {
+    inner: W,
+    error: Option<std::io::Error>,
+}
+
+impl<W: Write> CheckedOutput<W> {
+    fn new(inner: W) -> Self {
+        CheckedOutput { inner, error: None }
+    }
+
+    fn note<T>(&mut self, result: std::io::Result<T>) -> std::io::Result<T> {
+        if let Err(e) = &result
+            && self.error.is_none()
+            && e.kind() != std::io::ErrorKind::BrokenPipe
+        {
+            self.error = Some(std::io::Error::new(e.kind(), e.to_string()));
+        }
+        result
+    }
+}
+
+impl<W: Write> Write for CheckedOutput<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let result = self.inner.write(buf);
+        self.note(result)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let result = self.inner.flush();
+        self.note(result)
+    }
+}
+
 /// Entry point of `strata repl [DIR] [-c SQL]`.
 ///
 /// # Errors
-/// When the database cannot be opened (e.g. another process has it open) or the terminal
-/// cannot be read.
+/// When the database cannot be opened (e.g. another process has it open), the terminal
+/// cannot be read, or standard output could not be written (a full disk; not a reader that
+/// closed the pipe).
 pub fn run(dir: &Path, command: Option<&str>, read_only: bool) -> anyhow::Result<ExitCode> {
     let db = if read_only {
         Database::open_read_only(dir)
@@ -736,17 +780,22 @@ pub fn run(dir: &Path, command: Option<&str>, read_only: bool) -> anyhow::Result
         Database::open(dir)
     }
     .with_context(|| format!("opening database at {}", dir.display()))?;
+    let mut out = CheckedOutput::new(std::io::stdout());
     let ok = if let Some(sql) = command {
-        run_script(&db, sql, &mut std::io::stdout(), &mut std::io::stderr())
+        run_script(&db, sql, &mut out, &mut std::io::stderr())
     } else if std::io::stdin().is_terminal() {
-        interactive(&db, dir)?
+        interactive(&db, dir, &mut out)?
     } else {
         let mut script = String::new();
         std::io::stdin()
             .read_to_string(&mut script)
             .context("reading statements from stdin")?;
-        run_script(&db, &script, &mut std::io::stdout(), &mut std::io::stderr())
+        run_script(&db, &script, &mut out, &mut std::io::stderr())
     };
+    let _ = out.flush();
+    if let Some(e) = out.error {
+        return Err(anyhow::Error::new(e).context("writing to standard output"));
+    }
     Ok(if ok {
         ExitCode::SUCCESS
     } else {

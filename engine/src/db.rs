@@ -86,8 +86,9 @@ impl Db {
     /// before `open` returns.
     ///
     /// # Errors
-    /// - [`crate::Error::InvalidArgument`]: options out of range, the directory is missing and
-    ///   `create_if_missing` is off, or it holds a database and `error_if_exists` is on.
+    /// - [`crate::Error::InvalidArgument`]: options out of range, the directory is missing or
+    ///   holds no database (no `CURRENT`) and `create_if_missing` is off, or it holds a
+    ///   database and `error_if_exists` is on.
     /// - [`crate::Error::Locked`]: another `Db`, in this process or another, has the directory open.
     /// - [`crate::Error::Corruption`] / [`crate::Error::ChecksumMismatch`]: a damaged manifest, table or WAL
     ///   record that the [`Options::wal_recovery_mode`] does not tolerate.
@@ -389,9 +390,14 @@ impl Db {
     /// writes acknowledged before this call. Writers pause while the manifest and WALs are
     /// copied; reads go on.
     ///
+    /// Every table of the current version is opened first (through the table cache: footer,
+    /// index and filter checked), so a damaged table fails the checkpoint instead of making a
+    /// copy that does not open. On any error nothing is left at `dest`.
+    ///
     /// # Errors
-    /// [`crate::Error::InvalidArgument`] when `dest` exists; [`crate::Error::Io`];
-    /// [`crate::Error::Closed`].
+    /// [`crate::Error::InvalidArgument`] when `dest` exists; [`crate::Error::Corruption`] /
+    /// [`crate::Error::ChecksumMismatch`] for a table that does not open or has the wrong
+    /// size; [`crate::Error::Io`]; [`crate::Error::Closed`].
     pub fn checkpoint(&self, dest: impl AsRef<Path>) -> Result<crate::SeqNo> {
         self.inner().checkpoint(dest.as_ref())
     }

@@ -40,7 +40,8 @@ pub enum WalRecoveryMode {
 /// Options for [`crate::Db::open`]. Build with `Options::default()` and the setters.
 #[derive(Debug, Clone)]
 pub struct Options {
-    /// Create the directory (and an empty database) when missing. Default `true`.
+    /// Create the directory (and an empty database) when missing. Default `true`. When off, a
+    /// directory without a database (no `CURRENT` file) is refused, as in RocksDB.
     pub create_if_missing: bool,
     /// Fail the open when a database already exists. Default `false`.
     pub error_if_exists: bool,

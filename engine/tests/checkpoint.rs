@@ -84,3 +84,44 @@ fn checkpoint_taken_during_writes_equals_the_source_at_its_sequence_number() {
         "existing destination is refused"
     );
 }
+
+#[test]
+fn a_damaged_table_fails_the_checkpoint_and_leaves_nothing_at_the_destination() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    db.put(b"a", b"1").unwrap();
+    db.flush().unwrap();
+    db.close().unwrap();
+    // Damage the table's footer (its last byte) without changing its size: the writing open
+    // reads tables lazily and does not notice.
+    let table = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "sst"))
+        .unwrap();
+    let mut bytes = std::fs::read(&table).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(&table, bytes).unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    let dest = dir.path().join("copy");
+    let err = db.checkpoint(&dest).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            strata_engine::Error::Corruption { .. } | strata_engine::Error::ChecksumMismatch { .. }
+        ),
+        "{err}"
+    );
+    assert!(!dest.exists());
+    // Truncated: the size the manifest records no longer matches.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&table)
+        .unwrap()
+        .set_len(10)
+        .unwrap();
+    let err = db.checkpoint(&dest).unwrap_err();
+    assert!(err.to_string().contains("the manifest says"), "{err}");
+    assert!(!dest.exists());
+}

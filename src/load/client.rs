@@ -80,7 +80,17 @@ pub(crate) fn replies(
     pipe: &mut redis::Pipeline,
 ) -> anyhow::Result<Vec<Value>> {
     let expected = pipe.len();
-    let values: Vec<Value> = pipe.ignore_errors().query(conn)?;
+    let values: Vec<Value> = pipe.ignore_errors().query(conn).map_err(|e| {
+        // The client library's parse errors quote raw bytes; say what it means.
+        if e.kind() == redis::ErrorKind::Parse {
+            anyhow::Error::new(e).context(
+                "the server's reply is not in the Redis protocol (is the address a Redis or \
+                 `strata serve` RESP port?)",
+            )
+        } else {
+            e.into()
+        }
+    })?;
     anyhow::ensure!(
         values.len() == expected,
         "{} replies to a pipeline of {expected} commands",

@@ -135,28 +135,28 @@ pub(crate) fn run(args: &RebalanceArgs) -> anyhow::Result<ExitCode> {
         if r.vanished > 0 {
             line.push_str(&format!("; {} deleted meanwhile", r.vanished));
         }
-        println!("{line}");
+        outln!("{line}")?;
         misplaced += r.misplaced_total();
         scanned += r.scanned;
     }
     match mode {
         Mode::Check if misplaced > 0 => {
-            println!("{misplaced} of {scanned} keys are not on the node the proxy reads them from");
+            outln!("{misplaced} of {scanned} keys are not on the node the proxy reads them from")?;
             Ok(ExitCode::from(1))
         }
         Mode::Check => {
-            println!("all {scanned} keys are on the node the proxy reads them from");
+            outln!("all {scanned} keys are on the node the proxy reads them from")?;
             Ok(ExitCode::SUCCESS)
         }
         Mode::Move => {
-            println!("moved {misplaced} keys to their owner ({scanned} keys scanned)");
+            outln!("moved {misplaced} keys to their owner ({scanned} keys scanned)")?;
             Ok(ExitCode::SUCCESS)
         }
         Mode::Copy => {
-            println!(
+            outln!(
                 "copied {misplaced} keys to their owner ({scanned} keys scanned); the old \
                  copies stay: run again without --keep once the proxy runs this configuration"
-            );
+            )?;
             Ok(ExitCode::SUCCESS)
         }
     }

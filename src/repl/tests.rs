@@ -400,3 +400,42 @@ fn streamed_output_stops_at_ctrl_c_and_at_a_closed_pipe() {
         }
     }
 }
+
+/// An output that fails every write with `kind`.
+struct Failing(std::io::ErrorKind);
+
+impl Write for Failing {
+    fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+        Err(self.0.into())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn an_output_error_is_kept_for_the_exit_status_but_a_closed_pipe_is_not() {
+    let db = numbers(10);
+    // A full disk: the script still runs, and the error is there to report.
+    let mut out = CheckedOutput::new(Failing(std::io::ErrorKind::StorageFull));
+    assert!(run_script(
+        &db,
+        "SELECT * FROM t;",
+        &mut out,
+        &mut Vec::new()
+    ));
+    assert_eq!(
+        out.error.map(|e| e.kind()),
+        Some(std::io::ErrorKind::StorageFull)
+    );
+    // The reader went away (`| head`): quiet, as with cat.
+    let mut out = CheckedOutput::new(Failing(std::io::ErrorKind::BrokenPipe));
+    assert!(run_script(
+        &db,
+        ".mode csv\nSELECT * FROM t;",
+        &mut out,
+        &mut Vec::new()
+    ));
+    assert!(out.error.is_none());
+}

@@ -27,7 +27,41 @@ impl DbInner {
                 dest.display()
             )));
         }
+        // Every table of the current versions must open (footer, index and filter checked,
+        // through the table cache, so usually already done): a copy holding a damaged table
+        // would not open, and the writing open that made this handle reads tables lazily. A
+        // compaction may replace some before the locks below; its outputs were just written.
+        for ks in self.all_keyspaces() {
+            let sv = ks.super_version();
+            for level in 0..sv.version.levels.len() {
+                for file in sv.version.files(level) {
+                    let path = filename::table_path(&self.dir, file.number);
+                    let size = fs.file_size(&path).ctx(&path)?;
+                    if size != file.size {
+                        return Err(Error::corruption(
+                            &path,
+                            size,
+                            format!("table is {size} bytes, the manifest says {}", file.size),
+                        ));
+                    }
+                    self.table_cache.get(file.number, file.global_seqno)?;
+                }
+            }
+        }
         fs.create_dir_all(dest).ctx(dest)?;
+        match self.write_checkpoint(dest) {
+            Ok(seqno) => Ok(seqno),
+            Err(e) => {
+                // Leave no half-written copy behind (it might look like a database).
+                let _ = fs.remove_dir_all(dest);
+                Err(e)
+            }
+        }
+    }
+
+    /// The copy itself, into the created directory `dest`.
+    fn write_checkpoint(&self, dest: &Path) -> Result<SeqNo> {
+        let fs = self.fs();
         let log = self.log.lock();
         let versions = self.versions.lock();
         let seqno = log.last_seqno;

@@ -88,13 +88,21 @@ fn open_once(dir: &Path, options: Options) -> Result<Arc<DbInner>> {
                 dir.display()
             )));
         }
-    } else if !fs.exists(dir) {
-        if !options.create_if_missing {
-            return Err(Error::InvalidArgument(format!(
+    } else if !options.create_if_missing && !fs.exists(&dir.join(filename::CURRENT)) {
+        // As RocksDB: without create_if_missing, a directory that exists but holds no
+        // database (no CURRENT) is refused too, not turned into one.
+        return Err(Error::InvalidArgument(if fs.exists(dir) {
+            format!(
+                "no database in {} (no CURRENT file) and create_if_missing is off",
+                dir.display()
+            )
+        } else {
+            format!(
                 "database directory {} does not exist and create_if_missing is off",
                 dir.display()
-            )));
-        }
+            )
+        }));
+    } else if !fs.exists(dir) {
         fs.create_dir_all(dir).ctx(dir)?;
     }
     let dir = dir.to_path_buf();

@@ -93,6 +93,18 @@ fn missing_directory_without_create_if_missing_is_an_error() {
         Options::default().create_if_missing(false),
     );
     assert!(matches!(r, Err(Error::InvalidArgument(_))));
+    // A directory that exists but holds no database is refused too, and left as it was.
+    std::fs::write(dir.path().join("readme"), b"data").expect("write");
+    let r = Db::open(dir.path(), Options::default().create_if_missing(false));
+    assert!(
+        matches!(&r, Err(Error::InvalidArgument(m)) if m.contains("no CURRENT")),
+        "{r:?}"
+    );
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .expect("read_dir")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    assert_eq!(names, vec![std::ffi::OsString::from("readme")]);
 }
 
 #[test]
