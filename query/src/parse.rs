@@ -2,7 +2,7 @@
 //!
 //! We parse with [`GenericDialect`] (accepts the common spellings of PostgreSQL, MySQL and
 //! SQLite); [`crate::translate`] then maps the result onto our own AST. Between tokenizing and
-//! parsing, adjacent string constants get PostgreSQL's rule ([`join_string_constants`]).
+//! parsing, adjacent string constants get PostgreSQL's rule (see `join_string_constants`).
 
 use sqlparser::ast::Statement as SqlStatement;
 use sqlparser::dialect::GenericDialect;

@@ -585,7 +585,7 @@ struct PgQuery {
     /// startup `options` may set.
     statement_timeout: Arc<Mutex<Option<Duration>>>,
     /// Names of the named statements parsed since the last `DEALLOCATE ALL` (which cannot
-    /// empty pgwire's store, see [`response_in`]): a statement is "prepared" while it is in
+    /// empty pgwire's store, see [`PgQuery::response_in`]): a statement is "prepared" while it is in
     /// the store and here, and only then does a Parse under its name fail with 42P05. Pruned
     /// to the store's names when it grows past [`NAMED_STATEMENTS_PRUNE`].
     named_statements: Mutex<HashSet<String>>,
