@@ -90,6 +90,7 @@ fuzz_target!(|data: &[u8]| {
         max_bulk_bytes: 8,
         max_args: 3,
         max_inline_bytes: 24,
+        unauthenticated: false,
     };
     for limits in [Limits::default(), tiny, Limits::default().unauthenticated()] {
         let a = whole(data, &limits);
