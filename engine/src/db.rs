@@ -396,8 +396,8 @@ impl Db {
     ///
     /// # Errors
     /// [`crate::Error::InvalidArgument`] when `dest` exists; [`crate::Error::Corruption`] /
-    /// [`crate::Error::ChecksumMismatch`] for a table that does not open or has the wrong
-    /// size; [`crate::Error::Io`]; [`crate::Error::Closed`].
+    /// [`crate::Error::ChecksumMismatch`] for a table that is missing, has the wrong size or
+    /// does not open; [`crate::Error::Io`]; [`crate::Error::Closed`].
     pub fn checkpoint(&self, dest: impl AsRef<Path>) -> Result<crate::SeqNo> {
         self.inner().checkpoint(dest.as_ref())
     }

@@ -35,16 +35,7 @@ impl DbInner {
             let sv = ks.super_version();
             for level in 0..sv.version.levels.len() {
                 for file in sv.version.files(level) {
-                    let path = filename::table_path(&self.dir, file.number);
-                    let size = fs.file_size(&path).ctx(&path)?;
-                    if size != file.size {
-                        return Err(Error::corruption(
-                            &path,
-                            size,
-                            format!("table is {size} bytes, the manifest says {}", file.size),
-                        ));
-                    }
-                    self.table_cache.get(file.number, file.global_seqno)?;
+                    self.open_listed_table(level, file)?;
                 }
             }
         }

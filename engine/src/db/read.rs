@@ -322,24 +322,34 @@ impl DbInner {
         );
         for level in 0..sv.version.levels.len() {
             for file in sv.version.files(level) {
-                let path = crate::filename::table_path(&self.dir, file.number);
-                match self.fs().file_size(&path) {
-                    Err(_) => problems.push(Error::corruption(
-                        &path,
-                        0,
-                        format!("table of level {level} referenced by the manifest is missing"),
-                    )),
-                    Ok(meta) if meta != file.size => problems.push(Error::corruption(
-                        &path,
-                        meta,
-                        format!("table is {meta} bytes, the manifest says {}", file.size),
-                    )),
-                    Ok(_) => match self.table_cache.get(file.number, file.global_seqno) {
-                        Ok(table) => problems.extend(table.block_problems()),
-                        Err(e) => problems.push(e),
-                    },
+                match self.open_listed_table(level, file) {
+                    Ok(table) => problems.extend(table.block_problems()),
+                    Err(e) => problems.push(e),
                 }
             }
+        }
+    }
+
+    /// Opens table `file` of `level`, as a version lists it, through the table cache (footer,
+    /// index and filter checked) after checking that its file exists and has the size the
+    /// manifest records. Used by the integrity check and by checkpoints.
+    ///
+    /// # Errors
+    /// [`Error::Corruption`] for a missing file or a wrong size; the table cache's errors.
+    pub(crate) fn open_listed_table(&self, level: usize, file: &FileMeta) -> Result<Arc<Table>> {
+        let path = crate::filename::table_path(&self.dir, file.number);
+        match self.fs().file_size(&path) {
+            Err(_) => Err(Error::corruption(
+                &path,
+                0,
+                format!("table of level {level} referenced by the manifest is missing"),
+            )),
+            Ok(meta) if meta != file.size => Err(Error::corruption(
+                &path,
+                meta,
+                format!("table is {meta} bytes, the manifest says {}", file.size),
+            )),
+            Ok(_) => self.table_cache.get(file.number, file.global_seqno),
         }
     }
 

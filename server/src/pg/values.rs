@@ -298,7 +298,8 @@ fn numeric_text(raw: &[u8]) -> Result<String, String> {
     };
     let ndigits = usize::from(word(0)?);
     let weight = i64::from(word(1)?.cast_signed());
-    match word(2)? {
+    let sign = word(2)?;
+    match sign {
         0x0000 | 0x4000 => {}
         0xC000 => return Err("NaN and infinity are not supported".into()),
         0xD000 | 0xF000 => return Err("NaN and infinity are not supported".into()),
@@ -320,7 +321,7 @@ fn numeric_text(raw: &[u8]) -> Result<String, String> {
             .unwrap_or(0)
     };
     let mut text = String::new();
-    if word(2)? == 0x4000 {
+    if sign == 0x4000 {
         text.push('-');
     }
     if weight < 0 {

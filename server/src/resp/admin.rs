@@ -376,17 +376,14 @@ fn client_list(s: &mut Session, args: &[Bytes]) {
         (n, b"ID") if n > 3 => {
             let mut listed = false;
             for id in args.get(3..).unwrap_or_default() {
-                match std::str::from_utf8(id)
-                    .ok()
-                    .and_then(|t| t.parse::<i64>().ok())
-                {
+                match parse_decimal(id) {
                     Some(id) => listed |= u64::try_from(id) == Ok(s.id),
                     None => return s.out.error("ERR Invalid client ID"),
                 }
             }
             listed
         }
-        _ => return s.out.error("ERR syntax error"),
+        _ => return s.out.error(SYNTAX),
     };
     let text = if listed {
         client_line(s)
