@@ -98,6 +98,233 @@ fn string_commands_follow_redis_semantics() -> TestResult {
     Ok(())
 }
 
+/// A reply as text: bulk and simple strings, integers, nil as "(nil)", errors as "ERR ...".
+fn reply(c: &mut redis::Connection, args: &[&str]) -> String {
+    let mut cmd = redis::cmd(args[0]);
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    match cmd.query::<Value>(c) {
+        Ok(Value::BulkString(b)) => String::from_utf8_lossy(&b).into_owned(),
+        Ok(Value::SimpleString(s)) => s,
+        Ok(Value::Okay) => "OK".into(),
+        Ok(Value::Int(n)) => n.to_string(),
+        Ok(Value::Nil) => "(nil)".into(),
+        Ok(other) => format!("{other:?}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// Asserts that the reply to `args` contains `expected`.
+fn check(c: &mut redis::Connection, args: &[&str], expected: &str) {
+    let got = reply(c, args);
+    assert!(
+        got.contains(expected),
+        "{args:?}: got {got:?}, expected {expected:?}"
+    );
+}
+
+#[test]
+fn partial_value_and_multi_key_string_commands_follow_redis() -> TestResult {
+    let server = TestServer::start(|_| {});
+    let mut c = server.client();
+    check(&mut c, &["SETNX", "n", "1"], "1");
+    check(&mut c, &["SETNX", "n", "2"], "0");
+    check(&mut c, &["GETSET", "n", "3"], "1");
+    check(&mut c, &["GETSET", "fresh", "x"], "(nil)");
+    check(&mut c, &["MSETNX", "m1", "a", "m2", "b"], "1");
+    check(&mut c, &["MSETNX", "m2", "c", "m3", "d"], "0");
+    check(&mut c, &["EXISTS", "m3"], "0");
+    check(&mut c, &["MSETNX", "m4", "a", "m4", "b"], "1");
+    check(&mut c, &["GET", "m4"], "b");
+    check(
+        &mut c,
+        &["MSETNX", "m5"],
+        "wrong number of arguments for 'msetnx' command",
+    );
+    // SETRANGE pads with zero bytes; nothing is created by an empty patch.
+    check(&mut c, &["SETRANGE", "r", "0", ""], "0");
+    check(&mut c, &["EXISTS", "r"], "0");
+    check(&mut c, &["SETRANGE", "r", "3", "ab"], "5");
+    let padded: Vec<u8> = c.get("r")?;
+    assert_eq!(padded, b"\0\0\0ab");
+    check(
+        &mut c,
+        &["SETRANGE", "r", "-1", "x"],
+        "offset is out of range",
+    );
+    check(
+        &mut c,
+        &["SETRANGE", "r", "x", "x"],
+        "value is not an integer",
+    );
+    check(
+        &mut c,
+        &["SETRANGE", "r", "536870911", "xx"],
+        "string exceeds maximum allowed size",
+    );
+    // GETRANGE / SUBSTR with Redis's index rules.
+    let () = c.set("h", "Hello World")?;
+    check(&mut c, &["GETRANGE", "h", "0", "3"], "Hell");
+    check(&mut c, &["GETRANGE", "h", "-5", "-1"], "World");
+    check(&mut c, &["SUBSTR", "h", "6", "5000"], "World");
+    assert_eq!(reply(&mut c, &["GETRANGE", "h", "5", "3"]), "");
+    assert_eq!(reply(&mut c, &["GETRANGE", "nope", "0", "-1"]), "");
+    // Bits: bit 0 is the high bit of byte 0.
+    check(&mut c, &["SETBIT", "b", "7", "1"], "0");
+    check(&mut c, &["SETBIT", "b", "7", "0"], "1");
+    check(&mut c, &["SETBIT", "b", "1", "1"], "0");
+    check(&mut c, &["GET", "b"], "@");
+    check(&mut c, &["GETBIT", "b", "1"], "1");
+    check(&mut c, &["GETBIT", "b", "100"], "0");
+    check(
+        &mut c,
+        &["SETBIT", "b", "1", "2"],
+        "bit is not an integer or out of range",
+    );
+    check(
+        &mut c,
+        &["GETBIT", "b", "-1"],
+        "bit offset is not an integer or out of range",
+    );
+    check(
+        &mut c,
+        &["GETBIT", "b", "4294967296000"],
+        "bit offset is not an integer or out of range",
+    );
+    // INCRBYFLOAT adds decimals exactly.
+    check(&mut c, &["INCRBYFLOAT", "f", "10.5"], "10.5");
+    check(&mut c, &["INCRBYFLOAT", "f", "0.1"], "10.6");
+    check(&mut c, &["SET", "f", "1"], "OK");
+    assert_eq!(reply(&mut c, &["INCRBYFLOAT", "f", "-1.1"]), "-0.1");
+    check(
+        &mut c,
+        &["INCRBYFLOAT", "f", "+inf"],
+        "increment would produce NaN or Infinity",
+    );
+    check(
+        &mut c,
+        &["INCRBYFLOAT", "h", "1"],
+        "value is not a valid float",
+    );
+    // LCS, as in Redis's documentation.
+    let () = c.mset(&[("l1", "ohmytext"), ("l2", "mynewtext")])?;
+    check(&mut c, &["LCS", "l1", "l2"], "mytext");
+    check(&mut c, &["LCS", "l1", "l2", "LEN"], "6");
+    let idx: Value = redis::cmd("LCS")
+        .arg("l1")
+        .arg("l2")
+        .arg("IDX")
+        .arg("MINMATCHLEN")
+        .arg("4")
+        .arg("WITHMATCHLEN")
+        .query(&mut c)?;
+    assert_eq!(
+        format!("{idx:?}"),
+        format!(
+            "{:?}",
+            Value::Array(vec![
+                Value::BulkString(b"matches".to_vec()),
+                Value::Array(vec![Value::Array(vec![
+                    Value::Array(vec![Value::Int(4), Value::Int(7)]),
+                    Value::Array(vec![Value::Int(5), Value::Int(8)]),
+                    Value::Int(4),
+                ])]),
+                Value::BulkString(b"len".to_vec()),
+                Value::Int(6),
+            ])
+        )
+    );
+    check(
+        &mut c,
+        &["LCS", "l1", "l2", "LEN", "IDX"],
+        "If you want both the length and indexes",
+    );
+    // Expiry: PERSIST and the *TIME commands answer as for keys without expiry; setting one
+    // is refused.
+    check(&mut c, &["GETEX", "h"], "Hello World");
+    check(&mut c, &["GETEX", "h", "PERSIST"], "Hello World");
+    check(&mut c, &["GETEX", "h", "EX", "10"], "key expiry");
+    check(&mut c, &["GETEX", "h", "BOGUS"], "syntax error");
+    check(&mut c, &["SETEX", "h", "10", "v"], "key expiry");
+    check(&mut c, &["PSETEX", "h", "10", "v"], "key expiry");
+    check(&mut c, &["EXPIRE", "h", "10"], "key expiry");
+    check(&mut c, &["PEXPIREAT", "h", "10"], "key expiry");
+    check(&mut c, &["PERSIST", "h"], "0");
+    check(&mut c, &["EXPIRETIME", "h"], "-1");
+    check(&mut c, &["PEXPIRETIME", "nope"], "-2");
+    check(&mut c, &["TOUCH", "h", "nope", "n"], "2");
+    check(&mut c, &["UNLINK", "h", "nope"], "1");
+    Ok(())
+}
+
+#[test]
+fn rename_copy_move_and_randomkey_follow_redis() -> TestResult {
+    let mut server = TestServer::start(|_| {});
+    let mut c = server.client();
+    check(&mut c, &["RANDOMKEY"], "(nil)");
+    check(&mut c, &["RENAME", "a", "b"], "no such key");
+    let () = c.set("a", "1")?;
+    check(&mut c, &["RENAME", "a", "a"], "OK");
+    check(&mut c, &["RENAMENX", "a", "a"], "0");
+    check(&mut c, &["RENAME", "a", "b"], "OK");
+    check(&mut c, &["EXISTS", "a"], "0");
+    let () = c.set("c", "3")?;
+    check(&mut c, &["RENAMENX", "b", "c"], "0");
+    check(&mut c, &["RENAMENX", "b", "d"], "1");
+    check(&mut c, &["GET", "d"], "1");
+    // COPY within the database and to another one.
+    check(
+        &mut c,
+        &["COPY", "d", "d"],
+        "source and destination objects are the same",
+    );
+    check(&mut c, &["COPY", "d", "c"], "0");
+    check(&mut c, &["COPY", "d", "c", "REPLACE"], "1");
+    check(&mut c, &["GET", "c"], "1");
+    check(&mut c, &["COPY", "nope", "x"], "0");
+    check(&mut c, &["COPY", "d", "d", "DB", "3"], "1");
+    check(
+        &mut c,
+        &["COPY", "d", "d", "DB", "16"],
+        "DB index is out of range",
+    );
+    check(
+        &mut c,
+        &["COPY", "d", "d", "DB", "nosuchdb"],
+        "value is not an integer",
+    );
+    check(&mut c, &["COPY", "d", "d", "BOGUS"], "syntax error");
+    // MOVE: 0 when the key is missing here or present there.
+    check(
+        &mut c,
+        &["MOVE", "d", "0"],
+        "source and destination objects are the same",
+    );
+    check(&mut c, &["MOVE", "d", "3"], "0");
+    check(&mut c, &["MOVE", "c", "3"], "1");
+    check(&mut c, &["EXISTS", "c"], "0");
+    check(&mut c, &["MOVE", "c", "3"], "0");
+    check(&mut c, &["SELECT", "3"], "OK");
+    let moved: Vec<Option<String>> = c.mget(&["c", "d"])?;
+    assert_eq!(moved, vec![Some("1".into()), Some("1".into())]);
+    // RANDOMKEY returns every key of a small database.
+    let mut seen = HashSet::new();
+    for _ in 0..200 {
+        seen.insert(reply(&mut c, &["RANDOMKEY"]));
+    }
+    assert_eq!(seen, HashSet::from(["c".to_owned(), "d".to_owned()]));
+    // Moved and copied keys survive a restart.
+    server.restart();
+    let mut c = server.client();
+    check(&mut c, &["SELECT", "3"], "OK");
+    check(&mut c, &["GET", "c"], "1");
+    check(&mut c, &["SELECT", "0"], "OK");
+    check(&mut c, &["GET", "c"], "(nil)");
+    check(&mut c, &["GET", "d"], "1");
+    Ok(())
+}
+
 #[test]
 fn counters_follow_redis_semantics() -> TestResult {
     let server = TestServer::start(|_| {});

@@ -21,7 +21,7 @@ pub(crate) fn arg(args: &[Bytes], i: usize) -> &[u8] {
 }
 
 /// Counts one key lookup in `INFO stats` (`keyspace_hits` / `keyspace_misses`).
-fn count_lookup(s: &Session, found: bool) {
+pub(crate) fn count_lookup(s: &Session, found: bool) {
     let found = u64::from(found);
     count_lookups(s, found, 1 - found);
 }
@@ -61,8 +61,7 @@ pub(crate) fn set(s: &mut Session, args: &[Bytes]) {
             b"KEEPTTL" => {}
             b"EX" | b"PX" | b"EXAT" | b"PXAT" => {
                 s.flush_pending();
-                s.out
-                    .error("ERR key expiry (EX, PX, EXAT, PXAT) is not supported by strata");
+                s.out.error(super::strings::EXPIRY_UNSUPPORTED);
                 return;
             }
             _ => {

@@ -12,9 +12,11 @@
 
 mod admin;
 mod commands;
+mod generic;
 mod introspect;
 pub(crate) mod keyspace;
 mod session;
+mod strings;
 mod table;
 
 use std::net::SocketAddr;

@@ -13,7 +13,7 @@
 use bytes::Bytes;
 
 use super::session::Session;
-use super::{admin, commands, introspect, keyspace};
+use super::{admin, commands, generic, introspect, keyspace, strings};
 
 /// Handler of one command; arity is checked before it runs.
 pub(crate) type Handler = fn(&mut Session, &[Bytes]);
@@ -410,6 +410,19 @@ pub(crate) static COMMANDS: &[CommandSpec] = &[
             "Returns the effective values of configuration parameters (glob patterns).",
             &[block("parameter", &[pattern("parameter")]).multiple()],
         )]),
+    spec("COPY", -3, generic::copy, "generic")
+        .write()
+        .heavy()
+        .keys(1, 2, 1)
+        .doc("Copies the value of a key to a new key (in this or another database).")
+        .since("6.2.0")
+        .complexity(POINT)
+        .args(&[
+            key("source"),
+            key("destination"),
+            integer("destination-db").token("DB").optional(),
+            word("replace", "REPLACE").optional(),
+        ]),
     spec("DATABASES", -1, keyspace::databases, "server")
         .heavy()
         .doc(
@@ -457,6 +470,45 @@ pub(crate) static COMMANDS: &[CommandSpec] = &[
         .doc("Determines whether one or more keys exist.")
         .complexity(PER_KEY)
         .args(KEYS),
+    spec("EXPIRE", -3, generic::expire, "generic")
+        .write()
+        .fast()
+        .keys(1, 1, 1)
+        .doc("Refused: keys never expire in Strata.")
+        .since("1.0.0")
+        .args(&[
+            key("key"),
+            integer("seconds"),
+            oneof(
+                "condition",
+                &[word("nx", "NX"), word("xx", "XX"), word("gt", "GT"), word("lt", "LT")],
+            )
+            .since("7.0.0")
+            .optional(),
+        ]),
+    spec("EXPIREAT", -3, generic::expire, "generic")
+        .write()
+        .fast()
+        .keys(1, 1, 1)
+        .doc("Refused: keys never expire in Strata.")
+        .since("1.2.0")
+        .args(&[
+            key("key"),
+            integer("unix-time-seconds"),
+            oneof(
+                "condition",
+                &[word("nx", "NX"), word("xx", "XX"), word("gt", "GT"), word("lt", "LT")],
+            )
+            .since("7.0.0")
+            .optional(),
+        ]),
+    spec("EXPIRETIME", 2, generic::expiretime, "generic")
+        .fast()
+        .keys(1, 1, 1)
+        .doc("Returns -1 for an existing key (no expiry), -2 for a missing one.")
+        .since("7.0.0")
+        .complexity(POINT)
+        .args(KEY),
     spec("FLUSHALL", -1, keyspace::flushall, "server")
         .write()
         .heavy()
@@ -487,6 +539,13 @@ pub(crate) static COMMANDS: &[CommandSpec] = &[
         .doc("Returns the string value of a key.")
         .complexity(POINT)
         .args(KEY),
+    spec("GETBIT", 3, strings::getbit, "bitmap")
+        .fast()
+        .keys(1, 1, 1)
+        .doc("Returns a bit value by offset.")
+        .since("2.2.0")
+        .complexity(POINT)
+        .args(&[key("key"), integer("offset")]),
     spec("GETDEL", 2, commands::getdel, "string")
         .write()
         .fast()
@@ -495,6 +554,40 @@ pub(crate) static COMMANDS: &[CommandSpec] = &[
         .since("6.2.0")
         .complexity(POINT)
         .args(KEY),
+    spec("GETEX", -2, strings::getex, "string")
+        .write()
+        .fast()
+        .keys(1, 1, 1)
+        .doc("Returns the string value of a key (PERSIST accepted; expiry options refused).")
+        .since("6.2.0")
+        .complexity(POINT)
+        .args(&[
+            key("key"),
+            oneof(
+                "expiration",
+                &[
+                    integer("seconds").token("EX"),
+                    integer("milliseconds").token("PX"),
+                    integer("unix-time-seconds").token("EXAT"),
+                    integer("unix-time-milliseconds").token("PXAT"),
+                    word("persist", "PERSIST"),
+                ],
+            )
+            .optional(),
+        ]),
+    spec("GETRANGE", 4, strings::getrange, "string")
+        .keys(1, 1, 1)
+        .doc("Returns a substring of the string stored at a key.")
+        .since("2.4.0")
+        .complexity("O(log N + M) where M is the length of the value (it is read whole)")
+        .args(&[key("key"), integer("start"), integer("end")]),
+    spec("GETSET", 3, strings::getset, "string")
+        .write()
+        .fast()
+        .keys(1, 1, 1)
+        .doc("Returns the previous string value of a key after setting it to a new value.")
+        .complexity(POINT)
+        .args(&[key("key"), string("value")]),
     spec("HELLO", -1, admin::hello, "connection")
         .no_auth()
         .fast()
@@ -528,6 +621,14 @@ pub(crate) static COMMANDS: &[CommandSpec] = &[
         .doc("Increments the integer value of a key by a number.")
         .complexity(POINT)
         .args(&[key("key"), integer("increment")]),
+    spec("INCRBYFLOAT", 3, strings::incrbyfloat, "string")
+        .write()
+        .fast()
+        .keys(1, 1, 1)
+        .doc("Increments the floating point value of a key by a number (exact for decimals).")
+        .since("2.6.0")
+        .complexity(POINT)
+        .args(&[key("key"), string("increment")]),
     spec("INFO", -1, admin::info, "server")
         .heavy()
         .doc("Returns information and statistics about the server and the engine.")
@@ -538,12 +639,33 @@ pub(crate) static COMMANDS: &[CommandSpec] = &[
         .doc("Returns all key names that match a pattern.")
         .complexity(WHOLE)
         .args(&[pattern("pattern")]),
+    spec("LCS", -3, strings::lcs, "string")
+        .heavy()
+        .keys(1, 2, 1)
+        .doc("Finds the longest common substring of two values.")
+        .since("7.0.0")
+        .complexity("O(N*M) where N and M are the lengths of the two values")
+        .args(&[
+            key("key1"),
+            key("key2"),
+            word("len", "LEN").optional(),
+            word("idx", "IDX").optional(),
+            integer("min-match-len").token("MINMATCHLEN").optional(),
+            word("withmatchlen", "WITHMATCHLEN").optional(),
+        ]),
     spec("MGET", -2, commands::mget, "string")
         .fast()
         .keys(1, -1, 1)
         .doc("Atomically returns the string values of one or more keys.")
         .complexity(PER_KEY)
         .args(KEYS),
+    spec("MOVE", 3, generic::move_key, "generic")
+        .write()
+        .heavy()
+        .keys(1, 1, 1)
+        .doc("Moves a key to another database.")
+        .complexity(POINT)
+        .args(&[key("key"), integer("db")]),
     spec("MSET", -3, commands::mset, "string")
         .write()
         .batchable()
@@ -552,10 +674,69 @@ pub(crate) static COMMANDS: &[CommandSpec] = &[
         .since("1.0.1")
         .complexity("O(K) where K is the number of keys to set (one batch)")
         .args(&[block("key_value", &[key("key"), string("value")]).multiple()]),
+    spec("MSETNX", -3, strings::msetnx, "string")
+        .write()
+        .keys(1, -1, 2)
+        .doc("Sets the values of one or more keys only when none of the keys exists.")
+        .since("1.0.1")
+        .complexity(PER_KEY)
+        .args(&[block("key_value", &[key("key"), string("value")]).multiple()]),
+    spec("PERSIST", 2, generic::persist, "generic")
+        .write()
+        .fast()
+        .keys(1, 1, 1)
+        .doc("Returns 0: no key has an expiry to remove.")
+        .since("2.2.0")
+        .args(KEY),
+    spec("PEXPIRE", -3, generic::expire, "generic")
+        .write()
+        .fast()
+        .keys(1, 1, 1)
+        .doc("Refused: keys never expire in Strata.")
+        .since("2.6.0")
+        .args(&[
+            key("key"),
+            integer("milliseconds"),
+            oneof(
+                "condition",
+                &[word("nx", "NX"), word("xx", "XX"), word("gt", "GT"), word("lt", "LT")],
+            )
+            .since("7.0.0")
+            .optional(),
+        ]),
+    spec("PEXPIREAT", -3, generic::expire, "generic")
+        .write()
+        .fast()
+        .keys(1, 1, 1)
+        .doc("Refused: keys never expire in Strata.")
+        .since("2.6.0")
+        .args(&[
+            key("key"),
+            integer("unix-time-milliseconds"),
+            oneof(
+                "condition",
+                &[word("nx", "NX"), word("xx", "XX"), word("gt", "GT"), word("lt", "LT")],
+            )
+            .since("7.0.0")
+            .optional(),
+        ]),
+    spec("PEXPIRETIME", 2, generic::expiretime, "generic")
+        .fast()
+        .keys(1, 1, 1)
+        .doc("Returns -1 for an existing key (no expiry), -2 for a missing one.")
+        .since("7.0.0")
+        .complexity(POINT)
+        .args(KEY),
     spec("PING", -1, admin::ping, "connection")
         .fast()
         .doc("Returns the server's liveliness response.")
         .args(&[string("message").optional()]),
+    spec("PSETEX", 4, strings::setex, "string")
+        .write()
+        .keys(1, 1, 1)
+        .doc("Refused: keys never expire in Strata.")
+        .since("2.6.0")
+        .args(&[key("key"), integer("milliseconds"), string("value")]),
     spec("PTTL", 2, commands::pttl, "generic")
         .fast()
         .keys(1, 1, 1)
@@ -567,6 +748,22 @@ pub(crate) static COMMANDS: &[CommandSpec] = &[
         .no_auth()
         .fast()
         .doc("Closes the connection."),
+    spec("RANDOMKEY", 1, generic::randomkey, "generic")
+        .doc("Returns a random key name from the database (not uniformly random).")
+        .complexity("O(log N)"),
+    spec("RENAME", 3, generic::rename, "generic")
+        .write()
+        .keys(1, 2, 1)
+        .doc("Renames a key and overwrites the destination.")
+        .complexity(POINT)
+        .args(&[key("key"), key("newkey")]),
+    spec("RENAMENX", 3, generic::renamenx, "generic")
+        .write()
+        .fast()
+        .keys(1, 2, 1)
+        .doc("Renames a key only when the target key name doesn't exist.")
+        .complexity(POINT)
+        .args(&[key("key"), key("newkey")]),
     spec("SCAN", -2, keyspace::scan, "generic")
         .heavy()
         .doc("Iterates over the key names in the database.")
@@ -600,6 +797,33 @@ pub(crate) static COMMANDS: &[CommandSpec] = &[
             word("get", "GET").since("6.2.0").optional(),
             word("keepttl", "KEEPTTL").since("6.0.0").optional(),
         ]),
+    spec("SETBIT", 4, strings::setbit, "bitmap")
+        .write()
+        .keys(1, 1, 1)
+        .doc("Sets or clears the bit at offset of the string value. Creates the key if it doesn't exist.")
+        .since("2.2.0")
+        .complexity("O(log N + M) where M is the length of the value (it is rewritten)")
+        .args(&[key("key"), integer("offset"), integer("value")]),
+    spec("SETEX", 4, strings::setex, "string")
+        .write()
+        .keys(1, 1, 1)
+        .doc("Refused: keys never expire in Strata.")
+        .since("2.0.0")
+        .args(&[key("key"), integer("seconds"), string("value")]),
+    spec("SETNX", 3, strings::setnx, "string")
+        .write()
+        .fast()
+        .keys(1, 1, 1)
+        .doc("Set the string value of a key only when the key doesn't exist.")
+        .complexity(POINT)
+        .args(&[key("key"), string("value")]),
+    spec("SETRANGE", 4, strings::setrange, "string")
+        .write()
+        .keys(1, 1, 1)
+        .doc("Overwrites a part of a string value with another by an offset. Creates the key if it doesn't exist.")
+        .since("2.2.0")
+        .complexity("O(log N + M) where M is the length of the value (it is rewritten)")
+        .args(&[key("key"), integer("offset"), string("value")]),
     spec("SQL", 2, admin::sql, "strata")
         .write()
         .heavy()
@@ -614,6 +838,19 @@ pub(crate) static COMMANDS: &[CommandSpec] = &[
         .since("2.2.0")
         .complexity(POINT)
         .args(KEY),
+    spec("SUBSTR", 4, strings::getrange, "string")
+        .keys(1, 1, 1)
+        .doc("Returns a substring of the string stored at a key (the old name of GETRANGE).")
+        .since("1.0.0")
+        .complexity("O(log N + M) where M is the length of the value (it is read whole)")
+        .args(&[key("key"), integer("start"), integer("end")]),
+    spec("TOUCH", -2, generic::touch, "generic")
+        .fast()
+        .keys(1, -1, 1)
+        .doc("Returns the number of specified keys that exist (there is no access time to update).")
+        .since("3.2.1")
+        .complexity(PER_KEY)
+        .args(KEYS),
     spec("TTL", 2, commands::ttl, "generic")
         .fast()
         .keys(1, 1, 1)
@@ -626,6 +863,13 @@ pub(crate) static COMMANDS: &[CommandSpec] = &[
         .doc("Determines the type of value stored at a key.")
         .complexity(POINT)
         .args(KEY),
+    spec("UNLINK", -2, commands::del, "generic")
+        .write()
+        .keys(1, -1, 1)
+        .doc("Deletes one or more keys (as DEL: deletes are not reclaimed in the foreground).")
+        .since("4.0.0")
+        .complexity(PER_KEY)
+        .args(KEYS),
 ];
 
 /// The spec of command `name` (case-insensitive).

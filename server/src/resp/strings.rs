@@ -1,0 +1,741 @@
+//! The string commands that read and rewrite part of a value or several keys at once:
+//! `SETNX`, `GETSET`, `MSETNX`, `GETEX`, `SETRANGE`, `GETRANGE`/`SUBSTR`, `GETBIT`, `SETBIT`,
+//! `INCRBYFLOAT`, `LCS`, and the expiry commands Strata refuses (`SETEX`, `PSETEX`).
+//!
+//! Each follows Redis 7.0's `t_string.c` and `bitops.c`: the same replies, error texts and
+//! edge cases (negative `GETRANGE` indexes, `SETRANGE` of nothing on a missing key, the
+//! `proto-max-bulk-len` limit on a string a command would grow). A read-modify-write holds
+//! its keys' stripe locks exclusively, so it is atomic against every other command on those
+//! keys. Lookups count in `INFO stats` as in Redis (see [`super::commands`]).
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::commands::{NOT_INTEGER, SYNTAX, arg, count_lookup, count_lookups};
+use super::session::Session;
+use crate::databases::{Database, KvBatch};
+use crate::error::resp_engine_error;
+use crate::protocol::request::parse_decimal;
+
+/// The reply to a command that would give a key an expiry time.
+pub(crate) const EXPIRY_UNSUPPORTED: &str =
+    "ERR key expiry (EX, PX, EXAT, PXAT) is not supported by strata";
+
+/// Redis's reply to a string a command would grow past `proto-max-bulk-len`.
+const TOO_LONG: &str = "ERR string exceeds maximum allowed size (proto-max-bulk-len)";
+
+/// Reads `key`, replying with the engine's error (and returning `None`) when it fails.
+pub(crate) fn read(s: &mut Session, db: &Database, key: &[u8]) -> Option<Option<Bytes>> {
+    match db.get(key) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            s.out.error(&resp_engine_error(&e));
+            None
+        }
+    }
+}
+
+/// Writes `batch`, replying with the engine's error (and returning false) when it fails.
+pub(crate) fn write(s: &mut Session, db: &Database, batch: KvBatch) -> bool {
+    match db.write(batch) {
+        Ok(()) => true,
+        Err(e) => {
+            s.out.error(&resp_engine_error(&e));
+            false
+        }
+    }
+}
+
+/// Puts `key` = `value`, replying with the engine's error (and returning false) when it fails.
+fn put(s: &mut Session, db: &Database, key: &[u8], value: &[u8]) -> bool {
+    let mut batch = KvBatch::new();
+    batch.put(key, value);
+    write(s, db, batch)
+}
+
+/// True when a string of `offset + len` bytes fits `proto-max-bulk-len`; replies Redis's
+/// error otherwise (its `checkStringLength`).
+fn fits(s: &mut Session, offset: u64, len: usize) -> bool {
+    let max = u64::try_from(s.shared.config.limits.max_bulk_bytes).unwrap_or(u64::MAX);
+    let total = offset.checked_add(u64::try_from(len).unwrap_or(u64::MAX));
+    if total.is_none_or(|t| t > max) {
+        s.out.error(TOO_LONG);
+        return false;
+    }
+    true
+}
+
+fn length(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// SETNX key value: sets the key only if it does not exist; 1 if it was set, else 0.
+pub(crate) fn setnx(s: &mut Session, args: &[Bytes]) {
+    let (key, value) = (arg(args, 1), arg(args, 2));
+    let db = Arc::clone(&s.db);
+    let _locks = db.lock_keys([key], true);
+    let Some(old) = read(s, &db, key) else {
+        return;
+    };
+    if old.is_some() {
+        s.out.integer(0);
+    } else if put(s, &db, key, value) {
+        s.out.integer(1);
+    }
+}
+
+/// GETSET key value: sets the key and returns its old value (nil when it had none).
+pub(crate) fn getset(s: &mut Session, args: &[Bytes]) {
+    let (key, value) = (arg(args, 1), arg(args, 2));
+    let db = Arc::clone(&s.db);
+    let _locks = db.lock_keys([key], true);
+    let Some(old) = read(s, &db, key) else {
+        return;
+    };
+    count_lookup(s, old.is_some());
+    if put(s, &db, key, value) {
+        s.out.bulk_or_null(old.as_deref());
+    }
+}
+
+/// MSETNX key value [key value ...]: sets every pair, in one batch, only if none of the keys
+/// exists; 1 if they were set, else 0. A key given twice takes its last value, as in `MSET`.
+pub(crate) fn msetnx(s: &mut Session, args: &[Bytes]) {
+    let pairs = args.get(1..).unwrap_or_default();
+    if pairs.len() % 2 != 0 {
+        return s
+            .out
+            .error("ERR wrong number of arguments for 'msetnx' command");
+    }
+    let keys: Vec<&Bytes> = pairs.iter().step_by(2).collect();
+    let db = Arc::clone(&s.db);
+    let _locks = db.lock_keys(&keys, true);
+    for key in &keys {
+        match read(s, &db, key) {
+            Some(Some(_)) => return s.out.integer(0),
+            Some(None) => {}
+            None => return,
+        }
+    }
+    let mut batch = KvBatch::new();
+    for pair in pairs.chunks_exact(2) {
+        if let [key, value] = pair {
+            batch.put(key, value);
+        }
+    }
+    if write(s, &db, batch) {
+        s.out.integer(1);
+    }
+}
+
+/// GETEX key [EX seconds | PX ms | EXAT t | PXAT t | PERSIST]: `GET`, after checking the
+/// options as Redis does. Keys never expire here, so `PERSIST` changes nothing and a time
+/// option gets [`EXPIRY_UNSUPPORTED`].
+pub(crate) fn getex(s: &mut Session, args: &[Bytes]) {
+    let (mut expiry, mut persist) = (false, false);
+    let mut i = 2;
+    while i < args.len() {
+        let opt = arg(args, i).to_ascii_uppercase();
+        match opt.as_slice() {
+            b"EX" | b"PX" | b"EXAT" | b"PXAT" if !expiry && !persist && i + 1 < args.len() => {
+                expiry = true;
+                i += 1;
+            }
+            b"PERSIST" if !expiry && !persist => persist = true,
+            _ => return s.out.error(SYNTAX),
+        }
+        i += 1;
+    }
+    if expiry {
+        return s.out.error(EXPIRY_UNSUPPORTED);
+    }
+    let db = Arc::clone(&s.db);
+    if let Some(v) = read(s, &db, arg(args, 1)) {
+        count_lookup(s, v.is_some());
+        s.out.bulk_or_null(v.as_deref());
+    }
+}
+
+/// SETEX / PSETEX key time value: refused, as `SET .. EX` is ([`EXPIRY_UNSUPPORTED`]).
+pub(crate) fn setex(s: &mut Session, _args: &[Bytes]) {
+    s.out.error(EXPIRY_UNSUPPORTED);
+}
+
+/// SETRANGE key offset value: overwrites the value from byte `offset` on, padding with zero
+/// bytes; returns the new length. Setting nothing on a missing key creates nothing.
+pub(crate) fn setrange(s: &mut Session, args: &[Bytes]) {
+    let (key, patch) = (arg(args, 1), arg(args, 3));
+    let offset = match parse_decimal(arg(args, 2)) {
+        None => return s.out.error(NOT_INTEGER),
+        Some(n) => match u64::try_from(n) {
+            Ok(n) => n,
+            Err(_) => return s.out.error("ERR offset is out of range"),
+        },
+    };
+    let db = Arc::clone(&s.db);
+    let _locks = db.lock_keys([key], true);
+    let Some(old) = read(s, &db, key) else {
+        return;
+    };
+    if patch.is_empty() {
+        return s.out.integer(old.map_or(0, |v| length(v.len())));
+    }
+    if !fits(s, offset, patch.len()) {
+        return;
+    }
+    // `fits` bounds the offset by proto-max-bulk-len, a usize.
+    let start = usize::try_from(offset).unwrap_or(usize::MAX);
+    let mut value = old.map(|v| v.to_vec()).unwrap_or_default();
+    let end = start + patch.len();
+    if value.len() < end {
+        value.resize(end, 0);
+    }
+    value[start..end].copy_from_slice(patch);
+    if put(s, &db, key, &value) {
+        s.out.integer(length(value.len()));
+    }
+}
+
+/// GETRANGE key start end (and its old name SUBSTR): bytes `start..=end` of the value;
+/// negative indexes count from the end, and the range is clipped to the value.
+pub(crate) fn getrange(s: &mut Session, args: &[Bytes]) {
+    let (Some(start), Some(end)) = (parse_decimal(arg(args, 2)), parse_decimal(arg(args, 3)))
+    else {
+        return s.out.error(NOT_INTEGER);
+    };
+    let db = Arc::clone(&s.db);
+    let Some(value) = read(s, &db, arg(args, 1)) else {
+        return;
+    };
+    count_lookup(s, value.is_some());
+    let value = value.unwrap_or_default();
+    match byte_range(value.len(), start, end) {
+        Some((from, to)) => s.out.bulk(&value[from..=to]),
+        None => s.out.bulk(b""),
+    }
+}
+
+/// The inclusive byte range `GETRANGE start end` selects in a value of `len` bytes, by Redis
+/// 7.0's rules; `None` when it is empty.
+fn byte_range(len: usize, start: i64, end: i64) -> Option<(usize, usize)> {
+    if start < 0 && end < 0 && start > end {
+        return None;
+    }
+    let n = length(len);
+    let from_end = |i: i64| if i < 0 { n.saturating_add(i).max(0) } else { i };
+    let (start, end) = (from_end(start), from_end(end).min(n - 1));
+    if len == 0 || start > end {
+        return None;
+    }
+    Some((usize::try_from(start).ok()?, usize::try_from(end).ok()?))
+}
+
+/// Redis's reply to a bad bit offset.
+const BAD_BIT_OFFSET: &str = "ERR bit offset is not an integer or out of range";
+
+/// A `GETBIT`/`SETBIT` bit offset: a non-negative integer whose byte lies within
+/// `proto-max-bulk-len` (Redis's `getBitOffsetFromArgument`).
+fn bit_offset(s: &Session, text: &[u8]) -> Option<u64> {
+    let n = u64::try_from(parse_decimal(text)?).ok()?;
+    let max = u64::try_from(s.shared.config.limits.max_bulk_bytes).unwrap_or(u64::MAX);
+    (n >> 3 < max).then_some(n)
+}
+
+/// Byte index and bit mask of bit `offset` (bit 0 is the most significant bit of byte 0).
+fn bit_position(offset: u64) -> (usize, u8) {
+    let byte = usize::try_from(offset >> 3).unwrap_or(usize::MAX);
+    (byte, 0x80 >> (offset & 7))
+}
+
+/// GETBIT key offset: the bit at `offset` (0 past the end or for a missing key).
+pub(crate) fn getbit(s: &mut Session, args: &[Bytes]) {
+    let Some(offset) = bit_offset(s, arg(args, 2)) else {
+        return s.out.error(BAD_BIT_OFFSET);
+    };
+    let db = Arc::clone(&s.db);
+    let Some(value) = read(s, &db, arg(args, 1)) else {
+        return;
+    };
+    count_lookup(s, value.is_some());
+    let (byte, mask) = bit_position(offset);
+    let set = value
+        .as_deref()
+        .and_then(|v| v.get(byte))
+        .is_some_and(|b| b & mask != 0);
+    s.out.integer(i64::from(set));
+}
+
+/// SETBIT key offset 0|1: sets or clears one bit, growing the value with zero bytes; returns
+/// the bit's old value.
+pub(crate) fn setbit(s: &mut Session, args: &[Bytes]) {
+    let Some(offset) = bit_offset(s, arg(args, 2)) else {
+        return s.out.error(BAD_BIT_OFFSET);
+    };
+    let on = match parse_decimal(arg(args, 3)) {
+        Some(0) => false,
+        Some(1) => true,
+        _ => return s.out.error("ERR bit is not an integer or out of range"),
+    };
+    let key = arg(args, 1);
+    let db = Arc::clone(&s.db);
+    let _locks = db.lock_keys([key], true);
+    let Some(old) = read(s, &db, key) else {
+        return;
+    };
+    let (byte, mask) = bit_position(offset);
+    let mut value = old.map(|v| v.to_vec()).unwrap_or_default();
+    if value.len() <= byte {
+        value.resize(byte + 1, 0);
+    }
+    let was = value[byte] & mask != 0;
+    if on {
+        value[byte] |= mask;
+    } else {
+        value[byte] &= !mask;
+    }
+    if put(s, &db, key, &value) {
+        s.out.integer(i64::from(was));
+    }
+}
+
+/// INCRBYFLOAT key increment: adds a decimal number to the value and returns the new value
+/// as it is stored (see [`add_decimals`]).
+pub(crate) fn incrbyfloat(s: &mut Session, args: &[Bytes]) {
+    let key = arg(args, 1);
+    let db = Arc::clone(&s.db);
+    let _locks = db.lock_keys([key], true);
+    let Some(old) = read(s, &db, key) else {
+        return;
+    };
+    let sum = add_decimals(old.as_deref().unwrap_or(b"0"), arg(args, 2));
+    match sum {
+        Ok(text) => {
+            if put(s, &db, key, text.as_bytes()) {
+                s.out.bulk(text.as_bytes());
+            }
+        }
+        Err(message) => s.out.error(message),
+    }
+}
+
+/// Longest number `INCRBYFLOAT` reads, in bytes (Redis's `MAX_LONG_DOUBLE_CHARS`).
+const MAX_FLOAT_TEXT: usize = 5 * 1024;
+
+/// `a + b` for `INCRBYFLOAT`, as the text stored and returned, or Redis's error.
+///
+/// Both must be numbers as Redis's `strtold` reads them without surrounding space (`1.5`,
+/// `-2e3`, `inf`; not `nan`): `ERR value is not a valid float` otherwise, and a sum that is
+/// infinite gets `ERR increment would produce NaN or Infinity`. Redis adds in C's `long
+/// double` and prints 17 decimals with trailing zeros removed, so `1 + -1.1` reads `-0.1`.
+/// Strata adds decimal numbers exactly (as integers scaled by a power of ten) while they
+/// fit 38 digits, which prints the same for such numbers; beyond that it adds `f64`s and
+/// prints the shortest text that reads back as the sum. Never `-0`.
+fn add_decimals(a: &[u8], b: &[u8]) -> Result<String, &'static str> {
+    const NOT_FLOAT: &str = "ERR value is not a valid float";
+    let parse = |text: &[u8]| -> Option<f64> {
+        if text.len() >= MAX_FLOAT_TEXT {
+            return None;
+        }
+        let v: f64 = std::str::from_utf8(text).ok()?.parse().ok()?;
+        (!v.is_nan()).then_some(v)
+    };
+    let (Some(x), Some(y)) = (parse(a), parse(b)) else {
+        return Err(NOT_FLOAT);
+    };
+    let sum = x + y;
+    if !sum.is_finite() {
+        return Err("ERR increment would produce NaN or Infinity");
+    }
+    if let (Some(x), Some(y)) = (Decimal::parse(a), Decimal::parse(b))
+        && let Some(exact) = x.checked_add(y)
+    {
+        return Ok(exact.to_string());
+    }
+    let text = sum.to_string();
+    Ok(if text == "-0" { "0".to_owned() } else { text })
+}
+
+/// An exact decimal number: `mantissa` × 10^-`scale`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Decimal {
+    mantissa: i128,
+    scale: u32,
+}
+
+/// Most decimal places a [`Decimal`] keeps.
+const MAX_SCALE: u32 = 38;
+
+impl Decimal {
+    /// Reads `[+-]digits[.digits][(e|E)[+-]digits]` (at least one digit before or after the
+    /// point); `None` for anything else or what does not fit.
+    fn parse(text: &[u8]) -> Option<Decimal> {
+        let (negative, rest) = match text.split_first()? {
+            (b'-', rest) => (true, rest),
+            (b'+', rest) => (false, rest),
+            _ => (false, text),
+        };
+        let (number, exponent) = match rest.iter().position(|&c| c == b'e' || c == b'E') {
+            Some(i) => (&rest[..i], Some(&rest[i + 1..])),
+            None => (rest, None),
+        };
+        let (whole, fraction) = match number.iter().position(|&c| c == b'.') {
+            Some(i) => (&number[..i], &number[i + 1..]),
+            None => (number, &number[number.len()..]),
+        };
+        if whole.is_empty() && fraction.is_empty() {
+            return None;
+        }
+        let mut mantissa: i128 = 0;
+        for &c in whole.iter().chain(fraction) {
+            if !c.is_ascii_digit() {
+                return None;
+            }
+            mantissa = mantissa
+                .checked_mul(10)?
+                .checked_add(i128::from(c - b'0'))?;
+        }
+        let mut scale = i64::try_from(fraction.len()).ok()?;
+        if let Some(e) = exponent {
+            let digits = e.strip_prefix(b"+").unwrap_or(e);
+            if digits.is_empty() || digits.len() > 4 || digits == b"-" {
+                return None;
+            }
+            let e: i64 = std::str::from_utf8(digits).ok()?.parse().ok()?;
+            scale -= e;
+        }
+        if scale < 0 {
+            let shift = u32::try_from(-scale).ok()?;
+            mantissa = mantissa.checked_mul(10i128.checked_pow(shift)?)?;
+            scale = 0;
+        }
+        let scale = u32::try_from(scale).ok().filter(|&s| s <= MAX_SCALE)?;
+        Some(Decimal {
+            mantissa: if negative { -mantissa } else { mantissa },
+            scale,
+        })
+    }
+
+    /// `self + other`, exactly, or `None` when it does not fit.
+    fn checked_add(self, other: Decimal) -> Option<Decimal> {
+        let scale = self.scale.max(other.scale);
+        let widen = |d: Decimal| d.mantissa.checked_mul(10i128.checked_pow(scale - d.scale)?);
+        Some(Decimal {
+            mantissa: widen(self)?.checked_add(widen(other)?)?,
+            scale,
+        })
+    }
+}
+
+impl std::fmt::Display for Decimal {
+    /// Plain decimal notation without trailing fractional zeros (`-0.1`, `3`); never `-0`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let digits = self.mantissa.unsigned_abs().to_string();
+        let scale = usize::try_from(self.scale).unwrap_or(usize::MAX);
+        let padded = format!("{digits:0>width$}", width = scale + 1);
+        let (whole, fraction) = padded.split_at(padded.len() - scale);
+        let fraction = fraction.trim_end_matches('0');
+        if self.mantissa < 0 && (whole != "0" || !fraction.is_empty()) {
+            f.write_str("-")?;
+        }
+        f.write_str(whole)?;
+        if !fraction.is_empty() {
+            write!(f, ".{fraction}")?;
+        }
+        Ok(())
+    }
+}
+
+/// LCS key1 key2 [LEN] [IDX] [MINMATCHLEN n] [WITHMATCHLEN]: the longest common subsequence
+/// of two values (a missing key is empty), its length, or the matching ranges, as Redis 7.0
+/// computes them: the dynamic-programming table of (len1 + 1) × (len2 + 1) `u32`s, refused
+/// when it would take more than `proto-max-bulk-len` bytes.
+pub(crate) fn lcs(s: &mut Session, args: &[Bytes]) {
+    let db = Arc::clone(&s.db);
+    let Some(a) = read(s, &db, arg(args, 1)) else {
+        return;
+    };
+    let Some(b) = read(s, &db, arg(args, 2)) else {
+        return;
+    };
+    count_lookups(
+        s,
+        u64::from(a.is_some()) + u64::from(b.is_some()),
+        u64::from(a.is_none()) + u64::from(b.is_none()),
+    );
+    let (mut len_only, mut idx, mut with_len, mut min_len) = (false, false, false, 0usize);
+    let mut i = 3;
+    while i < args.len() {
+        let opt = arg(args, i).to_ascii_uppercase();
+        match opt.as_slice() {
+            b"IDX" => idx = true,
+            b"LEN" => len_only = true,
+            b"WITHMATCHLEN" => with_len = true,
+            b"MINMATCHLEN" if i + 1 < args.len() => {
+                let Some(n) = parse_decimal(arg(args, i + 1)) else {
+                    return s.out.error(NOT_INTEGER);
+                };
+                min_len = usize::try_from(n.max(0)).unwrap_or(usize::MAX);
+                i += 1;
+            }
+            _ => return s.out.error(SYNTAX),
+        }
+        i += 1;
+    }
+    if len_only && idx {
+        return s
+            .out
+            .error("ERR If you want both the length and indexes, please just use IDX.");
+    }
+    let (a, b) = (a.unwrap_or_default(), b.unwrap_or_default());
+    let cells = (a.len() + 1).checked_mul(b.len() + 1);
+    if cells
+        .and_then(|c| c.checked_mul(4))
+        .is_none_or(|bytes| bytes > s.shared.config.limits.max_bulk_bytes)
+    {
+        return s
+            .out
+            .error("ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len");
+    }
+    let table = Lcs::new(&a, &b);
+    if len_only {
+        return s.out.integer(i64::from(table.len()));
+    }
+    let (common, matches) = table.walk(min_len);
+    if !idx {
+        return s.out.bulk(&common);
+    }
+    s.out.map(2);
+    s.out.bulk(b"matches");
+    s.out.array(matches.len());
+    for m in &matches {
+        s.out.array(2 + usize::from(with_len));
+        for (start, end) in [m.a, m.b] {
+            s.out.array(2);
+            s.out.integer(length(start));
+            s.out.integer(length(end));
+        }
+        if with_len {
+            s.out.integer(length(m.a.1 - m.a.0 + 1));
+        }
+    }
+    s.out.bulk(b"len");
+    s.out.integer(i64::from(table.len()));
+}
+
+/// One matching range of `LCS .. IDX`: inclusive byte ranges in the first and second value.
+#[derive(Debug, PartialEq, Eq)]
+struct LcsMatch {
+    a: (usize, usize),
+    b: (usize, usize),
+}
+
+/// The LCS table of two byte strings: `cell(i, j)` is the length of the longest common
+/// subsequence of `a[..i]` and `b[..j]`.
+struct Lcs<'a> {
+    a: &'a [u8],
+    b: &'a [u8],
+    cells: Vec<u32>,
+}
+
+impl<'a> Lcs<'a> {
+    fn new(a: &'a [u8], b: &'a [u8]) -> Lcs<'a> {
+        let width = b.len() + 1;
+        let mut cells = vec![0u32; (a.len() + 1) * width];
+        for i in 1..=a.len() {
+            for j in 1..=b.len() {
+                cells[i * width + j] = if a[i - 1] == b[j - 1] {
+                    cells[(i - 1) * width + j - 1] + 1
+                } else {
+                    cells[(i - 1) * width + j].max(cells[i * width + j - 1])
+                };
+            }
+        }
+        Lcs { a, b, cells }
+    }
+
+    fn cell(&self, i: usize, j: usize) -> u32 {
+        self.cells[i * (self.b.len() + 1) + j]
+    }
+
+    /// Length of the longest common subsequence.
+    fn len(&self) -> u32 {
+        self.cell(self.a.len(), self.b.len())
+    }
+
+    /// The subsequence and its contiguous matching ranges of at least `min_len` bytes, last
+    /// first, walking back from the table's corner as Redis does.
+    fn walk(&self, min_len: usize) -> (Vec<u8>, Vec<LcsMatch>) {
+        let (a, b) = (self.a, self.b);
+        let mut common = Vec::with_capacity(usize::try_from(self.len()).unwrap_or(0));
+        let mut matches = Vec::new();
+        let mut current: Option<LcsMatch> = None;
+        let (mut i, mut j) = (a.len(), b.len());
+        while i > 0 && j > 0 {
+            let mut emit = false;
+            if a[i - 1] == b[j - 1] {
+                common.push(a[i - 1]);
+                match &mut current {
+                    None => {
+                        current = Some(LcsMatch {
+                            a: (i - 1, i - 1),
+                            b: (j - 1, j - 1),
+                        });
+                    }
+                    // Contiguous with the range so far: extend it backwards.
+                    Some(m) if m.a.0 == i && m.b.0 == j => {
+                        m.a.0 -= 1;
+                        m.b.0 -= 1;
+                    }
+                    Some(_) => emit = true,
+                }
+                if let Some(m) = &current
+                    && (m.a.0 == 0 || m.b.0 == 0)
+                {
+                    emit = true;
+                }
+                i -= 1;
+                j -= 1;
+            } else {
+                if self.cell(i - 1, j) > self.cell(i, j - 1) {
+                    i -= 1;
+                } else {
+                    j -= 1;
+                }
+                emit = current.is_some();
+            }
+            if emit
+                && let Some(m) = current.take()
+                && m.a.1 - m.a.0 + 1 >= min_len
+            {
+                matches.push(m);
+            }
+        }
+        common.reverse();
+        (common, matches)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn getrange_follows_redis_index_rules() {
+        // "Hello World", as in Redis's GETRANGE tests.
+        let n = 11;
+        assert_eq!(byte_range(n, 0, 3), Some((0, 3)));
+        assert_eq!(byte_range(n, 0, -1), Some((0, 10)));
+        assert_eq!(byte_range(n, -4, -1), Some((7, 10)));
+        assert_eq!(byte_range(n, 5, 3), None);
+        assert_eq!(byte_range(n, 5, 5000), Some((5, 10)));
+        assert_eq!(byte_range(n, -5000, 10000), Some((0, 10)));
+        assert_eq!(byte_range(n, -1, -5), None);
+        assert_eq!(byte_range(0, 0, -1), None);
+        assert_eq!(byte_range(n, i64::MIN, i64::MAX), Some((0, 10)));
+        assert_eq!(byte_range(n, 0, i64::MIN), Some((0, 0)));
+    }
+
+    #[test]
+    fn incrbyfloat_adds_decimals_exactly() {
+        let add = |a: &str, b: &str| add_decimals(a.as_bytes(), b.as_bytes());
+        assert_eq!(add("1", "-1.1"), Ok("-0.1".to_owned()));
+        assert_eq!(add("10.5", "0.1"), Ok("10.6".to_owned()));
+        assert_eq!(add("17179869184", "1.5"), Ok("17179869185.5".to_owned()));
+        assert_eq!(add("1.5", "1.5"), Ok("3".to_owned()));
+        assert_eq!(add("0", "5.0e3"), Ok("5000".to_owned()));
+        assert_eq!(add("0.25", "-0.25"), Ok("0".to_owned()));
+        assert_eq!(add("-0", "0"), Ok("0".to_owned()));
+        assert_eq!(add("+.5", "5."), Ok("5.5".to_owned()));
+        assert_eq!(
+            add("0.024390243902439025", "-0.024390243902439025"),
+            Ok("0".to_owned())
+        );
+        // Beyond 38 digits: f64, printed in full without an exponent.
+        assert_eq!(add("1e300", "0"), Ok(format!("1{}", "0".repeat(300))));
+        assert_eq!(add("1e-40", "0"), Ok(format!("0.{}1", "0".repeat(39))));
+    }
+
+    #[test]
+    fn incrbyfloat_refuses_what_redis_refuses() {
+        let add = |a: &[u8], b: &[u8]| add_decimals(a, b);
+        for bad in [
+            &b" 11"[..],
+            b"11 ",
+            b"",
+            b"abc",
+            b"nan",
+            b"1\x002",
+            b"0x10",
+            b"1e",
+        ] {
+            assert_eq!(
+                add(bad, b"1"),
+                Err("ERR value is not a valid float"),
+                "{bad:?}"
+            );
+        }
+        assert_eq!(
+            add(b"0", b"+inf"),
+            Err("ERR increment would produce NaN or Infinity")
+        );
+        assert_eq!(
+            add(b"1e308", b"1e308"),
+            Err("ERR increment would produce NaN or Infinity")
+        );
+        assert_eq!(
+            add(&vec![b'1'; MAX_FLOAT_TEXT], b"1"),
+            Err("ERR value is not a valid float")
+        );
+    }
+
+    #[test]
+    fn decimal_parse_and_print_round_trip() {
+        for (text, printed) in [
+            ("0", "0"),
+            ("-1.50", "-1.5"),
+            ("123e-2", "1.23"),
+            ("1.5E+2", "150"),
+            ("000.000", "0"),
+            ("-0.0001", "-0.0001"),
+        ] {
+            let d = Decimal::parse(text.as_bytes()).unwrap_or_else(|| panic!("{text}"));
+            assert_eq!(d.to_string(), printed);
+        }
+        for bad in ["", ".", "-", "1e", "1e-", "1.2.3", "e5", "1e99999", "--1"] {
+            assert_eq!(Decimal::parse(bad.as_bytes()), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn lcs_matches_redis_examples() {
+        // From Redis's LCS documentation and tests.
+        let (a, b) = (b"ohmytext".as_slice(), b"mynewtext".as_slice());
+        let table = Lcs::new(a, b);
+        assert_eq!(table.len(), 6);
+        let (common, matches) = table.walk(0);
+        assert_eq!(common, b"mytext");
+        assert_eq!(
+            matches,
+            vec![
+                LcsMatch {
+                    a: (4, 7),
+                    b: (5, 8)
+                },
+                LcsMatch {
+                    a: (2, 3),
+                    b: (0, 1)
+                },
+            ]
+        );
+        assert_eq!(
+            table.walk(4).1,
+            vec![LcsMatch {
+                a: (4, 7),
+                b: (5, 8)
+            }]
+        );
+        assert_eq!(Lcs::new(b"abc", b"abc").walk(0).0, b"abc");
+        assert_eq!(Lcs::new(b"", b"abc").walk(0), (Vec::new(), Vec::new()));
+    }
+}
