@@ -97,6 +97,7 @@ pub(crate) fn put(
     key: &[u8],
     value: &[u8],
 ) -> anyhow::Result<ExitCode> {
+    crate::refuse_server_directory(dir)?;
     let db = Db::open(dir, Options::default())
         .with_context(|| format!("opening database at {}", dir.display()))?;
     let ks = keyspace(&db, keyspace_name, true)?;
@@ -373,6 +374,19 @@ struct Checked {
 }
 
 fn check_once(dir: &Path) -> anyhow::Result<Checked> {
+    // No database at all is a wrong argument (exit 2, as other commands), not a damaged one.
+    crate::refuse_server_directory(dir)?;
+    let has_manifest = std::fs::read_dir(dir).is_ok_and(|entries| {
+        entries
+            .filter_map(Result::ok)
+            .any(|e| e.file_name().to_string_lossy().starts_with("MANIFEST-"))
+    });
+    if !dir.join("CURRENT").exists() && !has_manifest {
+        anyhow::bail!(
+            "no database at {} (no CURRENT or MANIFEST file)",
+            dir.display()
+        );
+    }
     let db = match Db::open(dir, Options::default().read_only(true)) {
         Ok(db) => db,
         Err(e) => {

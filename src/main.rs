@@ -300,7 +300,39 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// Refuses `dir` when it is a `strata serve --dir` data directory (no `CURRENT` of its own, a
+/// subdirectory with one) instead of a database: opening it would create a new, empty
+/// database beside the server's, and `strata serve` would then refuse the directory.
+///
+/// # Errors
+/// Naming one of the databases inside, to open instead.
+pub(crate) fn refuse_server_directory(dir: &std::path::Path) -> anyhow::Result<()> {
+    if dir.join("CURRENT").exists() {
+        return Ok(());
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Ok(());
+    };
+    let mut databases: Vec<String> = entries
+        .filter_map(Result::ok)
+        .filter(|e| e.path().join("CURRENT").is_file())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    databases.sort();
+    if let Some(first) = databases.first() {
+        anyhow::bail!(
+            "{} is not a database but holds databases ({}), as a `strata serve --dir` \
+             directory does; open one of them, such as {}",
+            dir.display(),
+            databases.join(", "),
+            dir.join(first).display()
+        );
+    }
+    Ok(())
+}
+
 fn demo(dir: &std::path::Path) -> anyhow::Result<ExitCode> {
+    refuse_server_directory(dir)?;
     let db = Db::open(dir, Options::default())
         .with_context(|| format!("opening database at {}", dir.display()))?;
     outln!("opened database at {}", dir.display())?;
@@ -373,6 +405,22 @@ mod tests {
             panic!("not repl");
         };
         assert_eq!(command.as_deref(), Some("-- a script\nSELECT 1;"));
+    }
+
+    #[test]
+    fn a_server_data_directory_is_not_opened_as_a_database() {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let server_dir = dir.path().join("srv");
+        strata_engine::Db::open(server_dir.join("db0"), strata_engine::Options::default())
+            .expect("a database inside");
+        let err = super::refuse_server_directory(&server_dir)
+            .expect_err("a directory of databases is refused");
+        assert!(err.to_string().contains("holds databases (db0)"), "{err}");
+        assert!(!server_dir.join("CURRENT").exists());
+        // A database, an empty directory and a missing one are fine.
+        super::refuse_server_directory(&server_dir.join("db0")).expect("a database");
+        super::refuse_server_directory(dir.path()).expect("no database below");
+        super::refuse_server_directory(&dir.path().join("new")).expect("missing");
     }
 
     #[test]

@@ -27,7 +27,7 @@ use strata_query::{Database, Interrupt, KvStore, Output, RowSink, Value, import}
 const HELP: &str = "\
 Statements end with ';' and may span lines. Commands:
   .tables                 list the tables
-  .schema [TABLE]         show CREATE statements
+  .schema [TABLE]         show CREATE statements (a \"Quoted\" name as SQL reads it)
   .timer on|off           show the time each statement takes
   .mode table|csv|tsv     output format
   .import FILE TABLE      load CSV (.csv) or TSV (.tsv, .tab; else by .mode) into TABLE
@@ -247,9 +247,25 @@ impl<'a, S: KvStore> Session<'a, S> {
     }
 
     fn command(&mut self, line: &str, out: &mut dyn Write, err: &mut dyn Write) -> Control {
-        let mut words = line.split_whitespace();
-        let cmd = words.next().unwrap_or_default();
-        let args: Vec<&str> = words.collect();
+        let words = match dot_arguments(line) {
+            Ok(words) => words,
+            Err(e) => {
+                self.fail(err, e);
+                return Control::Continue;
+            }
+        };
+        let cmd = words.first().map_or("", |w| w.text.as_str());
+        let args: Vec<&str> = words.iter().skip(1).map(|w| w.text.as_str()).collect();
+        // A table name as SQL reads it: folded to lower case unless double-quoted.
+        let table_name = |i: usize| {
+            words.get(i).map(|w| {
+                if w.quoted {
+                    w.text.clone()
+                } else {
+                    w.text.to_lowercase()
+                }
+            })
+        };
         match (cmd, args.as_slice()) {
             (".quit" | ".exit", []) => return Control::Quit,
             (".help", []) => {
@@ -263,7 +279,10 @@ impl<'a, S: KvStore> Session<'a, S> {
             (".schema", names) if names.len() <= 1 => {
                 let catalog = self.db.catalog();
                 let tables: Vec<_> = match names.first() {
-                    Some(n) => match catalog.table(&n.to_lowercase()).or(catalog.table(n)) {
+                    Some(n) => match table_name(1)
+                        .and_then(|name| catalog.table(&name))
+                        .or(catalog.table(n))
+                    {
                         Some(t) => vec![t.clone()],
                         None => {
                             self.fail(err, format!("no such table: {n}"));
@@ -281,7 +300,10 @@ impl<'a, S: KvStore> Session<'a, S> {
             (".mode", ["table"]) => self.mode = Mode::Table,
             (".mode", ["csv"]) => self.mode = Mode::Csv,
             (".mode", ["tsv"]) => self.mode = Mode::Tsv,
-            (".import", [file, table]) => self.import(Path::new(file), table, out, err),
+            (".import", [file, _]) => {
+                let table = table_name(2).unwrap_or_default();
+                self.import(Path::new(file), &table, out, err);
+            }
             (
                 ".timer" | ".mode" | ".import" | ".schema" | ".tables" | ".help" | ".quit"
                 | ".exit",
@@ -294,6 +316,7 @@ impl<'a, S: KvStore> Session<'a, S> {
         Control::Continue
     }
 
+    /// `.import FILE TABLE`, `table` already folded as SQL folds names.
     fn import(&mut self, file: &Path, table: &str, out: &mut dyn Write, err: &mut dyn Write) {
         if self.db.is_read_only() {
             // Refused before the file or the table is looked at, as a writing statement is.
@@ -325,14 +348,16 @@ impl<'a, S: KvStore> Session<'a, S> {
             bar.set_style(style);
         }
         let start = Instant::now();
-        let table = table.to_lowercase();
+        // Rows of the batches written so far: they stay when a later batch fails.
+        let mut written = 0u64;
         let result = import::import(
             self.db,
-            &table,
+            table,
             BufReader::new(f),
             delimiter,
             &self.interrupt,
             |p| {
+                written = p.rows;
                 bar.set_position(p.bytes);
                 bar.set_message(format!("{} rows", p.rows));
             },
@@ -356,9 +381,71 @@ impl<'a, S: KvStore> Session<'a, S> {
                 };
                 let _ = writeln!(out, "{text}");
             }
+            // An interrupt's error names the rows imported already.
+            Err(e) if written > 0 && !self.interrupt.is_set() => self.fail(
+                err,
+                format!(
+                    "{}: {e} ({written} row{} imported before it stay in {table})",
+                    file.display(),
+                    if written == 1 { "" } else { "s" }
+                ),
+            ),
             Err(e) => self.fail(err, format!("{}: {e}", file.display())),
         }
     }
+}
+
+/// One argument of a dot command.
+#[derive(Debug, PartialEq, Eq)]
+struct DotArgument {
+    text: String,
+    /// Written in double quotes: a table name taken as it is, not folded to lower case.
+    quoted: bool,
+}
+
+/// Splits a dot command into its words, on whitespace. A word in double quotes (a quoted SQL
+/// name, `""` for a quote inside) or single quotes (a file name, `''` for a quote inside) may
+/// hold spaces, as in SQLite's shell.
+///
+/// # Errors
+/// A quote that is not closed.
+fn dot_arguments(line: &str) -> Result<Vec<DotArgument>, String> {
+    let mut words = Vec::new();
+    let mut chars = line.trim().chars().peekable();
+    while let Some(&c) = chars.peek() {
+        if c.is_whitespace() {
+            chars.next();
+            continue;
+        }
+        let mut text = String::new();
+        if c == '"' || c == '\'' {
+            chars.next();
+            loop {
+                match chars.next() {
+                    Some(q) if q == c && chars.peek() == Some(&c) => {
+                        chars.next();
+                        text.push(c);
+                    }
+                    Some(q) if q == c => break,
+                    Some(other) => text.push(other),
+                    None => return Err(format!("unterminated {c} in: {line}")),
+                }
+            }
+        } else {
+            while let Some(&c) = chars.peek() {
+                if c.is_whitespace() {
+                    break;
+                }
+                text.push(c);
+                chars.next();
+            }
+        }
+        words.push(DotArgument {
+            text,
+            quoted: c == '"',
+        });
+    }
+    Ok(words)
 }
 
 /// Writes a result set as csv or tsv lines as its rows arrive (`.mode csv|tsv`).
@@ -774,6 +861,7 @@ impl<W: Write> Write for CheckedOutput<W> {
 /// cannot be read, or standard output could not be written (a full disk; not a reader that
 /// closed the pipe).
 pub fn run(dir: &Path, command: Option<&str>, read_only: bool) -> anyhow::Result<ExitCode> {
+    crate::refuse_server_directory(dir)?;
     let db = if read_only {
         Database::open_read_only(dir)
     } else {

@@ -13,14 +13,15 @@ pub struct ServeArgs {
     /// database directory itself (such as the SQL shell's ./strata-data).
     #[arg(long, default_value = "./strata-server")]
     pub dir: PathBuf,
-    /// RESP (Redis) listen address.
-    #[arg(long, default_value = DEFAULT_RESP_ADDR)]
+    /// RESP (Redis) listen address: HOST:PORT, the host an IP address or a name
+    /// (`localhost:6380`).
+    #[arg(long, default_value = DEFAULT_RESP_ADDR, value_parser = listen_addr)]
     pub resp_addr: SocketAddr,
     /// Do not listen for RESP clients.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "no_pg")]
     pub no_resp: bool,
-    /// PostgreSQL listen address.
-    #[arg(long, default_value = DEFAULT_PG_ADDR)]
+    /// PostgreSQL listen address: HOST:PORT, as --resp-addr.
+    #[arg(long, default_value = DEFAULT_PG_ADDR, value_parser = listen_addr)]
     pub pg_addr: SocketAddr,
     /// Do not listen for PostgreSQL clients.
     #[arg(long)]
@@ -35,9 +36,9 @@ pub struct ServeArgs {
     /// Require this password (RESP AUTH, PostgreSQL password authentication).
     #[arg(long)]
     pub requirepass: Option<String>,
-    /// Most simultaneous connections (both protocols).
-    #[arg(long, default_value_t = 10_000)]
-    pub maxclients: usize,
+    /// Most simultaneous connections (both protocols), at least 1.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub maxclients: u64,
     /// Most databases open at once (each keeps threads, files and memtables while open).
     #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_databases: u32,
@@ -71,6 +72,25 @@ pub struct ServeArgs {
     pub threads: usize,
 }
 
+/// Parses a listen address, `IP:PORT` or `HOST:PORT` with the host resolved (its first IPv4
+/// address, else its first address).
+fn listen_addr(text: &str) -> Result<SocketAddr, String> {
+    if let Ok(addr) = text.parse() {
+        return Ok(addr);
+    }
+    use std::net::ToSocketAddrs;
+    let addrs: Vec<SocketAddr> = text
+        .to_socket_addrs()
+        .map_err(|e| format!("{e} (expected HOST:PORT, such as 127.0.0.1:6380)"))?
+        .collect();
+    addrs
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or_else(|| addrs.first())
+        .copied()
+        .ok_or_else(|| format!("{text} resolves to no address"))
+}
+
 impl ServeArgs {
     /// The server configuration these arguments describe.
     pub fn config(&self) -> Config {
@@ -80,7 +100,7 @@ impl ServeArgs {
         config.sync = self.sync;
         config.sync_interval = Duration::from_millis(self.sync_interval_ms.max(1));
         config.requirepass.clone_from(&self.requirepass);
-        config.max_clients = self.maxclients;
+        config.max_clients = usize::try_from(self.maxclients).unwrap_or(usize::MAX);
         config.max_databases = usize::try_from(self.max_databases).unwrap_or(usize::MAX);
         config.idle_timeout = (self.timeout > 0).then(|| Duration::from_secs(self.timeout));
         config.close_idle_databases =
@@ -112,6 +132,23 @@ mod tests {
     struct Cli {
         #[command(flatten)]
         serve: ServeArgs,
+    }
+
+    #[test]
+    fn addresses_take_host_names_and_one_protocol_must_stay_on() {
+        let named = Cli::parse_from(["serve", "--resp-addr", "localhost:16385"])
+            .serve
+            .config();
+        assert_eq!(named.resp_addr.map(|a| a.port()), Some(16385));
+        assert!(named.resp_addr.is_some_and(|a| a.ip().is_loopback()));
+        let err = Cli::try_parse_from(["serve", "--pg-addr", "localhost"])
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("HOST:PORT"), "{err}");
+        assert!(Cli::try_parse_from(["serve", "--no-resp", "--no-pg"]).is_err());
+        assert!(Cli::try_parse_from(["serve", "--no-resp"]).is_ok());
+        assert!(Cli::try_parse_from(["serve", "--maxclients", "0"]).is_err());
     }
 
     #[test]

@@ -439,3 +439,26 @@ fn an_output_error_is_kept_for_the_exit_status_but_a_closed_pipe_is_not() {
     ));
     assert!(out.error.is_none());
 }
+
+#[test]
+fn dot_command_words_may_be_quoted() {
+    let words = dot_arguments(r#".import 'my ''reads''.tsv' "My ""T"" x""#).unwrap();
+    let got: Vec<(&str, bool)> = words.iter().map(|w| (w.text.as_str(), w.quoted)).collect();
+    assert_eq!(
+        got,
+        vec![
+            (".import", false),
+            ("my 'reads'.tsv", false),
+            ("My \"T\" x", true)
+        ]
+    );
+    assert!(dot_arguments(".schema \"open").is_err());
+    let db = db();
+    let (out, err, failed) = session(
+        &db,
+        "CREATE TABLE \"My T\" (id BIGINT PRIMARY KEY);\nCREATE TABLE low (id BIGINT PRIMARY KEY);\n.schema \"My T\"\n.schema LOW\n.schema \"LOW\"",
+    );
+    assert!(out.contains("CREATE TABLE \"My T\""), "{out}");
+    assert!(out.contains("CREATE TABLE low"), "{out}");
+    assert!(failed && err.contains("no such table: LOW"), "{err}");
+}

@@ -505,6 +505,17 @@ async fn resp_sql_command_and_pg_share_the_database() -> TestResult {
         .query::<redis::Value>(&mut redis)
         .unwrap_err();
     assert!(err.to_string().contains("[42P01]"), "{err}");
+    assert!(!err.to_string().contains("statement 1"), "{err}");
+    // A later statement's error says the ones before it ran.
+    let err = redis::cmd("SQL")
+        .arg("INSERT INTO counts VALUES ('late', 0); SELECT nope FROM counts; SELECT 1")
+        .query::<redis::Value>(&mut redis)
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("(statement 2 of 3; the 1 before it ran, and their changes stay)"),
+        "{err}"
+    );
     // Redis keys and SQL tables live side by side.
     let () = redis::Commands::set(&mut redis, "plain", "key")?;
     let client = connect(&server, "db0").await?;

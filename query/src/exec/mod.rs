@@ -398,7 +398,13 @@ impl<S: KvStore> Database<S> {
                 } else {
                     "delete"
                 };
-                let mut lines = plan::explain::explain_scan(&plan::plan_scan(t, filter.as_ref())?);
+                // The scan as the statement runs it, reading the columns it needs.
+                let scan = if verb == "update" {
+                    write::update_scan(&t, filter.as_ref())?
+                } else {
+                    write::delete_scan(&t, filter.as_ref())?
+                };
+                let mut lines = plan::explain::explain_scan(&scan);
                 lines.push(format!(
                     "write: {verb} matching rows and their index entries in one batch"
                 ));

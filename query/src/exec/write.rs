@@ -253,6 +253,31 @@ struct Change {
     new_row: Vec<Value>,
 }
 
+/// The scan of an `UPDATE`: it reads whole rows (the rewritten row keeps every column).
+pub(super) fn update_scan(
+    t: &std::sync::Arc<TableSchema>,
+    filter: Option<&Expr>,
+) -> Result<plan::ScanPlan> {
+    let mut scan = plan::plan_scan(std::sync::Arc::clone(t), filter)?;
+    scan.needed = vec![true; t.columns.len()];
+    Ok(scan)
+}
+
+/// The scan of a `DELETE`: besides the filter's columns it reads the indexed ones, to delete
+/// the rows' index entries.
+pub(super) fn delete_scan(
+    t: &std::sync::Arc<TableSchema>,
+    filter: Option<&Expr>,
+) -> Result<plan::ScanPlan> {
+    let mut scan = plan::plan_scan(std::sync::Arc::clone(t), filter)?;
+    for index in &t.indexes {
+        if let Some(n) = scan.needed.get_mut(index.column) {
+            *n = true;
+        }
+    }
+    Ok(scan)
+}
+
 pub(super) fn update<S: KvStore>(
     db: &Database<S>,
     table: &str,
@@ -269,8 +294,7 @@ pub(super) fn update<S: KvStore>(
         };
         sets.push((i, plan::bind(e, Some(&t))?));
     }
-    let mut scan = plan::plan_scan(std::sync::Arc::clone(&t), filter)?;
-    scan.needed = vec![true; t.columns.len()];
+    let scan = update_scan(&t, filter)?;
     let reader = db.store.reader();
     let mut changes = Vec::new();
     {
@@ -370,12 +394,7 @@ pub(super) fn delete<S: KvStore>(
 ) -> Result<Output> {
     let catalog = db.catalog();
     let t = plan::table(&catalog, table)?;
-    let mut scan = plan::plan_scan(std::sync::Arc::clone(&t), filter)?;
-    for index in &t.indexes {
-        if let Some(n) = scan.needed.get_mut(index.column) {
-            *n = true;
-        }
-    }
+    let scan = delete_scan(&t, filter)?;
     let reader = db.store.reader();
     let mut batch = S::Batch::default();
     let mut n = 0u64;

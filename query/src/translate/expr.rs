@@ -32,6 +32,12 @@ pub(crate) fn expr(e: &SqlExpr, scope: &Scope) -> Result<Expr> {
                 op: UnaryOp::Not,
                 expr: b(inner)?,
             },
+            // A negative number literal is read with its sign, so the smallest BIGINT
+            // (-9223372036854775808, whose digits alone do not fit) stays an integer.
+            SqlUnaryOperator::Minus if number_literal(inner).is_some() => {
+                let digits = number_literal(inner).unwrap_or_default();
+                Expr::Literal(number(&format!("-{digits}"))?)
+            }
             SqlUnaryOperator::Minus => match expr(inner, scope)? {
                 Expr::Literal(Value::Int(i)) => Expr::Literal(Value::Int(-i)),
                 Expr::Literal(Value::Double(d)) => Expr::Literal(Value::Double(-d)),
@@ -142,6 +148,17 @@ pub(crate) fn literal(v: &SqlValue) -> Result<Value> {
         SqlValue::Placeholder(_) => return unsupported("parameters ($1, ?)"),
         other => return unsupported(format!("the literal {other}")),
     })
+}
+
+/// The digits of `e` when it is a number literal.
+fn number_literal(e: &SqlExpr) -> Option<&str> {
+    match e {
+        SqlExpr::Value(v) => match &v.value {
+            SqlValue::Number(n, _) => Some(n.as_str()),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 fn number(s: &str) -> Result<Value> {

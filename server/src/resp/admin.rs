@@ -552,7 +552,7 @@ pub(crate) fn sql(s: &mut Session, args: &[Bytes]) {
     let interrupt = strata_query::Interrupt::new();
     let shared = std::sync::Arc::clone(&s.shared);
     let running = shared.running_sql.register_statement(&interrupt);
-    for stmt in &statements {
+    for (i, stmt) in statements.iter().enumerate() {
         match crate::sql::run(&s.db, stmt, &interrupt) {
             Ok(o) => outcomes.push(o),
             Err(e) => {
@@ -563,7 +563,15 @@ pub(crate) fn sql(s: &mut Session, args: &[Bytes]) {
                     e => e,
                 };
                 e.log_corruption();
-                let message = format!("ERR [{}] {e}", e.sqlstate());
+                let mut message = format!("ERR [{}] {e}", e.sqlstate());
+                if i > 0 {
+                    // Each statement commits on its own: say that the ones before it did.
+                    message.push_str(&format!(
+                        " (statement {} of {}; the {i} before it ran, and their changes stay)",
+                        i + 1,
+                        statements.len()
+                    ));
+                }
                 return s.out.error(&message);
             }
         }

@@ -113,7 +113,7 @@ fn parse(value: &str) -> Result<Option<Duration>, &'static str> {
     let (number, unit) = v.split_at(digits);
     let number: f64 = number
         .parse()
-        .map_err(|_| "expected a number of milliseconds")?;
+        .map_err(|_| "expected a number of milliseconds, or a number with a unit (\"ms\", \"s\", \"min\", \"h\", \"d\")")?;
     let ms_per_unit: f64 = match unit.trim() {
         "" | "ms" => 1.0,
         "s" => 1_000.0,
