@@ -1297,7 +1297,21 @@ fn keyspace_hits_and_misses_count_key_reads_as_redis_does() -> TestResult {
     check(&["SET", "fresh", "1", "GET"], 0, 1)?;
     check(&["GETDEL", "fresh"], 1, 0)?;
     check(&["GETDEL", "fresh"], 0, 1)?;
+    // The same for the other reading commands, checked against redis-server 7.0.15.
+    check(&["GETSET", "s", "hello"], 1, 0)?;
+    check(&["GETEX", "nope"], 0, 1)?;
+    check(&["GETRANGE", "s", "0", "1"], 1, 0)?;
+    check(&["GETBIT", "nope", "1"], 0, 1)?;
+    check(&["LCS", "s", "nope"], 1, 1)?;
+    check(&["TOUCH", "s", "nope"], 1, 1)?;
+    check(&["EXPIRETIME", "s"], 1, 0)?;
+    check(&["COPY", "s", "s2"], 1, 0)?;
     // Reads that only serve a write count nothing in Redis.
+    check(&["SETNX", "s", "x"], 0, 0)?;
+    check(&["SETRANGE", "s", "1", "x"], 0, 0)?;
+    check(&["SETBIT", "s", "1", "1"], 0, 0)?;
+    check(&["RENAME", "s2", "s3"], 0, 0)?;
+    check(&["MOVE", "s3", "2"], 0, 0)?;
     check(&["APPEND", "s", "x"], 0, 0)?;
     check(&["INCR", "k"], 0, 0)?;
     check(&["INCRBY", "nope2", "2"], 0, 0)?;

@@ -3,8 +3,10 @@
 //!
 //! # Keyspace hits and misses
 //! `INFO stats` counts key lookups the way Redis 7 does (its `lookupKeyRead`): one hit or
-//! miss per key read by `GET`, `MGET`, `GETDEL`, `STRLEN`, `EXISTS`, `TYPE`, `TTL`, `PTTL`
-//! and `SET .. GET`. Commands that read only to write (`APPEND`, `INCR` and friends,
+//! miss per key read by `GET`, `MGET`, `GETDEL`, `GETSET`, `GETEX`, `GETRANGE`, `SUBSTR`,
+//! `GETBIT`, `LCS`, `STRLEN`, `EXISTS`, `TOUCH`, `TYPE`, `TTL`, `PTTL`, `EXPIRETIME`,
+//! `PEXPIRETIME`, `COPY` (its source) and `SET .. GET`. Commands that read only to write
+//! (`APPEND`, `INCR` and friends, `SETNX`, `MSETNX`, `SETRANGE`, `SETBIT`, `RENAME`, `MOVE`,
 //! `SET NX/XX` without `GET`, `DEL`) count nothing, as in Redis.
 
 use std::sync::atomic::Ordering;

@@ -256,7 +256,10 @@ pub(crate) fn touch(s: &mut Session, args: &[Bytes]) {
     let mut n = 0;
     for key in args.iter().skip(1) {
         match read(s, &db, key) {
-            Some(v) => n += i64::from(v.is_some()),
+            Some(v) => {
+                count_lookup(s, v.is_some());
+                n += i64::from(v.is_some());
+            }
             None => return,
         }
     }
