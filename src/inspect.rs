@@ -11,6 +11,7 @@ use strata_engine::{Db, Keyspace, Options, ReadOptions, WriteBatch, WriteOptions
 /// Opens the existing database in `dir`: read-only for `get` and `scan`, which then write
 /// nothing and work beside a running server or on a full disk (`Options::read_only`).
 fn open_existing(dir: &Path, read_only: bool) -> anyhow::Result<Db> {
+    crate::require_database(dir)?;
     // With the counter operator, so databases loaded with `strata load --format counts` read.
     let options = Options::default()
         .create_if_missing(false)

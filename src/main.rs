@@ -280,6 +280,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::SstDump { file, entries } => inspect::sst_dump(&file, entries),
         Command::Check { dir } => inspect::check(&dir),
         Command::Checkpoint { dir, dest } => {
+            require_database(&dir)?;
             let db = Db::open(&dir, Options::default().create_if_missing(false))
                 .with_context(|| format!("opening database at {}", dir.display()))?;
             let seqno = db.checkpoint(&dest)?;
@@ -327,6 +328,19 @@ pub(crate) fn refuse_server_directory(dir: &std::path::Path) -> anyhow::Result<(
             databases.join(", "),
             dir.join(first).display()
         );
+    }
+    Ok(())
+}
+
+/// Refuses `dir` unless it holds a database (a `CURRENT` file), for the commands that only
+/// use an existing one.
+///
+/// # Errors
+/// Saying there is no database there (or that it is a server's directory of databases).
+pub(crate) fn require_database(dir: &std::path::Path) -> anyhow::Result<()> {
+    refuse_server_directory(dir)?;
+    if !dir.join("CURRENT").exists() {
+        anyhow::bail!("no database at {} (no CURRENT file)", dir.display());
     }
     Ok(())
 }
