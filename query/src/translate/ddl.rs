@@ -54,7 +54,7 @@ fn index_column(c: &SqlIndexColumn) -> Result<String> {
     }
     match &c.column.expr {
         SqlExpr::Identifier(i) => Ok(ident(i)),
-        other => unsupported(format!("indexes on expressions (`{other}`)")),
+        other => unsupported(format!("an index on an expression (`{other}`)")),
     }
 }
 
@@ -63,10 +63,10 @@ pub(crate) fn create_table(t: &SqlCreateTable) -> Result<Statement> {
         return unsupported("CREATE OR REPLACE TABLE");
     }
     if t.temporary {
-        return unsupported("temporary tables");
+        return unsupported("a temporary table");
     }
     if t.external {
-        return unsupported("external tables");
+        return unsupported("an external table");
     }
     if t.query.is_some() {
         return unsupported("CREATE TABLE ... AS SELECT");
@@ -75,7 +75,7 @@ pub(crate) fn create_table(t: &SqlCreateTable) -> Result<Statement> {
         return unsupported("CREATE TABLE ... LIKE");
     }
     if t.partition_by.is_some() || t.order_by.is_some() || t.cluster_by.is_some() {
-        return unsupported("table partitioning and clustering options");
+        return unsupported("a table partitioning or clustering option");
     }
     // Any other option a dialect parses (`WITHOUT ROWID`, `STRICT`, `UNLOGGED`, `WITH (...)`,
     // `ENGINE = ...`, `COMMENT`, ...) is refused rather than ignored: the table must be what
@@ -112,10 +112,10 @@ pub(crate) fn create_table(t: &SqlCreateTable) -> Result<Statement> {
                     }
                     primary_key.push(col_name.clone());
                 }
-                SqlColumnOption::Unique(_) => return unsupported("UNIQUE constraints"),
-                SqlColumnOption::Default(_) => return unsupported("DEFAULT values"),
-                SqlColumnOption::Check(_) => return unsupported("CHECK constraints"),
-                SqlColumnOption::ForeignKey(_) => return unsupported("foreign keys"),
+                SqlColumnOption::Unique(_) => return unsupported("a UNIQUE constraint"),
+                SqlColumnOption::Default(_) => return unsupported("a DEFAULT value"),
+                SqlColumnOption::Check(_) => return unsupported("a CHECK constraint"),
+                SqlColumnOption::ForeignKey(_) => return unsupported("a foreign key"),
                 other => return unsupported(format!("the column option {other}")),
             }
         }
@@ -147,9 +147,9 @@ pub(crate) fn create_table(t: &SqlCreateTable) -> Result<Statement> {
                     primary_key.push(index_column(c)?);
                 }
             }
-            SqlTableConstraint::Unique(_) => return unsupported("UNIQUE constraints"),
-            SqlTableConstraint::ForeignKey(_) => return unsupported("foreign keys"),
-            SqlTableConstraint::Check(_) => return unsupported("CHECK constraints"),
+            SqlTableConstraint::Unique(_) => return unsupported("a UNIQUE constraint"),
+            SqlTableConstraint::ForeignKey(_) => return unsupported("a foreign key"),
+            SqlTableConstraint::Check(_) => return unsupported("a CHECK constraint"),
             other => return unsupported(format!("the table constraint {other}")),
         }
     }
@@ -173,16 +173,16 @@ pub(crate) fn create_table(t: &SqlCreateTable) -> Result<Statement> {
 
 pub(crate) fn create_index(c: &SqlCreateIndex) -> Result<Statement> {
     if c.unique {
-        return unsupported("UNIQUE indexes");
+        return unsupported("a UNIQUE index");
     }
     if c.using.is_some() {
         return unsupported("CREATE INDEX ... USING");
     }
     if c.predicate.is_some() {
-        return unsupported("partial indexes (CREATE INDEX ... WHERE)");
+        return unsupported("a partial index (CREATE INDEX ... WHERE)");
     }
     if !c.include.is_empty() || !c.with.is_empty() || c.concurrently {
-        return unsupported("CREATE INDEX options");
+        return unsupported("a CREATE INDEX option");
     }
     let name = match &c.name {
         Some(n) => object_name(n)?,
@@ -194,7 +194,7 @@ pub(crate) fn create_index(c: &SqlCreateIndex) -> Result<Statement> {
     };
     let column = match c.columns.as_slice() {
         [one] => index_column(one)?,
-        _ => return unsupported("indexes on more than one column"),
+        _ => return unsupported("an index on more than one column"),
     };
     Ok(Statement::CreateIndex {
         name,

@@ -107,7 +107,7 @@ pub(crate) fn expr(e: &SqlExpr, scope: &Scope) -> Result<Expr> {
         }
         SqlExpr::ILike { .. } => return unsupported("ILIKE"),
         SqlExpr::Function(f) => function(f, scope)?,
-        SqlExpr::Subquery(_) | SqlExpr::Exists { .. } => return unsupported("subqueries"),
+        SqlExpr::Subquery(_) | SqlExpr::Exists { .. } => return unsupported("a subquery"),
         SqlExpr::Case { .. } => return unsupported("CASE"),
         SqlExpr::Cast { .. } => return unsupported("CAST"),
         SqlExpr::Wildcard(_) | SqlExpr::QualifiedWildcard(..) => {
@@ -145,7 +145,7 @@ pub(crate) fn literal(v: &SqlValue) -> Result<Value> {
         SqlValue::HexStringLiteral(h) => Value::Blob(hex(h)?),
         SqlValue::Boolean(b) => Value::Bool(*b),
         SqlValue::Null => Value::Null,
-        SqlValue::Placeholder(_) => return unsupported("parameters ($1, ?)"),
+        SqlValue::Placeholder(_) => return unsupported("a parameter ($1, ?)"),
         other => return unsupported(format!("the literal {other}")),
     })
 }
@@ -193,7 +193,7 @@ fn hex(h: &str) -> Result<Vec<u8>> {
 fn function(f: &SqlFunction, scope: &Scope) -> Result<Expr> {
     let name = object_name(&f.name)?;
     if f.over.is_some() {
-        return unsupported("window functions (OVER)");
+        return unsupported("a window function (OVER)");
     }
     if f.filter.is_some() || !f.within_group.is_empty() || f.null_treatment.is_some() {
         return unsupported(format!("the function call `{f}`"));
@@ -204,7 +204,7 @@ fn function(f: &SqlFunction, scope: &Scope) -> Result<Expr> {
     let list = match &f.args {
         SqlFunctionArguments::List(l) => l,
         SqlFunctionArguments::None => return unsupported(format!("the function call `{f}`")),
-        SqlFunctionArguments::Subquery(_) => return unsupported("subqueries"),
+        SqlFunctionArguments::Subquery(_) => return unsupported("a subquery"),
     };
     if matches!(
         list.duplicate_treatment,

@@ -103,7 +103,7 @@ fn reads_back_bare(name: &str) -> bool {
 pub(crate) fn object_name(n: &SqlObjectName) -> Result<String> {
     match n.0.as_slice() {
         [SqlObjectNamePart::Identifier(i)] => Ok(ident(i)),
-        _ => unsupported(format!("qualified names like `{n}`")),
+        _ => unsupported(format!("a qualified name like `{n}`")),
     }
 }
 
@@ -158,7 +158,7 @@ pub fn statement(s: &SqlStatement) -> Result<Statement> {
             for a in &u.assignments {
                 let col = match &a.target {
                     SqlAssignmentTarget::ColumnName(n) => object_name(n)?,
-                    SqlAssignmentTarget::Tuple(_) => return unsupported("tuple assignments"),
+                    SqlAssignmentTarget::Tuple(_) => return unsupported("a tuple assignment"),
                 };
                 if assignments.iter().any(|(c, _)| *c == col) {
                     return Err(QueryError::Translate(format!(
@@ -241,7 +241,7 @@ pub fn statement(s: &SqlStatement) -> Result<Statement> {
                 return unsupported("EXPLAIN ANALYZE");
             }
             if format.is_some() || options.is_some() {
-                return unsupported("EXPLAIN options");
+                return unsupported("an EXPLAIN option");
             }
             let inner = statement(inner)?;
             if matches!(inner, Statement::Explain(_)) {
@@ -252,10 +252,10 @@ pub fn statement(s: &SqlStatement) -> Result<Statement> {
         SqlStatement::StartTransaction { .. }
         | SqlStatement::Commit { .. }
         | SqlStatement::Rollback { .. } => {
-            unsupported("transactions (each statement is atomic on its own)")
+            unsupported("a transaction (each statement is atomic on its own)")
         }
         SqlStatement::AlterTable(_) => unsupported("ALTER TABLE"),
-        SqlStatement::CreateView(_) => unsupported("views"),
+        SqlStatement::CreateView(_) => unsupported("a view"),
         other => {
             let text = other.to_string();
             let words: Vec<&str> = text.split_whitespace().take(2).collect();
@@ -283,7 +283,7 @@ fn table_with_joins(t: &SqlTableWithJoins) -> Result<(String, Scope)> {
             inheritance,
         } => {
             if args.is_some() {
-                return unsupported("table functions");
+                return unsupported("a table function");
             }
             if sample.is_some() {
                 return unsupported("TABLESAMPLE");
@@ -301,7 +301,7 @@ fn table_with_joins(t: &SqlTableWithJoins) -> Result<(String, Scope)> {
             let name = object_name(name)?;
             let alias = match alias {
                 Some(a) if !a.columns.is_empty() => {
-                    return unsupported("column aliases on a table");
+                    return unsupported("a column alias list on a table");
                 }
                 Some(a) => Some(ident(&a.name)),
                 None => None,
@@ -309,7 +309,7 @@ fn table_with_joins(t: &SqlTableWithJoins) -> Result<(String, Scope)> {
             let scope = Scope::table(&name, alias);
             Ok((name, scope))
         }
-        SqlTableFactor::Derived { .. } => unsupported("subqueries in FROM"),
+        SqlTableFactor::Derived { .. } => unsupported("a subquery in FROM"),
         other => unsupported(format!("the table reference `{other}`")),
     }
 }
@@ -441,13 +441,13 @@ fn query(q: &SqlQuery) -> Result<Select> {
         return unsupported(format!("the query `{q}`"));
     }
     if !q.pipe_operators.is_empty() {
-        return unsupported("pipe operators");
+        return unsupported("the pipe operator");
     }
     let select = match q.body.as_ref() {
         SqlSetExpr::Select(s) => s,
         SqlSetExpr::SetOperation { op, .. } => return unsupported(op.to_string()),
         SqlSetExpr::Values(_) => return unsupported("VALUES as a query"),
-        SqlSetExpr::Query(_) => return unsupported("subqueries"),
+        SqlSetExpr::Query(_) => return unsupported("a subquery"),
         other => return unsupported(format!("the query `{other}`")),
     };
     let (mut out, scope) = select_body(select)?;
@@ -550,7 +550,7 @@ fn select_body(s: &SqlSelect) -> Result<(Select, Scope)> {
         return unsupported(format!("the SELECT form `{s}`"));
     }
     if !s.named_window.is_empty() || s.qualify.is_some() {
-        return unsupported("window functions");
+        return unsupported("a window function");
     }
     let (from, scope) = match s.from.as_slice() {
         [] => (None, Scope::default()),
@@ -605,7 +605,7 @@ fn select_body(s: &SqlSelect) -> Result<(Select, Scope)> {
     let group_by = match &s.group_by {
         SqlGroupByExpr::Expressions(exprs, modifiers) => {
             if !modifiers.is_empty() {
-                return unsupported("GROUP BY modifiers (ROLLUP, CUBE, ...)");
+                return unsupported("a GROUP BY modifier (ROLLUP, CUBE, ...)");
             }
             exprs
                 .iter()

@@ -29,14 +29,14 @@ fn unsupported_constructs_are_named() {
         err("WITH c AS (SELECT 1) SELECT * FROM c"),
         "WITH (common table expressions) is not supported"
     );
-    assert_eq!(err("SELECT (SELECT 1)"), "subqueries is not supported");
+    assert_eq!(err("SELECT (SELECT 1)"), "a subquery is not supported");
     assert_eq!(
         err("SELECT CASE WHEN 1 THEN 2 END"),
         "CASE is not supported"
     );
     assert_eq!(
         err("CREATE TABLE t (a INT PRIMARY KEY, b INT UNIQUE)"),
-        "UNIQUE constraints is not supported"
+        "a UNIQUE constraint is not supported"
     );
     assert_eq!(
         err("CREATE TABLE t (a DATE PRIMARY KEY)"),
@@ -49,11 +49,11 @@ fn unsupported_constructs_are_named() {
     );
     assert_eq!(
         err("BEGIN"),
-        "transactions (each statement is atomic on its own) is not supported"
+        "a transaction (each statement is atomic on its own) is not supported"
     );
     assert_eq!(
         err("SELECT * FROM t WHERE a = $1"),
-        "parameters ($1, ?) is not supported"
+        "a parameter ($1, ?) is not supported"
     );
 }
 
