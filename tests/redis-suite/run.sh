@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs Redis's own Tcl test suite (the `string`, `incr`, `keyspace`, `protocol` and `quit` units
-# of redis 7.0.15)
+# Runs Redis's own Tcl test suite (the `string`, `incr`, `keyspace`, `scan`, `other`,
+# `protocol` and `quit` units of redis 7.0.15)
 # against a fresh `strata serve`, as runtest's external-server mode allows. Tests that need
 # what Strata deliberately lacks (key expiry, data types other than strings) are skipped by
 # tests/redis-suite/skips.txt, one reason per group. Everything else must pass.
@@ -63,6 +63,6 @@ grep -v -e '^#' -e '^$' "$HERE/skips.txt" > "$DIR/skipfile"
     --skipfile "$DIR/skipfile" \
     --tags "-needs:debug -needs:repl -needs:pfdebug -needs:config-maxmemory -needs:config-resetstat -needs:reset -needs:save" \
     --single unit/type/string --single unit/type/incr --single unit/keyspace \
-    --single unit/protocol --single unit/quit) \
+    --single unit/scan --single unit/other --single unit/protocol --single unit/quit) \
     | tee "$DIR/suite.log"
 grep -q 'All tests passed without errors' "$DIR/suite.log"
