@@ -197,6 +197,12 @@ fn partial_value_and_multi_key_string_commands_follow_redis() -> TestResult {
     check(&mut c, &["INCRBYFLOAT", "f", "0.1"], "10.6");
     check(&mut c, &["SET", "f", "1"], "OK");
     assert_eq!(reply(&mut c, &["INCRBYFLOAT", "f", "-1.1"]), "-0.1");
+    check(&mut c, &["SET", "f", "12345678901234567890"], "OK");
+    check(
+        &mut c,
+        &["INCRBYFLOAT", "f", "1e-20"],
+        "12345678901234567890.00000000000000000001",
+    );
     check(
         &mut c,
         &["INCRBYFLOAT", "f", "+inf"],
@@ -244,6 +250,12 @@ fn partial_value_and_multi_key_string_commands_follow_redis() -> TestResult {
     // is refused.
     check(&mut c, &["GETEX", "h"], "Hello World");
     check(&mut c, &["GETEX", "h", "PERSIST"], "Hello World");
+    check(&mut c, &["GETEX", "h", "PERSIST", "PERSIST"], "Hello World");
+    check(
+        &mut c,
+        &["GETEX", "h", "PERSIST", "EX", "1"],
+        "syntax error",
+    );
     check(&mut c, &["GETEX", "h", "EX", "10"], "key expiry");
     check(&mut c, &["GETEX", "h", "BOGUS"], "syntax error");
     check(&mut c, &["SETEX", "h", "10", "v"], "key expiry");
@@ -295,6 +307,18 @@ fn rename_copy_move_and_randomkey_follow_redis() -> TestResult {
         "value is not an integer",
     );
     check(&mut c, &["COPY", "d", "d", "BOGUS"], "syntax error");
+    // Each DB is checked as it is read, as Redis does: the first bad one is the error.
+    check(
+        &mut c,
+        &["COPY", "d", "e", "DB", "x", "DB", "1"],
+        "value is not an integer",
+    );
+    check(
+        &mut c,
+        &["COPY", "d", "e", "DB", "99", "BOGUS"],
+        "DB index is out of range",
+    );
+    check(&mut c, &["EXISTS", "e"], "0");
     // MOVE: 0 when the key is missing here or present there.
     check(
         &mut c,

@@ -116,28 +116,25 @@ fn lock_across<'a>(
 /// source is missing or the destination exists (without `REPLACE`).
 pub(crate) fn copy(s: &mut Session, args: &[Bytes]) {
     let (from, to) = (arg(args, 1), arg(args, 2));
-    let (mut replace, mut target) = (false, None);
+    let db = Arc::clone(&s.db);
+    let (mut replace, mut target) = (false, Arc::clone(&db));
     let mut i = 3;
     while i < args.len() {
         let opt = arg(args, i).to_ascii_uppercase();
         match opt.as_slice() {
             b"REPLACE" => replace = true,
+            // Checked as it is read, as Redis does: the first bad DB is the error.
             b"DB" if i + 1 < args.len() => {
-                target = Some(i + 1);
+                let Some(t) = target_database(s, arg(args, i + 1)) else {
+                    return;
+                };
+                target = t;
                 i += 1;
             }
             _ => return s.out.error(SYNTAX),
         }
         i += 1;
     }
-    let db = Arc::clone(&s.db);
-    let target = match target {
-        Some(t) => match target_database(s, arg(args, t)) {
-            Some(t) => t,
-            None => return,
-        },
-        None => Arc::clone(&db),
-    };
     if Arc::ptr_eq(&db, &target) && from == to {
         return s.out.error(SAME_OBJECT);
     }
