@@ -9,7 +9,7 @@
 //! An error is printed (to stderr) and the session goes on; in the non-interactive modes the
 //! exit status is 1 when any statement failed. In the interactive shell Ctrl-C stops the
 //! running statement (it changes nothing, see [`strata_query::interrupt`]), an `.import`
-//! between batches, or the printing of rows, and the session goes on; a second Ctrl-C before
+//! (which then imports nothing), or the printing of rows, and the session goes on; a second Ctrl-C before
 //! the first took effect quits. In the other modes Ctrl-C ends the process (a statement is
 //! one write batch, so nothing is half applied either way). The history file is
 //! `$STRATA_HISTORY`, else `$HOME/.strata_history`; without either there is no history file.
@@ -348,8 +348,6 @@ impl<'a, S: KvStore> Session<'a, S> {
             bar.set_style(style);
         }
         let start = Instant::now();
-        // Rows of the batches written so far: they stay when a later batch fails.
-        let mut written = 0u64;
         let result = import::import(
             self.db,
             table,
@@ -357,7 +355,6 @@ impl<'a, S: KvStore> Session<'a, S> {
             delimiter,
             &self.interrupt,
             |p| {
-                written = p.rows;
                 bar.set_position(p.bytes);
                 bar.set_message(format!("{} rows", p.rows));
             },
@@ -381,16 +378,14 @@ impl<'a, S: KvStore> Session<'a, S> {
                 };
                 let _ = writeln!(out, "{text}");
             }
-            // An interrupt's error names the rows imported already.
-            Err(e) if written > 0 && !self.interrupt.is_set() => self.fail(
+            // An interrupt's error says itself that nothing was imported.
+            Err(e) if self.interrupt.is_set() => {
+                self.fail(err, format!("{}: {e}", file.display()));
+            }
+            Err(e) => self.fail(
                 err,
-                format!(
-                    "{}: {e} ({written} row{} imported before it stay in {table})",
-                    file.display(),
-                    if written == 1 { "" } else { "s" }
-                ),
+                format!("{}: {e} (nothing was imported)", file.display()),
             ),
-            Err(e) => self.fail(err, format!("{}: {e}", file.display())),
         }
     }
 }

@@ -55,6 +55,14 @@ pub enum Error {
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
 
+    /// A [`crate::TableSorter`] was given the same key twice (its tables would hold two
+    /// entries for one key). Nothing of the sort is ingested; the database is untouched.
+    #[error("key {:?} was added to the sort twice", String::from_utf8_lossy(key))]
+    DuplicateKey {
+        /// The key given twice.
+        key: Vec<u8>,
+    },
+
     /// Another `Db` (in this or another process) holds the directory's `LOCK` file.
     #[error("database at {} is locked by another open instance", path.display())]
     Locked {

@@ -178,7 +178,7 @@ type RunResult = Result<(IngestFile, Vec<Vec<u8>>, Buffer)>;
 /// for the sorted runs (see the module docs).
 ///
 /// Keys must be distinct: a key given twice makes [`TableSorter::add`] or
-/// [`TableSorter::finish`] fail with [`Error::InvalidArgument`]. The scratch directory is
+/// [`TableSorter::finish`] fail with [`Error::DuplicateKey`]. The scratch directory is
 /// created by [`TableSorter::new`] and removed with everything in it when the sorter, or the
 /// [`SortedTables`] its `finish` returns, is dropped: ingest the final tables (which moves
 /// them out) before dropping those.
@@ -282,9 +282,9 @@ impl TableSorter {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] when `key` is over [`crate::MAX_KEY_SIZE`] bytes or `value` over
-    /// [`Options::max_value_size`] (nothing is added then and the sorter stays usable), or
-    /// when a run written in the background found a key given twice; [`Error::Io`] from
-    /// writing a run.
+    /// [`Options::max_value_size`] (nothing is added then and the sorter stays usable);
+    /// [`Error::DuplicateKey`] when a run written in the background found a key given twice;
+    /// [`Error::Io`] from writing a run.
     pub fn add(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
         self.options.check_entry_size(key, value)?;
         self.buffer.push(key, value)?;
@@ -342,7 +342,7 @@ impl TableSorter {
     /// Sorts what is left, merges the runs and writes the final tables.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] naming a key given twice; [`Error::Io`] and
+    /// [`Error::DuplicateKey`] naming a key given twice; [`Error::Io`] and
     /// [`Error::Corruption`] writing or reading back the scratch tables.
     pub fn finish(mut self) -> Result<SortedTables> {
         let files = if self.runs.is_empty() && self.pending.is_none() {
@@ -534,10 +534,7 @@ impl Drop for TableSorter {
 }
 
 fn duplicate(key: &[u8]) -> Error {
-    Error::InvalidArgument(format!(
-        "key {:?} was added to the sort twice",
-        String::from_utf8_lossy(key)
-    ))
+    Error::DuplicateKey { key: key.to_vec() }
 }
 
 /// The final tables of one key range being written, cut at [`Options::target_file_size`].
@@ -710,6 +707,10 @@ mod tests {
             e.to_string().contains("\"x\" was added to the sort twice"),
             "{e}"
         );
+        assert!(
+            matches!(&e, Error::DuplicateKey { key } if key == b"x"),
+            "{e:?}"
+        );
         assert!(!scratch.exists());
 
         let mut sorter = TableSorter::new(&scratch, &Options::default(), 0).unwrap();
@@ -721,7 +722,10 @@ mod tests {
         assert!(sorter.num_runs() >= 2);
         sorter.add(b"dup", b"second").unwrap();
         let e = sorter.finish().unwrap_err();
-        assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+        assert!(
+            matches!(&e, Error::DuplicateKey { key } if key == b"dup"),
+            "{e}"
+        );
         assert!(!scratch.exists());
     }
 

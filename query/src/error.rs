@@ -51,10 +51,12 @@ pub enum QueryError {
         key: String,
     },
 
-    /// `.import` input could not be loaded; `line` is the 1-based input line.
+    /// `.import` input could not be loaded (nothing of it was); `line` is the 1-based input
+    /// line.
     #[error("line {line}: {message}")]
     Import {
-        /// The input line (of the record, or of the first record of the failing batch).
+        /// The input line: of the record, of the first record of a short input's one batch,
+        /// or where the sort found a primary key given twice.
         line: u64,
         /// What was wrong.
         message: String,

@@ -44,7 +44,7 @@ pub mod value;
 pub use ast::OnConflict;
 pub use error::{QueryError, Result};
 pub use exec::store::{DbStore, KvBatch, KvRead, KvStore, MemStore, ScanCache};
-pub use exec::{Database, Output, RowSink};
+pub use exec::{BulkInsert, Database, Output, RowSink};
 pub use interrupt::Interrupt;
 pub use value::{DataType, Value};
 

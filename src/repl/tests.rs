@@ -102,7 +102,7 @@ fn import_loads_a_tsv_file() {
     assert!(out.contains("imported 2 rows into reads\n"), "{out}");
     assert!(out.contains("| sum |") && out.contains("|  15 |"), "{out}");
     assert!(
-        err.contains("bad.csv: line 1: cannot read \"x\" as BIGINT"),
+        err.contains("bad.csv: line 1: cannot read \"x\" as BIGINT (nothing was imported)"),
         "{err}"
     );
     assert!(err.contains("cannot open /nonexistent/file"), "{err}");

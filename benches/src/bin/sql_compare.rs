@@ -7,7 +7,7 @@
 //! ```
 //!
 //! Measures: load time (all rows, one SQLite transaction; Strata in 10,000-row INSERT
-//! batches, then a flush), `--lookups` random primary-key lookups (`SELECT count FROM reads
+//! batches, then a flush, or with `--bulk` as one bulk insert, what `.import` runs), `--lookups` random primary-key lookups (`SELECT count FROM reads
 //! WHERE seq = ?`: prepared on SQLite; on Strata a translated statement with the literal
 //! replaced, plus a smaller run through the full parse path), `count > T` queries without and
 //! with an index on `count` (`--repeats` runs each, alternating between the stores; the
@@ -43,6 +43,10 @@ struct Args {
     /// RNG seed for the lookup keys.
     #[arg(long, default_value_t = 42)]
     seed: u64,
+    /// Load Strata's table as one bulk insert (what `.import` runs: sorted and ingested)
+    /// instead of INSERT batches of 10,000 rows.
+    #[arg(long)]
+    bulk: bool,
     /// Runs of each `count > T` query per store (alternating); the median is reported, and
     /// the first (cold) run in parentheses.
     #[arg(long, default_value_t = 5)]
@@ -172,14 +176,22 @@ fn main() -> Result<()> {
     let db = Database::open(&strata_dir)?;
     db.execute("CREATE TABLE reads (seq TEXT PRIMARY KEY, count BIGINT NOT NULL)")?;
     let t = Instant::now();
-    for chunk in reads.chunks(BATCH) {
-        let rows = chunk
-            .iter()
-            .map(|(s, c)| vec![Value::Text(s.clone()), Value::Int(*c)])
-            .collect();
-        db.insert_values("reads", None, rows, OnConflict::Error)?;
+    if args.bulk {
+        let mut bulk = db.bulk_insert("reads")?;
+        for (s, c) in &reads {
+            bulk.add(vec![Value::Text(s.clone()), Value::Int(*c)])?;
+        }
+        bulk.finish()?;
+    } else {
+        for chunk in reads.chunks(BATCH) {
+            let rows = chunk
+                .iter()
+                .map(|(s, c)| vec![Value::Text(s.clone()), Value::Int(*c)])
+                .collect();
+            db.insert_values("reads", None, rows, OnConflict::Error)?;
+        }
+        db.store().db().flush()?;
     }
-    db.store().db().flush()?;
     let s_load = t.elapsed();
 
     let conn = rusqlite::Connection::open(&sqlite_path)?;
@@ -196,7 +208,12 @@ fn main() -> Result<()> {
         tx.commit()?;
     }
     let q_load = t.elapsed();
-    table.push(speed_row("load (rows)", reads.len(), s_load, q_load));
+    let load = if args.bulk {
+        "load (rows), Strata as one bulk insert"
+    } else {
+        "load (rows)"
+    };
+    table.push(speed_row(load, reads.len(), s_load, q_load));
 
     // ---- primary-key lookups
     let template = match strata_query::parse::parse("SELECT count FROM reads WHERE seq = 'x'")?

@@ -421,6 +421,7 @@ pub(crate) fn share_error(e: &Error) -> Error {
             actual: *actual,
         },
         Error::InvalidArgument(s) => Error::InvalidArgument(s.clone()),
+        Error::DuplicateKey { key } => Error::DuplicateKey { key: key.clone() },
         Error::Locked { path } => Error::Locked { path: path.clone() },
         Error::Poisoned { reason } => Error::Poisoned {
             reason: reason.clone(),

@@ -12,7 +12,7 @@
 use std::ops::Bound;
 use std::sync::Arc;
 
-use super::source::decode;
+use super::source::{decode, prefix_cursor};
 use super::store::{KvBatch, KvBulk, KvRead, KvStore, ScanCache};
 use super::write::index_key;
 use super::{Database, Output};
@@ -192,25 +192,13 @@ fn build_index<S: KvStore>(
     interrupt: &Interrupt,
 ) -> Result<()> {
     let reader = db.store.reader();
-    let lo = t.key_prefix();
-    let mut hi = lo.clone();
-    let upper = if prefix_successor(&mut hi) {
-        Bound::Excluded(hi.as_slice())
-    } else {
-        Bound::Unbounded
-    };
     let mut needed = vec![false; t.columns.len()];
     if let Some(n) = needed.get_mut(index.column) {
         *n = true;
     }
     let mut row = vec![Value::Null; t.columns.len()];
     let mut bulk = db.store.bulk()?;
-    let mut rows = reader.cursor(
-        Bound::Included(lo.as_slice()),
-        upper,
-        false,
-        ScanCache::NoFill,
-    );
+    let mut rows = prefix_cursor(&reader, &t.key_prefix(), ScanCache::NoFill);
     let mut ticker = Ticker::new(interrupt);
     while let Some((k, v)) = rows.next_entry()? {
         ticker.tick()?;

@@ -14,6 +14,7 @@ mod select;
 mod source;
 pub mod store;
 mod write;
+pub use write::BulkInsert;
 
 use std::ops::ControlFlow;
 use std::path::Path;
@@ -365,6 +366,23 @@ impl<S: KvStore> Database<S> {
             Output::Affected(n) => Ok(n),
             _ => Ok(0),
         }
+    }
+
+    /// Starts an atomic bulk insert of whole rows into `table` ([`BulkInsert`]): what
+    /// `.import` runs for inputs of more than one batch. Faster than INSERT batches for many
+    /// rows (they are sorted into tables and ingested, written once, not through the WAL and
+    /// compactions), all or nothing, and it holds the statement lock until it is finished or
+    /// dropped: other statements that write wait for it.
+    ///
+    /// # Errors
+    /// [`QueryError::Plan`] for an unknown table; [`QueryError::Engine`] holding
+    /// [`strata_engine::Error::ReadOnly`] on a read-only database; the store's errors setting
+    /// up the bulk write.
+    pub fn bulk_insert(&self, table: &str) -> Result<BulkInsert<'_, S>> {
+        if self.read_only {
+            return Err(strata_engine::Error::ReadOnly.into());
+        }
+        BulkInsert::start(self, self.lock(), table)
     }
 
     /// Refuses a statement that writes (DDL, INSERT, UPDATE, DELETE) on a read-only database,

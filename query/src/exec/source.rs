@@ -14,7 +14,7 @@ use super::eval::passes;
 use super::store::{KvCursor, KvRead, ScanCache};
 use crate::ast::Expr;
 use crate::catalog::{ID_PREFIX_LEN, TABLE_PREFIX, TableSchema};
-use crate::codec::key::{decode_value, encode_id, skip_value};
+use crate::codec::key::{decode_value, encode_id, prefix_successor, skip_value};
 use crate::codec::{CodecError, row::decode_row};
 use crate::error::Result;
 use crate::interrupt::{Interrupt, Ticker};
@@ -28,6 +28,21 @@ pub(crate) fn bound(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
         Bound::Excluded(k) => Bound::Excluded(k.as_slice()),
         Bound::Unbounded => Bound::Unbounded,
     }
+}
+
+/// A forward cursor over every key that starts with `prefix` (a table's or an index's).
+pub(crate) fn prefix_cursor<'r, R: KvRead>(
+    reader: &'r R,
+    prefix: &[u8],
+    cache: ScanCache,
+) -> KvCursor<'r> {
+    let mut hi = prefix.to_vec();
+    let upper = if prefix_successor(&mut hi) {
+        Bound::Excluded(hi.as_slice())
+    } else {
+        Bound::Unbounded
+    };
+    reader.cursor(Bound::Included(prefix), upper, false, cache)
 }
 
 fn cursor<'r, R: KvRead>(reader: &'r R, r: &KeyRange, cache: ScanCache) -> KvCursor<'r> {
@@ -254,7 +269,12 @@ pub(crate) fn decode(
 }
 
 /// Decodes the primary-key columns marked in `needed` of a row key into `row`.
-fn decode_key(table: &TableSchema, key: &[u8], needed: &[bool], row: &mut [Value]) -> Result<()> {
+pub(crate) fn decode_key(
+    table: &TableSchema,
+    key: &[u8],
+    needed: &[bool],
+    row: &mut [Value],
+) -> Result<()> {
     // Nothing of the key is read: skip decoding (and validating) it.
     if !table
         .primary_key

@@ -94,7 +94,9 @@ pub trait KvBulk {
     /// Adds `key -> value`. Keys must be distinct and not held by the store.
     ///
     /// # Errors
-    /// The store's errors: a key or value over its size limits, a key given twice, I/O
+    /// The store's errors: a key or value over its size limits,
+    /// [`strata_engine::Error::DuplicateKey`] for a key given twice (here or, for a sorting
+    /// store, at [`KvStore::finish_bulk`]), I/O
     /// writing what does not fit in memory.
     fn put(&mut self, key: &[u8], value: &[u8]) -> KvResult<()>;
 }
@@ -128,7 +130,7 @@ pub trait KvStore: Send + Sync {
     /// Makes the keys of `bulk` visible, atomically: on an error none of them is.
     ///
     /// # Errors
-    /// A key given twice; the store's write errors.
+    /// [`strata_engine::Error::DuplicateKey`] for a key given twice; the store's write errors.
     fn finish_bulk(&self, bulk: Self::Bulk) -> KvResult<()>;
 
     /// Drops, without tombstones, the stored data of keys in `[begin, end)` where it is cheap:
@@ -500,10 +502,7 @@ impl KvBulk for MemBulk {
     /// Refuses a key given twice, as the engine's sort does.
     fn put(&mut self, key: &[u8], value: &[u8]) -> KvResult<()> {
         if !self.keys.insert(Bytes::copy_from_slice(key)) {
-            return Err(strata_engine::Error::InvalidArgument(format!(
-                "key {:?} was added to the bulk write twice",
-                String::from_utf8_lossy(key)
-            )));
+            return Err(strata_engine::Error::DuplicateKey { key: key.to_vec() });
         }
         self.batch.put(key, value);
         Ok(())

@@ -3,16 +3,18 @@
 //! that is both removed and re-written ends up written.
 
 use std::collections::{HashMap, HashSet};
+use std::ops::Bound;
+use std::sync::{Arc, MutexGuard};
 
 use bytes::Bytes;
 
 use super::eval::eval;
-use super::source::{RowSource, decode};
-use super::store::{KvBatch, KvRead, KvStore};
+use super::source::{RowSource, decode, decode_key};
+use super::store::{KvBatch, KvBulk, KvRead, KvStore, ScanCache};
 use super::{Database, Output};
 use crate::ast::{Expr, Insert, OnConflict};
 use crate::catalog::{ID_PREFIX_LEN, IndexDef, TableSchema};
-use crate::codec::key::encode_value;
+use crate::codec::key::{encode_value, prefix_successor};
 use crate::codec::row::encode_row;
 use crate::error::{QueryError, Result, exec_err, plan_err};
 use crate::interrupt::{Interrupt, Ticker};
@@ -195,15 +197,8 @@ pub(super) fn insert_values<S: KvStore>(
                 targets.len()
             )));
         }
-        let mut row = vec![Value::Null; t.columns.len()];
-        for (v, &c) in values.into_iter().zip(&targets) {
-            if let Some(slot) = row.get_mut(c) {
-                *slot = store_value(&t, c, v)?;
-            }
-        }
-        check_not_null(&t, &row)?;
-        let key = t.row_key(&row);
-        check_key_size(&key, || format!("the primary key of a row of {}", t.name))?;
+        let row = stored_row(&t, &targets, values)?;
+        let key = row_key(&t, &row)?;
         let in_batch = pending.contains_key(&key);
         let existing = if in_batch { None } else { reader.get(&key)? };
         if in_batch || existing.is_some() {
@@ -233,17 +228,204 @@ pub(super) fn insert_values<S: KvStore>(
     }
     let mut value = Vec::with_capacity(64);
     for (key, row) in &pending {
-        value.clear();
-        encode_row(&t, row, &mut value);
-        batch.put(key, &value);
-        for index in &t.indexes {
-            let entry = index_key(index, row, key);
-            check_key_size(&entry, || index_entry(&t, index))?;
-            batch.put(&entry, &[]);
-        }
+        row_entries(&t, key, row, &mut value, |k, v| {
+            batch.put(k, v);
+            Ok(())
+        })?;
     }
     db.store.write(batch)?;
     Ok(Output::Affected(written))
+}
+
+/// The row of `values` (one per column of `targets`; unnamed columns NULL), each coerced to
+/// its column's type, checked against NOT NULL.
+fn stored_row(t: &TableSchema, targets: &[usize], values: Vec<Value>) -> Result<Vec<Value>> {
+    let mut row = vec![Value::Null; t.columns.len()];
+    for (v, &c) in values.into_iter().zip(targets) {
+        if let Some(slot) = row.get_mut(c) {
+            *slot = store_value(t, c, v)?;
+        }
+    }
+    check_not_null(t, &row)?;
+    Ok(row)
+}
+
+/// The key of `row` in `t`, refused when over the engine's key limit.
+fn row_key(t: &TableSchema, row: &[Value]) -> Result<Vec<u8>> {
+    let key = t.row_key(row);
+    check_key_size(&key, || format!("the primary key of a row of {}", t.name))?;
+    Ok(key)
+}
+
+/// Hands `put` the entries that store `row` under `key`: the row itself (encoded into
+/// `value`, a reused buffer), then one entry per index of `t`.
+fn row_entries(
+    t: &TableSchema,
+    key: &[u8],
+    row: &[Value],
+    value: &mut Vec<u8>,
+    mut put: impl FnMut(&[u8], &[u8]) -> Result<()>,
+) -> Result<()> {
+    value.clear();
+    encode_row(t, row, value);
+    put(key, value)?;
+    for index in &t.indexes {
+        let entry = index_key(index, row, key);
+        check_key_size(&entry, || index_entry(t, index))?;
+        put(&entry, &[])?;
+    }
+    Ok(())
+}
+
+/// An atomic bulk insert of whole rows into one table: what [`Database::bulk_insert`] starts
+/// (and `.import` runs for inputs of more than one batch). The rows and their index entries go
+/// to the store's bulk write ([`KvStore::bulk`]: sorted into tables and ingested, each key
+/// written once) and become visible together at [`BulkInsert::finish`]; dropping it
+/// unfinished, or any error, leaves the table as it was.
+///
+/// It holds the database's statement lock from start to finish, so no other statement writes
+/// meanwhile (they wait, as on a SQLite database during a write transaction), and the primary
+/// keys it checks cannot be taken behind its back.
+pub struct BulkInsert<'d, S: KvStore> {
+    db: &'d Database<S>,
+    _guard: MutexGuard<'d, ()>,
+    table: Arc<TableSchema>,
+    /// Column positions `0..n`, the targets of each row.
+    targets: Vec<usize>,
+    /// The table's state at the start, to check primary keys against; `None` when it had no
+    /// rows then (nothing to check: keys given twice are refused by the bulk write itself).
+    reader: Option<S::Reader>,
+    bulk: S::Bulk,
+    rows: u64,
+    value: Vec<u8>,
+}
+
+impl<S: KvStore> std::fmt::Debug for BulkInsert<'_, S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BulkInsert")
+            .field("table", &self.table.name)
+            .field("rows", &self.rows)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'d, S: KvStore> BulkInsert<'d, S> {
+    /// Starts the bulk insert into `table` (see [`Database::bulk_insert`]).
+    pub(super) fn start(
+        db: &'d Database<S>,
+        guard: MutexGuard<'d, ()>,
+        table: &str,
+    ) -> Result<Self> {
+        let catalog = db.catalog();
+        let t = plan::table(&catalog, table)?;
+        let reader = db.store.reader();
+        let lo = t.key_prefix();
+        let mut hi = lo.clone();
+        let upper = if prefix_successor(&mut hi) {
+            Bound::Excluded(hi.as_slice())
+        } else {
+            Bound::Unbounded
+        };
+        let has_rows = reader
+            .cursor(
+                Bound::Included(lo.as_slice()),
+                upper,
+                false,
+                ScanCache::Fill,
+            )
+            .next_entry()?
+            .is_some();
+        Ok(BulkInsert {
+            targets: (0..t.columns.len()).collect(),
+            reader: has_rows.then_some(reader),
+            bulk: db.store.bulk()?,
+            db,
+            _guard: guard,
+            table: t,
+            rows: 0,
+            value: Vec::with_capacity(64),
+        })
+    }
+
+    /// Adds one row: a value per column, in the table's column order, coerced and checked as
+    /// INSERT does.
+    ///
+    /// # Errors
+    /// As INSERT: [`QueryError::Exec`] for a value that does not fit its column, NULL in a NOT
+    /// NULL column or a key over the size limit, [`QueryError::DuplicateKey`] for a primary
+    /// key the table held at the start; [`QueryError::Translate`] for a row of the wrong
+    /// width; [`QueryError::Exec`] for a primary key given twice, when sorting the rows added
+    /// so far finds one here (or at [`BulkInsert::finish`]); the store's errors. Drop the
+    /// bulk insert after an error.
+    pub fn add(&mut self, values: Vec<Value>) -> Result<()> {
+        let t = &*self.table;
+        if values.len() != t.columns.len() {
+            return Err(QueryError::Translate(format!(
+                "a row of {} values but table {} has {} columns",
+                values.len(),
+                t.name,
+                t.columns.len()
+            )));
+        }
+        let row = stored_row(t, &self.targets, values)?;
+        let key = row_key(t, &row)?;
+        if let Some(reader) = &self.reader
+            && reader.get(&key)?.is_some()
+        {
+            return Err(duplicate(t, &row));
+        }
+        let bulk = &mut self.bulk;
+        row_entries(t, &key, &row, &mut self.value, |k, v| {
+            bulk.put(k, v).map_err(|e| given_twice(t, e))
+        })?;
+        self.rows += 1;
+        Ok(())
+    }
+
+    /// Rows added so far.
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    /// Makes every row added visible, atomically, and returns how many there were.
+    ///
+    /// # Errors
+    /// [`QueryError::Exec`] naming a primary key given twice (nothing is written then); the
+    /// store's errors sorting, writing and ingesting (nothing is visible then either).
+    pub fn finish(self) -> Result<u64> {
+        let t = Arc::clone(&self.table);
+        self.db
+            .store
+            .finish_bulk(self.bulk)
+            .map_err(|e| given_twice(&t, e))?;
+        Ok(self.rows)
+    }
+}
+
+/// A bulk write's "key given twice" as an error naming the primary key (decoded from the row
+/// key); other errors as they are.
+fn given_twice(t: &TableSchema, e: strata_engine::Error) -> QueryError {
+    let strata_engine::Error::DuplicateKey { key } = &e else {
+        return e.into();
+    };
+    let mut row = vec![Value::Null; t.columns.len()];
+    let mut needed = vec![false; t.columns.len()];
+    for &c in &t.primary_key {
+        if let Some(n) = needed.get_mut(c) {
+            *n = true;
+        }
+    }
+    // Two rows with one primary key give the same row key; their index entries may differ,
+    // and those that do not sort after every row key, so the row key is the one reported.
+    if decode_key(t, key, &needed, &mut row).is_err() {
+        return e.into();
+    }
+    let QueryError::DuplicateKey { table, key } = duplicate(t, &row) else {
+        return e.into();
+    };
+    QueryError::Exec(format!(
+        "primary key {key} is given twice to the bulk insert into {table}"
+    ))
 }
 
 struct Change {
