@@ -158,11 +158,7 @@ impl<'a, S: KvStore> Session<'a, S> {
         if let Err(e) = result {
             self.fail(err, e);
         } else if too_late {
-            let _ = writeln!(
-                err,
-                "(Ctrl-C came during a step that does not stop, sorting or committing: the \
-                 statement completed)"
-            );
+            too_late_note(err, "statement");
         }
     }
 
@@ -209,11 +205,7 @@ impl<'a, S: KvStore> Session<'a, S> {
             }
         }
         if self.interrupt.is_set() {
-            let _ = writeln!(
-                err,
-                "(Ctrl-C came during a step that does not stop, sorting or committing: the \
-                 statement completed)"
-            );
+            too_late_note(err, "statement");
         }
     }
 
@@ -377,6 +369,9 @@ impl<'a, S: KvStore> Session<'a, S> {
                     )
                 };
                 let _ = writeln!(out, "{text}");
+                if self.interrupt.is_set() {
+                    too_late_note(err, "import");
+                }
             }
             // An interrupt's error says itself that nothing was imported.
             Err(e) if self.interrupt.is_set() => {
@@ -388,6 +383,16 @@ impl<'a, S: KvStore> Session<'a, S> {
             ),
         }
     }
+}
+
+/// Says that a Ctrl-C came while `what` (a statement, an import) was in a step that does not
+/// stop, so it completed.
+fn too_late_note(err: &mut dyn Write, what: &str) {
+    let _ = writeln!(
+        err,
+        "(Ctrl-C came during a step that does not stop, sorting or committing: the {what} \
+         completed)"
+    );
 }
 
 /// One argument of a dot command.

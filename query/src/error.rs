@@ -3,7 +3,8 @@
 //! Variants follow the stages a statement goes through: [`QueryError::Parse`] (not SQL),
 //! [`QueryError::Unsupported`] / [`QueryError::Translate`] (SQL we do not run),
 //! [`QueryError::Plan`] (names or types that do not fit the catalog), [`QueryError::Exec`] and
-//! [`QueryError::DuplicateKey`] (the data refused the statement; nothing was written),
+//! [`QueryError::DuplicateKey`] / [`QueryError::DuplicateInput`] (the data refused the
+//! statement; nothing was written),
 //! [`QueryError::Corruption`] (stored bytes are damaged), [`QueryError::Interrupted`] (stopped
 //! by the user) and [`QueryError::Engine`].
 
@@ -51,6 +52,19 @@ pub enum QueryError {
         key: String,
     },
 
+    /// A bulk insert ([`crate::BulkInsert`]) was given two rows with the same primary key,
+    /// found when its rows were sorted. Nothing was written.
+    #[error("primary key {key} is given twice to the bulk insert into {table}{}", by_line_text(*.by_line))]
+    DuplicateInput {
+        /// The table.
+        table: String,
+        /// The key, formatted as SQL values.
+        key: String,
+        /// For an import: the input line by which the sort found it (both copies are at or
+        /// before it); `None` when found at the end.
+        by_line: Option<u64>,
+    },
+
     /// `.import` input could not be loaded (nothing of it was); `line` is the 1-based input
     /// line.
     #[error("line {line}: {message}")]
@@ -78,6 +92,11 @@ pub enum QueryError {
     /// The storage engine failed.
     #[error(transparent)]
     Engine(#[from] strata_engine::Error),
+}
+
+fn by_line_text(line: Option<u64>) -> String {
+    line.map(|l| format!(" (both copies are on line {l} or before it)"))
+        .unwrap_or_default()
 }
 
 fn parser_message(e: &ParserError) -> String {

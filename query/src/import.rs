@@ -52,7 +52,17 @@ fn field_value(col: DataType, field: &str, line: u64) -> Result<Value> {
         DataType::Text => Value::Text(field.to_owned()),
         DataType::Blob => Value::Blob(field.as_bytes().to_vec()),
         DataType::BigInt => Value::Int(field.trim().parse().map_err(|_| bad())?),
-        DataType::Double => Value::Double(field.trim().parse().map_err(|_| bad())?),
+        DataType::Double => {
+            let d: f64 = field.trim().parse().map_err(|_| bad())?;
+            if d.is_infinite() {
+                // As a SQL literal beyond the largest double: no statement stores an infinity.
+                return Err(QueryError::Import {
+                    line,
+                    message: format!("{field:?} is beyond the largest DOUBLE"),
+                });
+            }
+            Value::Double(d)
+        }
         DataType::Boolean => match field.trim().to_ascii_lowercase().as_str() {
             "true" | "t" | "1" => Value::Bool(true),
             "false" | "f" | "0" => Value::Bool(false),
@@ -61,10 +71,13 @@ fn field_value(col: DataType, field: &str, line: u64) -> Result<Value> {
     })
 }
 
-/// Splits one CSV record starting with `line`, reading more lines from `input` while a
-/// quoted field is open. Returns the fields and the extra bytes and lines consumed.
+/// Splits one CSV record starting with `line` (without its line end, which was `ending`),
+/// reading more lines from `input` while a quoted field is open; a quoted field keeps the line
+/// ends inside it as they were (`\r\n` or `\n`). Returns the fields and the extra bytes and
+/// lines consumed.
 fn csv_record<R: BufRead>(
     line: &str,
+    ending: &str,
     delimiter: char,
     input: &mut R,
     line_no: u64,
@@ -73,6 +86,7 @@ fn csv_record<R: BufRead>(
     let mut field = String::new();
     let mut quoted = false;
     let mut text = line.to_owned();
+    let mut ending = ending.to_owned();
     let (mut extra_bytes, mut extra_lines) = (0u64, 0u64);
     loop {
         let mut chars = text.chars().peekable();
@@ -100,7 +114,7 @@ fn csv_record<R: BufRead>(
             fields.push(field);
             return Ok((fields, extra_bytes, extra_lines));
         }
-        field.push('\n');
+        field.push_str(&ending);
         text.clear();
         let n = input.read_line(&mut text)?;
         if n == 0 {
@@ -111,9 +125,7 @@ fn csv_record<R: BufRead>(
         }
         extra_bytes += n as u64;
         extra_lines += 1;
-        while text.ends_with(['\n', '\r']) {
-            text.pop();
-        }
+        split_line_end(&mut text, &mut ending);
     }
 }
 
@@ -143,6 +155,7 @@ pub fn import<S: KvStore, R: BufRead>(
     let mut batch: Vec<(u64, Vec<Value>)> = Vec::with_capacity(IMPORT_BATCH_ROWS);
     let mut bulk: Option<BulkInsert<'_, S>> = None;
     let mut line = String::new();
+    let mut ending = String::new();
     let mut line_no = 0u64;
     loop {
         line.clear();
@@ -165,9 +178,7 @@ pub fn import<S: KvStore, R: BufRead>(
             // A byte-order mark, as spreadsheet programs write before the header.
             line.drain(..'\u{feff}'.len_utf8());
         }
-        while line.ends_with(['\n', '\r']) {
-            line.pop();
-        }
+        split_line_end(&mut line, &mut ending);
         if line.is_empty() {
             continue;
         }
@@ -176,7 +187,7 @@ pub fn import<S: KvStore, R: BufRead>(
         let fields: Vec<&str> = if delimiter == '\t' {
             line.split('\t').collect()
         } else {
-            let (f, b, l) = csv_record(&line, delimiter, &mut input, line_no)?;
+            let (f, b, l) = csv_record(&line, &ending, delimiter, &mut input, line_no)?;
             done.bytes += b;
             line_no += l;
             owned = f;
@@ -195,10 +206,12 @@ pub fn import<S: KvStore, R: BufRead>(
             return Err(QueryError::Import {
                 line: record_line,
                 message: format!(
-                    "{} fields, but table {} has {} columns",
+                    "{} field{}, but table {} has {} column{}",
                     fields.len(),
+                    if fields.len() == 1 { "" } else { "s" },
                     schema.name,
-                    schema.columns.len()
+                    schema.columns.len(),
+                    if schema.columns.len() == 1 { "" } else { "s" }
                 ),
             });
         }
@@ -208,19 +221,17 @@ pub fn import<S: KvStore, R: BufRead>(
             .map(|(f, c)| field_value(c.ty, f, record_line))
             .collect::<Result<Vec<_>>>()?;
         done.rows += 1;
+        if bulk.is_none() && batch.len() == IMPORT_BATCH_ROWS {
+            // A row past one batch: the import becomes a bulk insert.
+            let mut b = db.bulk_insert(table)?;
+            for (line, row) in batch.drain(..) {
+                b.add(row).map_err(|e| at_line(line, e))?;
+            }
+            bulk = Some(b);
+        }
         match &mut bulk {
             Some(b) => b.add(row).map_err(|e| at_line(record_line, e))?,
-            None => {
-                batch.push((record_line, row));
-                if batch.len() >= IMPORT_BATCH_ROWS {
-                    stop_if_interrupted(interrupt, record_line)?;
-                    let mut b = db.bulk_insert(table)?;
-                    for (line, row) in batch.drain(..) {
-                        b.add(row).map_err(|e| at_line(line, e))?;
-                    }
-                    bulk = Some(b);
-                }
-            }
+            None => batch.push((record_line, row)),
         }
         if done.rows % IMPORT_BATCH_ROWS as u64 == 0 {
             stop_if_interrupted(interrupt, record_line)?;
@@ -232,28 +243,42 @@ pub fn import<S: KvStore, R: BufRead>(
     let rows = match bulk {
         Some(b) => b.finish()?,
         None => {
-            let first_line = batch.first().map_or(0, |(line, _)| *line);
+            let lines: Vec<u64> = batch.iter().map(|(line, _)| *line).collect();
             let rows = batch.into_iter().map(|(_, row)| row).collect::<Vec<_>>();
-            if rows.is_empty() {
-                0
-            } else {
-                db.insert_values(table, None, rows, OnConflict::Error)
-                    .map_err(|e| QueryError::Import {
-                        line: first_line,
-                        message: format!("in the rows from here on: {e}"),
-                    })?
-            }
+            let mut failed = None;
+            db.insert_rows_noting(table, None, rows, OnConflict::Error, &mut failed)
+                .map_err(|e| match failed.and_then(|n| lines.get(n)) {
+                    Some(&line) => at_line(line, e),
+                    None => e,
+                })?
         }
     };
     progress(done);
     Ok(rows)
 }
 
-/// An error of the record on `line`.
+/// Moves the line end (`\n`, `\r\n`, any `\r`s before it) from the end of `line` to
+/// `ending`.
+fn split_line_end(line: &mut String, ending: &mut String) {
+    let content = line.trim_end_matches(['\n', '\r']).len();
+    ending.clear();
+    ending.push_str(line.get(content..).unwrap_or_default());
+    line.truncate(content);
+}
+
+/// An error of the record on `line`; a primary key given twice, which the sort finds some
+/// rows later, says it was found by `line`.
 fn at_line(line: u64, e: QueryError) -> QueryError {
-    QueryError::Import {
-        line,
-        message: e.to_string(),
+    match e {
+        QueryError::DuplicateInput { table, key, .. } => QueryError::DuplicateInput {
+            table,
+            key,
+            by_line: Some(line),
+        },
+        e => QueryError::Import {
+            line,
+            message: e.to_string(),
+        },
     }
 }
 
@@ -333,7 +358,23 @@ mod tests {
         let e = import_into_t(&db, "a\t1\t1\t1\na\t2\t2\t0\n".as_bytes(), b'\t').unwrap_err();
         assert_eq!(
             e.to_string(),
-            "line 1: in the rows from here on: duplicate primary key ('a') in table t"
+            "line 2: duplicate primary key ('a') in table t"
+        );
+        let e = import_into_t(&db, "a\t1\tinf\t1\n".as_bytes(), b'\t').unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "line 1: \"inf\" is beyond the largest DOUBLE"
+        );
+        let e = import_into_t(&db, "a\n".as_bytes(), b'\t').unwrap_err();
+        assert_eq!(e.to_string(), "line 1: 1 field, but table t has 4 columns");
+        // A key over the engine's limit in a short input: the line of its record.
+        let long = "k".repeat(strata_engine::MAX_KEY_SIZE);
+        let text = format!("a\t1\t1\t1\n{long}\t1\t1\t1\n");
+        let e = import_into_t(&db, text.as_bytes(), b'\t').unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("line 2: the primary key of a row of t is"),
+            "{e}"
         );
         let bad: &[u8] = b"a\t1\t1\t1\n\xff\xfe\t1\t1\t1\n";
         let e = import_into_t(&db, bad, b'\t').unwrap_err();
@@ -428,9 +469,31 @@ mod tests {
         let e = import_into_t(&db2, text.as_bytes(), b'\t').unwrap_err();
         assert_eq!(
             e.to_string(),
-            "line 12001: primary key ('r3') is given twice to the bulk insert into t"
+            "primary key ('r3') is given twice to the bulk insert into t (both copies are on \
+             line 12001 or before it)"
         );
         assert!(rows(&db2).is_empty());
+        // Exactly one batch of rows is one INSERT: its duplicate is named at its line.
+        let mut text = lines(0..9_999);
+        text.push_str("r3\t3\t0.5\ttrue\n");
+        let e = import_into_t(&db2, text.as_bytes(), b'\t').unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "line 10000: duplicate primary key ('r3') in table t"
+        );
+    }
+
+    /// A quoted CSV field keeps the line ends inside it as the file has them.
+    #[test]
+    fn quoted_csv_fields_keep_their_line_ends() {
+        let db = db();
+        let text = "name,n,x,ok\r\n\"a\r\nb\",1,1,t\r\n\"c\nd\",2,2,f\n";
+        assert_eq!(import_into_t(&db, text.as_bytes(), b',').unwrap(), 2);
+        let names: Vec<Value> = rows(&db).into_iter().map(|r| r[0].clone()).collect();
+        assert_eq!(
+            names,
+            vec![Value::Text("a\r\nb".into()), Value::Text("c\nd".into())]
+        );
     }
 
     #[test]

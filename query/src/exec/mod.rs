@@ -345,8 +345,9 @@ impl<S: KvStore> Database<S> {
         }
     }
 
-    /// Inserts rows of values directly (what `.import` uses): one batch, like an INSERT
-    /// with the same rows. `columns` names the target columns (all, in order, when `None`).
+    /// Inserts rows of values directly (what `.import` uses for short inputs): one batch, like
+    /// an INSERT with the same rows. `columns` names the target columns (all, in order, when
+    /// `None`).
     ///
     /// # Errors
     /// As INSERT: unknown table or column, a value that does not fit its column, NOT NULL,
@@ -358,11 +359,24 @@ impl<S: KvStore> Database<S> {
         rows: Vec<Vec<Value>>,
         on_conflict: OnConflict,
     ) -> Result<u64> {
+        self.insert_rows_noting(table, columns, rows, on_conflict, &mut None)
+    }
+
+    /// [`Database::insert_values`]; on an error one row caused, `failed` is its index in
+    /// `rows` (`None` on other errors).
+    pub(crate) fn insert_rows_noting(
+        &self,
+        table: &str,
+        columns: Option<&[String]>,
+        rows: Vec<Vec<Value>>,
+        on_conflict: OnConflict,
+        failed: &mut Option<usize>,
+    ) -> Result<u64> {
         if self.read_only {
             return Err(strata_engine::Error::ReadOnly.into());
         }
         let _guard = self.lock();
-        match write::insert_values(self, table, columns, rows, on_conflict)? {
+        match write::insert_values(self, table, columns, rows, on_conflict, failed)? {
             Output::Affected(n) => Ok(n),
             _ => Ok(0),
         }

@@ -152,18 +152,22 @@ pub(super) fn insert<S: KvStore>(db: &Database<S>, ins: &Insert) -> Result<Outpu
         ins.columns.as_deref(),
         rows,
         ins.on_conflict,
+        &mut None,
     )
 }
 
 /// Inserts rows of values (one per named column, or per table column when `columns` is
-/// `None`) in one batch.
+/// `None`) in one batch. On an error that one row caused, `failed` is the row's index in
+/// `rows` (`.import` turns it into the row's input line); on other errors it is `None`.
 pub(super) fn insert_values<S: KvStore>(
     db: &Database<S>,
     table: &str,
     columns: Option<&[String]>,
     rows: Vec<Vec<Value>>,
     on_conflict: OnConflict,
+    failed: &mut Option<usize>,
 ) -> Result<Output> {
+    *failed = None;
     let catalog = db.catalog();
     let t = plan::table(&catalog, table)?;
     let targets: Vec<usize> = match columns {
@@ -183,11 +187,13 @@ pub(super) fn insert_values<S: KvStore>(
         }
     };
     let reader = db.store.reader();
-    let mut pending: HashMap<Vec<u8>, Vec<Value>> = HashMap::with_capacity(rows.len());
+    // Row key -> (index in `rows`, row).
+    let mut pending: HashMap<Vec<u8>, (usize, Vec<Value>)> = HashMap::with_capacity(rows.len());
     let mut old_index_keys: Vec<Vec<u8>> = Vec::new();
     let mut written = 0u64;
     let all = vec![true; t.columns.len()];
     for (n, values) in rows.into_iter().enumerate() {
+        *failed = Some(n);
         if values.len() != targets.len() {
             return Err(QueryError::Translate(format!(
                 "VALUES row {} has {} values but table {} has {} columns",
@@ -218,7 +224,7 @@ pub(super) fn insert_values<S: KvStore>(
                 }
             }
         }
-        pending.insert(key, row);
+        pending.insert(key, (n, row));
         written += 1;
     }
     drop(reader);
@@ -227,12 +233,14 @@ pub(super) fn insert_values<S: KvStore>(
         batch.delete(k);
     }
     let mut value = Vec::with_capacity(64);
-    for (key, row) in &pending {
+    for (key, (n, row)) in &pending {
+        *failed = Some(*n);
         row_entries(&t, key, row, &mut value, |k, v| {
             batch.put(k, v);
             Ok(())
         })?;
     }
+    *failed = None;
     db.store.write(batch)?;
     Ok(Output::Affected(written))
 }
@@ -354,9 +362,9 @@ impl<'d, S: KvStore> BulkInsert<'d, S> {
     /// As INSERT: [`QueryError::Exec`] for a value that does not fit its column, NULL in a NOT
     /// NULL column or a key over the size limit, [`QueryError::DuplicateKey`] for a primary
     /// key the table held at the start; [`QueryError::Translate`] for a row of the wrong
-    /// width; [`QueryError::Exec`] for a primary key given twice, when sorting the rows added
-    /// so far finds one here (or at [`BulkInsert::finish`]); the store's errors. Drop the
-    /// bulk insert after an error.
+    /// width; [`QueryError::DuplicateInput`] for a primary key given twice, when sorting the
+    /// rows added so far finds one here (or at [`BulkInsert::finish`]); the store's errors.
+    /// Drop the bulk insert after an error.
     pub fn add(&mut self, values: Vec<Value>) -> Result<()> {
         let t = &*self.table;
         if values.len() != t.columns.len() {
@@ -390,8 +398,9 @@ impl<'d, S: KvStore> BulkInsert<'d, S> {
     /// Makes every row added visible, atomically, and returns how many there were.
     ///
     /// # Errors
-    /// [`QueryError::Exec`] naming a primary key given twice (nothing is written then); the
-    /// store's errors sorting, writing and ingesting (nothing is visible then either).
+    /// [`QueryError::DuplicateInput`] naming a primary key given twice (nothing is written
+    /// then); the store's errors sorting, writing and ingesting (nothing is visible then
+    /// either).
     pub fn finish(self) -> Result<u64> {
         let t = Arc::clone(&self.table);
         self.db
@@ -423,9 +432,11 @@ fn given_twice(t: &TableSchema, e: strata_engine::Error) -> QueryError {
     let QueryError::DuplicateKey { table, key } = duplicate(t, &row) else {
         return e.into();
     };
-    QueryError::Exec(format!(
-        "primary key {key} is given twice to the bulk insert into {table}"
-    ))
+    QueryError::DuplicateInput {
+        table,
+        key,
+        by_line: None,
+    }
 }
 
 struct Change {

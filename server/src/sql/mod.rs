@@ -161,7 +161,7 @@ fn query_sqlstate(e: &QueryError) -> &'static str {
                 "22000"
             }
         }
-        QueryError::DuplicateKey { .. } => "23505",
+        QueryError::DuplicateKey { .. } | QueryError::DuplicateInput { .. } => "23505",
         QueryError::Interrupted => "57014",
         QueryError::Corruption(_) => "XX001",
         QueryError::Engine(strata_engine::Error::Closed) => "57P01",
