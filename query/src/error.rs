@@ -69,8 +69,7 @@ pub enum QueryError {
     /// line.
     #[error("line {line}: {message}")]
     Import {
-        /// The input line: of the record, of the first record of a short input's one batch,
-        /// or where the sort found a primary key given twice.
+        /// The input line: of the record, or where an interrupt was noticed.
         line: u64,
         /// What was wrong.
         message: String,

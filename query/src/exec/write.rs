@@ -3,18 +3,17 @@
 //! that is both removed and re-written ends up written.
 
 use std::collections::{HashMap, HashSet};
-use std::ops::Bound;
 use std::sync::{Arc, MutexGuard};
 
 use bytes::Bytes;
 
 use super::eval::eval;
-use super::source::{RowSource, decode, decode_key};
+use super::source::{RowSource, decode, decode_key, prefix_cursor};
 use super::store::{KvBatch, KvBulk, KvRead, KvStore, ScanCache};
 use super::{Database, Output};
 use crate::ast::{Expr, Insert, OnConflict};
 use crate::catalog::{ID_PREFIX_LEN, IndexDef, TableSchema};
-use crate::codec::key::{encode_value, prefix_successor};
+use crate::codec::key::encode_value;
 use crate::codec::row::encode_row;
 use crate::error::{QueryError, Result, exec_err, plan_err};
 use crate::interrupt::{Interrupt, Ticker};
@@ -327,20 +326,7 @@ impl<'d, S: KvStore> BulkInsert<'d, S> {
         let catalog = db.catalog();
         let t = plan::table(&catalog, table)?;
         let reader = db.store.reader();
-        let lo = t.key_prefix();
-        let mut hi = lo.clone();
-        let upper = if prefix_successor(&mut hi) {
-            Bound::Excluded(hi.as_slice())
-        } else {
-            Bound::Unbounded
-        };
-        let has_rows = reader
-            .cursor(
-                Bound::Included(lo.as_slice()),
-                upper,
-                false,
-                ScanCache::Fill,
-            )
+        let has_rows = prefix_cursor(&reader, &t.key_prefix(), ScanCache::Fill)
             .next_entry()?
             .is_some();
         Ok(BulkInsert {
