@@ -58,6 +58,10 @@ enum Command {
         /// works beside a running `strata serve` or on a full disk.
         #[arg(long)]
         read_only: bool,
+        /// Block cache, in MiB of uncompressed blocks, 0 (no cache) to 1048576 (1 TiB); as
+        /// `strata serve`'s default. Filled as blocks are read.
+        #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(0..=1_048_576))]
+        cache_mb: u32,
     },
     /// Open (or create) a database, write and read back a few keys, and print what happened.
     Demo {
@@ -214,7 +218,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             dir,
             command,
             read_only,
-        } => repl::run(&dir, command.as_deref(), read_only),
+            cache_mb,
+        } => repl::run(&dir, command.as_deref(), read_only, cache_mb),
         Command::Demo { dir } => demo(&dir),
         Command::Get {
             dir,

@@ -854,20 +854,28 @@ impl<W: Write> Write for CheckedOutput<W> {
     }
 }
 
-/// Entry point of `strata repl [DIR] [-c SQL]`.
+/// Entry point of `strata repl [DIR] [-c SQL]`, with a block cache of `cache_mb` MiB.
 ///
 /// # Errors
 /// When the database cannot be opened (e.g. another process has it open), the terminal
 /// cannot be read, or standard output could not be written (a full disk; not a reader that
 /// closed the pipe).
-pub fn run(dir: &Path, command: Option<&str>, read_only: bool) -> anyhow::Result<ExitCode> {
+pub fn run(
+    dir: &Path,
+    command: Option<&str>,
+    read_only: bool,
+    cache_mb: u32,
+) -> anyhow::Result<ExitCode> {
     crate::refuse_server_directory(dir)?;
-    let db = if read_only {
-        Database::open_read_only(dir)
-    } else {
-        Database::open(dir)
-    }
-    .with_context(|| format!("opening database at {}", dir.display()))?;
+    let cache_bytes = usize::try_from(cache_mb)
+        .ok()
+        .and_then(|mb| mb.checked_mul(1 << 20))
+        .context("--cache-mb is too large for this machine")?;
+    let options = strata_engine::Options::default()
+        .read_only(read_only)
+        .block_cache_size(cache_bytes);
+    let db = Database::open_with(dir, options)
+        .with_context(|| format!("opening database at {}", dir.display()))?;
     let mut out = CheckedOutput::new(std::io::stdout());
     let ok = if let Some(sql) = command {
         run_script(&db, sql, &mut out, &mut std::io::stderr())

@@ -21,7 +21,7 @@ use clap::Parser;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use strata_query::ast::{BinaryOp, Expr, Statement};
-use strata_query::{Database, OnConflict, Output, Value};
+use strata_query::{Database, DbStore, OnConflict, Output, Value};
 
 #[derive(Debug, Parser)]
 struct Args {
@@ -47,6 +47,10 @@ struct Args {
     /// instead of INSERT batches of 10,000 rows.
     #[arg(long)]
     bulk: bool,
+    /// Strata's block cache, in MiB: 512 as `strata repl` and `strata serve` open databases
+    /// with (the engine's own default is 64).
+    #[arg(long, default_value_t = 512)]
+    cache_mib: usize,
     /// Runs of each `count > T` query per store (alternating); the median is reported, and
     /// the first (cold) run in parentheses.
     #[arg(long, default_value_t = 5)]
@@ -159,11 +163,12 @@ fn main() -> Result<()> {
     let _ = std::fs::remove_dir_all(&strata_dir);
     let _ = std::fs::remove_file(&sqlite_path);
     println!(
-        "sql_compare: {} rows from {}, {} lookups, threshold {}, work dir {}",
+        "sql_compare: {} rows from {}, {} lookups, threshold {}, block cache {} MiB, work dir {}",
         reads.len(),
         args.tsv.display(),
         args.lookups,
         args.threshold,
+        args.cache_mib,
         work.display()
     );
     let mut rng = StdRng::seed_from_u64(args.seed);
@@ -173,7 +178,8 @@ fn main() -> Result<()> {
     let mut table = Vec::new();
 
     // ---- load
-    let db = Database::open(&strata_dir)?;
+    let options = strata_engine::Options::default().block_cache_size(args.cache_mib << 20);
+    let db = Database::new(DbStore::new(strata_engine::Db::open(&strata_dir, options)?))?;
     db.execute("CREATE TABLE reads (seq TEXT PRIMARY KEY, count BIGINT NOT NULL)")?;
     let t = Instant::now();
     if args.bulk {

@@ -81,7 +81,23 @@ impl Database<DbStore> {
     /// [`QueryError::Engine`] when the engine cannot open `dir` (for example
     /// [`strata_engine::Error::Locked`]); [`QueryError::Corruption`] for a damaged catalog.
     pub fn open(dir: impl AsRef<Path>) -> Result<Self> {
-        Database::new(DbStore::new(Db::open(dir, Options::default())?))
+        Database::open_with(dir, Options::default())
+    }
+
+    /// [`Database::open`] with the engine's `options` (a block cache size, say); with
+    /// `options.read_only` it is [`Database::open_read_only`].
+    ///
+    /// # Errors
+    /// As [`Database::open`] and [`Database::open_read_only`]; [`QueryError::Engine`] holding
+    /// [`strata_engine::Error::InvalidArgument`] for options that do not validate.
+    pub fn open_with(dir: impl AsRef<Path>, options: Options) -> Result<Self> {
+        if options.read_only {
+            let db = Db::open(dir, options)?;
+            let mut database = Database::load(DbStore::new(db), false)?;
+            database.read_only = true;
+            return Ok(database);
+        }
+        Database::new(DbStore::new(Db::open(dir, options)?))
     }
 
     /// Opens the existing engine database in `dir` read-only (`Options::read_only`: nothing
@@ -93,10 +109,7 @@ impl Database<DbStore> {
     /// [`QueryError::Engine`] when the engine cannot open `dir` (it must hold a database);
     /// [`QueryError::Corruption`] for a damaged catalog.
     pub fn open_read_only(dir: impl AsRef<Path>) -> Result<Self> {
-        let db = Db::open(dir, Options::default().read_only(true))?;
-        let mut database = Database::load(DbStore::new(db), false)?;
-        database.read_only = true;
-        Ok(database)
+        Database::open_with(dir, Options::default().read_only(true))
     }
 }
 
