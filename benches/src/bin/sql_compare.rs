@@ -7,9 +7,10 @@
 //! ```
 //!
 //! Measures: load time (all rows, one SQLite transaction; Strata in 10,000-row INSERT
-//! batches, then a flush, or with `--bulk` as one bulk insert, what `.import` runs), `--lookups` random primary-key lookups (`SELECT count FROM reads
-//! WHERE seq = ?`: prepared on SQLite; on Strata a translated statement with the literal
-//! replaced, plus a smaller run through the full parse path), `count > T` queries without and
+//! batches, then a flush, or with `--bulk` as one bulk insert, what `.import` runs),
+//! `--lookups` random primary-key lookups (`SELECT count FROM reads WHERE seq = ?`: prepared
+//! on SQLite; on Strata a translated statement with the literal replaced, plus a smaller run
+//! through the full parse path), `count > T` queries without and
 //! with an index on `count` (`--repeats` runs each, alternating between the stores; the
 //! median is reported, the first run in parentheses), and the size on disk.
 
@@ -21,7 +22,7 @@ use clap::Parser;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use strata_query::ast::{BinaryOp, Expr, Statement};
-use strata_query::{Database, DbStore, OnConflict, Output, Value};
+use strata_query::{Database, OnConflict, Output, Value};
 
 #[derive(Debug, Parser)]
 struct Args {
@@ -179,7 +180,7 @@ fn main() -> Result<()> {
 
     // ---- load
     let options = strata_engine::Options::default().block_cache_size(args.cache_mib << 20);
-    let db = Database::new(DbStore::new(strata_engine::Db::open(&strata_dir, options)?))?;
+    let db = Database::open_with(&strata_dir, options)?;
     db.execute("CREATE TABLE reads (seq TEXT PRIMARY KEY, count BIGINT NOT NULL)")?;
     let t = Instant::now();
     if args.bulk {

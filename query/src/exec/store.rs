@@ -96,8 +96,7 @@ pub trait KvBulk {
     /// # Errors
     /// The store's errors: a key or value over its size limits,
     /// [`strata_engine::Error::DuplicateKey`] for a key given twice (here or, for a sorting
-    /// store, at [`KvStore::finish_bulk`]), I/O
-    /// writing what does not fit in memory.
+    /// store, at [`KvStore::finish_bulk`]), I/O writing what does not fit in memory.
     fn put(&mut self, key: &[u8], value: &[u8]) -> KvResult<()>;
 }
 
