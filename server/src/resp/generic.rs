@@ -16,7 +16,7 @@ use bytes::Bytes;
 use super::admin::{SelectTarget, database_for_select};
 use super::commands::{NOT_INTEGER, SYNTAX, arg, count_lookup};
 use super::session::Session;
-use super::strings::{EXPIRY_UNSUPPORTED, read, write};
+use super::strings::{EXPIRY_UNSUPPORTED, put, read, write};
 use crate::databases::{Database, KeyLocks, KvBatch};
 use crate::error::resp_server_error;
 
@@ -153,9 +153,7 @@ pub(crate) fn copy(s: &mut Session, args: &[Bytes]) {
             None => return,
         }
     }
-    let mut batch = KvBatch::new();
-    batch.put(to, &value);
-    if write(s, &target, batch) {
+    if put(s, &target, to, &value) {
         s.out.integer(1);
     }
 }
@@ -184,9 +182,7 @@ pub(crate) fn move_key(s: &mut Session, args: &[Bytes]) {
         None => return,
     }
     // The target first: a crash between the two writes leaves the key in both databases.
-    let mut put = KvBatch::new();
-    put.put(key, &value);
-    if !write(s, &target, put) {
+    if !put(s, &target, key, &value) {
         return;
     }
     let mut delete = KvBatch::new();

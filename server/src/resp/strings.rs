@@ -48,7 +48,7 @@ pub(crate) fn write(s: &mut Session, db: &Database, batch: KvBatch) -> bool {
 }
 
 /// Puts `key` = `value`, replying with the engine's error (and returning false) when it fails.
-fn put(s: &mut Session, db: &Database, key: &[u8], value: &[u8]) -> bool {
+pub(crate) fn put(s: &mut Session, db: &Database, key: &[u8], value: &[u8]) -> bool {
     let mut batch = KvBatch::new();
     batch.put(key, value);
     write(s, db, batch)

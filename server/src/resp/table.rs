@@ -282,6 +282,35 @@ const FLUSH_MODE: &[Arg] = &[oneof(
 )
 .optional()];
 
+/// The optional `NX | XX | GT | LT` of the `EXPIRE` family (Redis 7.0).
+const EXPIRY_CONDITION: Arg = oneof(
+    "condition",
+    &[
+        word("nx", "NX"),
+        word("xx", "XX"),
+        word("gt", "GT"),
+        word("lt", "LT"),
+    ],
+)
+.since("7.0.0")
+.optional();
+
+/// A command of the `EXPIRE` family (`key time [condition]`), which Strata refuses: keys
+/// never expire.
+const fn expiry_setter(
+    name: &'static str,
+    since: &'static str,
+    args: &'static [Arg],
+) -> CommandSpec {
+    spec(name, -3, generic::expire, "generic")
+        .write()
+        .fast()
+        .keys(1, 1, 1)
+        .doc("Refused: keys never expire in Strata.")
+        .since(since)
+        .args(args)
+}
+
 /// Every command, sorted by name (binary search).
 pub(crate) static COMMANDS: &[CommandSpec] = &[
     spec("APPEND", 3, commands::append, "string")
@@ -470,38 +499,8 @@ pub(crate) static COMMANDS: &[CommandSpec] = &[
         .doc("Determines whether one or more keys exist.")
         .complexity(PER_KEY)
         .args(KEYS),
-    spec("EXPIRE", -3, generic::expire, "generic")
-        .write()
-        .fast()
-        .keys(1, 1, 1)
-        .doc("Refused: keys never expire in Strata.")
-        .since("1.0.0")
-        .args(&[
-            key("key"),
-            integer("seconds"),
-            oneof(
-                "condition",
-                &[word("nx", "NX"), word("xx", "XX"), word("gt", "GT"), word("lt", "LT")],
-            )
-            .since("7.0.0")
-            .optional(),
-        ]),
-    spec("EXPIREAT", -3, generic::expire, "generic")
-        .write()
-        .fast()
-        .keys(1, 1, 1)
-        .doc("Refused: keys never expire in Strata.")
-        .since("1.2.0")
-        .args(&[
-            key("key"),
-            integer("unix-time-seconds"),
-            oneof(
-                "condition",
-                &[word("nx", "NX"), word("xx", "XX"), word("gt", "GT"), word("lt", "LT")],
-            )
-            .since("7.0.0")
-            .optional(),
-        ]),
+    expiry_setter("EXPIRE", "1.0.0", &[key("key"), integer("seconds"), EXPIRY_CONDITION]),
+    expiry_setter("EXPIREAT", "1.2.0", &[key("key"), integer("unix-time-seconds"), EXPIRY_CONDITION]),
     spec("EXPIRETIME", 2, generic::expiretime, "generic")
         .fast()
         .keys(1, 1, 1)
@@ -688,38 +687,8 @@ pub(crate) static COMMANDS: &[CommandSpec] = &[
         .doc("Returns 0: no key has an expiry to remove.")
         .since("2.2.0")
         .args(KEY),
-    spec("PEXPIRE", -3, generic::expire, "generic")
-        .write()
-        .fast()
-        .keys(1, 1, 1)
-        .doc("Refused: keys never expire in Strata.")
-        .since("2.6.0")
-        .args(&[
-            key("key"),
-            integer("milliseconds"),
-            oneof(
-                "condition",
-                &[word("nx", "NX"), word("xx", "XX"), word("gt", "GT"), word("lt", "LT")],
-            )
-            .since("7.0.0")
-            .optional(),
-        ]),
-    spec("PEXPIREAT", -3, generic::expire, "generic")
-        .write()
-        .fast()
-        .keys(1, 1, 1)
-        .doc("Refused: keys never expire in Strata.")
-        .since("2.6.0")
-        .args(&[
-            key("key"),
-            integer("unix-time-milliseconds"),
-            oneof(
-                "condition",
-                &[word("nx", "NX"), word("xx", "XX"), word("gt", "GT"), word("lt", "LT")],
-            )
-            .since("7.0.0")
-            .optional(),
-        ]),
+    expiry_setter("PEXPIRE", "2.6.0", &[key("key"), integer("milliseconds"), EXPIRY_CONDITION]),
+    expiry_setter("PEXPIREAT", "2.6.0", &[key("key"), integer("unix-time-milliseconds"), EXPIRY_CONDITION]),
     spec("PEXPIRETIME", 2, generic::expiretime, "generic")
         .fast()
         .keys(1, 1, 1)
