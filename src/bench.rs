@@ -142,7 +142,7 @@ pub(crate) fn fill(args: &FillArgs) -> anyhow::Result<()> {
         .write_buffer_size(args.write_buffer_mb << 20)
         .block_cache_size(args.cache_mb << 20)
         .max_subcompactions(args.subcompactions);
-    crate::refuse_server_directory(&args.dir)?;
+    crate::check_database_dir(&args.dir)?;
     let db =
         Db::open(&args.dir, options).with_context(|| format!("opening {}", args.dir.display()))?;
     writeln!(

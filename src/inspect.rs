@@ -98,7 +98,7 @@ pub(crate) fn put(
     key: &[u8],
     value: &[u8],
 ) -> anyhow::Result<ExitCode> {
-    crate::refuse_server_directory(dir)?;
+    crate::check_database_dir(dir)?;
     let db = Db::open(dir, Options::default())
         .with_context(|| format!("opening database at {}", dir.display()))?;
     let ks = keyspace(&db, keyspace_name, true)?;
@@ -376,7 +376,7 @@ struct Checked {
 
 fn check_once(dir: &Path) -> anyhow::Result<Checked> {
     // No database at all is a wrong argument (exit 2, as other commands), not a damaged one.
-    crate::refuse_server_directory(dir)?;
+    crate::check_database_dir(dir)?;
     let has_manifest = std::fs::read_dir(dir).is_ok_and(|entries| {
         entries
             .filter_map(Result::ok)

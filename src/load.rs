@@ -270,7 +270,7 @@ pub(crate) fn run(args: &LoadArgs) -> anyhow::Result<ExitCode> {
     }
     let db_dir = db;
     let trace = LoadTrace::before(db_dir);
-    crate::refuse_server_directory(db_dir)?;
+    crate::check_database_dir(db_dir)?;
     let db = Db::open(db_dir, options.clone())
         .with_context(|| format!("opening database at {}", db_dir.display()))?;
     let mut config = LoadConfig::new(&options);

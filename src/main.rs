@@ -306,6 +306,28 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// Checks a database directory a command may create: its parent must exist (as LevelDB and
+/// RocksDB create only the database's own directory, so a mistyped path is an error, not a new
+/// database), and it must not be a server's directory of databases
+/// ([`refuse_server_directory`]).
+///
+/// # Errors
+/// Naming the missing parent, or as [`refuse_server_directory`].
+pub(crate) fn check_database_dir(dir: &std::path::Path) -> anyhow::Result<()> {
+    if !dir.exists()
+        && let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty())
+        && !parent.is_dir()
+    {
+        anyhow::bail!(
+            "cannot create database {}: directory {} does not exist (only the database's own \
+             directory is created)",
+            dir.display(),
+            parent.display()
+        );
+    }
+    refuse_server_directory(dir)
+}
+
 /// Refuses `dir` when it is a `strata serve --dir` data directory (no `CURRENT` of its own, a
 /// subdirectory with one) instead of a database: opening it would create a new, empty
 /// database beside the server's, and `strata serve` would then refuse the directory.
@@ -351,7 +373,7 @@ pub(crate) fn require_database(dir: &std::path::Path) -> anyhow::Result<()> {
 }
 
 fn demo(dir: &std::path::Path) -> anyhow::Result<ExitCode> {
-    refuse_server_directory(dir)?;
+    check_database_dir(dir)?;
     let db = Db::open(dir, Options::default())
         .with_context(|| format!("opening database at {}", dir.display()))?;
     outln!("opened database at {}", dir.display())?;
@@ -440,6 +462,13 @@ mod tests {
         super::refuse_server_directory(&server_dir.join("db0")).expect("a database");
         super::refuse_server_directory(dir.path()).expect("no database below");
         super::refuse_server_directory(&dir.path().join("new")).expect("missing");
+        // A new database's directory is created, but not its missing parents.
+        super::check_database_dir(&dir.path().join("new")).expect("parent exists");
+        let err = super::check_database_dir(&dir.path().join("typo/x/new"))
+            .expect_err("missing parents")
+            .to_string();
+        assert!(err.contains("typo/x does not exist"), "{err}");
+        super::check_database_dir(std::path::Path::new("relative-new")).expect("cwd parent");
     }
 
     #[test]

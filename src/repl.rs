@@ -866,7 +866,7 @@ pub fn run(
     read_only: bool,
     cache_mb: u32,
 ) -> anyhow::Result<ExitCode> {
-    crate::refuse_server_directory(dir)?;
+    crate::check_database_dir(dir)?;
     let cache_bytes = usize::try_from(cache_mb)
         .ok()
         .and_then(|mb| mb.checked_mul(1 << 20))

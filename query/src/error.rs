@@ -2,9 +2,10 @@
 //!
 //! Variants follow the stages a statement goes through: [`QueryError::Parse`] (not SQL),
 //! [`QueryError::Unsupported`] / [`QueryError::Translate`] (SQL we do not run),
-//! [`QueryError::Plan`] (names or types that do not fit the catalog), [`QueryError::Exec`] and
-//! [`QueryError::DuplicateKey`] / [`QueryError::DuplicateInput`] (the data refused the
-//! statement; nothing was written),
+//! [`QueryError::Plan`] and the `NoSuch*` / [`QueryError::AlreadyExists`] variants (names or
+//! types that do not fit the catalog), [`QueryError::Exec`], [`QueryError::NotNull`],
+//! [`QueryError::OutOfRange`], [`QueryError::DivisionByZero`] and [`QueryError::DuplicateKey`] /
+//! [`QueryError::DuplicateInput`] (the data refused the statement; nothing was written),
 //! [`QueryError::Corruption`] (stored bytes are damaged), [`QueryError::Interrupted`] (stopped
 //! by the user) and [`QueryError::Engine`].
 
@@ -37,8 +38,58 @@ pub enum QueryError {
     #[error("{0}")]
     Plan(String),
 
-    /// The statement failed while running (NOT NULL violated, division by zero, integer
-    /// overflow, a value that does not fit the column). Nothing was written.
+    /// The statement names a table that does not exist (SQLSTATE 42P01).
+    #[error("no such table: {0}")]
+    NoSuchTable(String),
+
+    /// A column reference is qualified by a table the statement does not read from
+    /// (`SELECT x.a FROM t`; SQLSTATE 42P01).
+    #[error("unknown table {0} in a column reference")]
+    UnknownQualifier(String),
+
+    /// The statement names a column its table does not have (SQLSTATE 42703).
+    #[error("no column {column}{}", in_table_text(.table.as_deref()))]
+    NoSuchColumn {
+        /// The column as written.
+        column: String,
+        /// The table searched; `None` when the statement has no FROM table.
+        table: Option<String>,
+    },
+
+    /// `DROP INDEX` of an index that does not exist (SQLSTATE 42704).
+    #[error("no such index: {0}")]
+    NoSuchIndex(String),
+
+    /// `CREATE TABLE` or `CREATE INDEX` of a name already taken (SQLSTATE 42P07).
+    #[error("{kind} {name} already exists")]
+    AlreadyExists {
+        /// `"table"` or `"index"`.
+        kind: &'static str,
+        /// The name.
+        name: String,
+    },
+
+    /// A row would hold NULL in a NOT NULL column (SQLSTATE 23502). Nothing was written.
+    #[error("NULL value in NOT NULL column {table}.{column}")]
+    NotNull {
+        /// The table.
+        table: String,
+        /// The column.
+        column: String,
+    },
+
+    /// A number does not fit its type: integer or double overflow in arithmetic or an
+    /// aggregate, a literal beyond DOUBLE's range, a double too large for a BIGINT column
+    /// (SQLSTATE 22003). The message names which. Nothing was written.
+    #[error("{0}")]
+    OutOfRange(String),
+
+    /// Division or modulo by zero (SQLSTATE 22012). Nothing was written.
+    #[error("division by zero")]
+    DivisionByZero,
+
+    /// Any other failure while running (a value of the wrong type for its column or
+    /// operator, a key over the size limit). Nothing was written.
     #[error("{0}")]
     Exec(String),
 
@@ -91,6 +142,46 @@ pub enum QueryError {
     /// The storage engine failed.
     #[error(transparent)]
     Engine(#[from] strata_engine::Error),
+}
+
+impl QueryError {
+    /// The SQLSTATE code of this error (SQL:2016's codes with PostgreSQL's extensions, as
+    /// listed in PostgreSQL's "Appendix A. PostgreSQL Error Codes"): `42601` syntax error,
+    /// `0A000` not supported, `42P01` undefined table, `42703` undefined column, `42704`
+    /// undefined object, `42P07` duplicate table, `42804` datatype mismatch (other planning
+    /// errors), `23502` not-null violation, `23505` unique violation, `22003` numeric value out
+    /// of range, `22012` division by zero, `22000` other data exceptions, `57014` query
+    /// canceled, `57P01` the engine was closed, `22023` invalid parameter value, `XX001`
+    /// damaged data, `58030` I/O and other engine errors. The network server sends it to
+    /// PostgreSQL clients.
+    pub fn sqlstate(&self) -> &'static str {
+        match self {
+            QueryError::Parse(_) | QueryError::Translate(_) => "42601",
+            QueryError::Unsupported(_) => "0A000",
+            QueryError::NoSuchTable(_) | QueryError::UnknownQualifier(_) => "42P01",
+            QueryError::NoSuchColumn { .. } => "42703",
+            QueryError::NoSuchIndex(_) => "42704",
+            QueryError::AlreadyExists { .. } => "42P07",
+            QueryError::Plan(_) => "42804",
+            QueryError::NotNull { .. } => "23502",
+            QueryError::OutOfRange(_) => "22003",
+            QueryError::DivisionByZero => "22012",
+            QueryError::Exec(_) => "22000",
+            QueryError::DuplicateKey { .. } | QueryError::DuplicateInput { .. } => "23505",
+            QueryError::Interrupted => "57014",
+            QueryError::Corruption(_) => "XX001",
+            QueryError::Engine(strata_engine::Error::Closed) => "57P01",
+            QueryError::Engine(strata_engine::Error::InvalidArgument(_)) => "22023",
+            QueryError::Engine(_) | QueryError::Io(_) | QueryError::Import { .. } => "58030",
+        }
+    }
+}
+
+fn in_table_text(table: Option<&str>) -> String {
+    table.map_or_else(
+        || ": there is no table here".to_owned(),
+        |t| format!(" in table {t}"),
+    )
 }
 
 fn by_line_text(line: Option<u64>) -> String {

@@ -26,6 +26,8 @@ pub fn parse(sql: &str) -> Result<Vec<SqlStatement>> {
         .map_err(ParserError::from)?;
     let tokens = join_string_constants(tokens)?;
     check_not_chains(&tokens)?;
+    check_operator_runs(&tokens)?;
+    check_number_ends(&tokens)?;
     Ok(Parser::new(&DIALECT)
         .with_tokens_with_locations(tokens)
         .parse_statements()?)
@@ -53,6 +55,142 @@ fn check_not_chains(tokens: &[TokenWithSpan]) -> Result<(), ParserError> {
         }
     }
     Ok(())
+}
+
+/// Most operators [`parse`] accepts between two commas (or semicolons, or parentheses) at one
+/// parenthesis level.
+pub const MAX_OPERATOR_RUN: usize = 4096;
+
+/// Refuses more than [`MAX_OPERATOR_RUN`] operators at one parenthesis level with no comma
+/// between them (`1 + 1 + ... + 1`, `a = 1 OR a = 2 OR ...`, `x::int::int...`) as nested
+/// too deeply, before sqlparser builds them into a left-deep tree. sqlparser builds such a
+/// chain without recursion, but dropping the tree recurses once per operator, whether
+/// translation refuses it ([`crate::translate`] allows 128 levels) or the parser fails after
+/// it: 40,000 `+ 1` (160 KB of SQL) overflowed a server worker's 2 MiB stack and aborted the
+/// process. A run this long cannot pass the depth limit in practice (it would have to be
+/// spread over SQL's ten or so precedence levels evenly), so nothing useful is refused.
+fn check_operator_runs(tokens: &[TokenWithSpan]) -> Result<(), ParserError> {
+    // One count per open parenthesis level; the last is the innermost.
+    let mut runs: Vec<usize> = vec![0];
+    for t in tokens {
+        let operator = match &t.token {
+            Token::LParen | Token::LBracket => {
+                runs.push(0);
+                false
+            }
+            Token::RParen | Token::RBracket => {
+                if runs.len() > 1 {
+                    runs.pop();
+                }
+                // The parenthesized part is one operand of the level around it.
+                false
+            }
+            Token::Comma | Token::SemiColon => {
+                if let Some(run) = runs.last_mut() {
+                    *run = 0;
+                }
+                false
+            }
+            Token::Word(w) => {
+                w.quote_style.is_none()
+                    && matches!(
+                        w.keyword,
+                        Keyword::AND
+                            | Keyword::OR
+                            | Keyword::XOR
+                            | Keyword::IS
+                            | Keyword::LIKE
+                            | Keyword::ILIKE
+                            | Keyword::BETWEEN
+                            | Keyword::IN
+                            | Keyword::DIV
+                            | Keyword::COLLATE
+                    )
+            }
+            // Operands and punctuation that build no tree.
+            Token::EOF
+            | Token::Number(..)
+            | Token::Char(_)
+            | Token::Placeholder(_)
+            | Token::Whitespace(_)
+            | Token::Period
+            | Token::Colon
+            | Token::LBrace
+            | Token::RBrace
+            | Token::SingleQuotedString(_)
+            | Token::DoubleQuotedString(_)
+            | Token::TripleSingleQuotedString(_)
+            | Token::TripleDoubleQuotedString(_)
+            | Token::DollarQuotedString(_)
+            | Token::SingleQuotedByteStringLiteral(_)
+            | Token::DoubleQuotedByteStringLiteral(_)
+            | Token::TripleSingleQuotedByteStringLiteral(_)
+            | Token::TripleDoubleQuotedByteStringLiteral(_)
+            | Token::SingleQuotedRawStringLiteral(_)
+            | Token::DoubleQuotedRawStringLiteral(_)
+            | Token::TripleSingleQuotedRawStringLiteral(_)
+            | Token::TripleDoubleQuotedRawStringLiteral(_)
+            | Token::NationalStringLiteral(_)
+            | Token::QuoteDelimitedStringLiteral(_)
+            | Token::NationalQuoteDelimitedStringLiteral(_)
+            | Token::EscapedStringLiteral(_)
+            | Token::UnicodeStringLiteral(_)
+            | Token::HexStringLiteral(_) => false,
+            // Every other token is an operator symbol (`+`, `||`, `=`, `::`, `->`, ...).
+            _ => true,
+        };
+        if operator && let Some(run) = runs.last_mut() {
+            *run += 1;
+            if *run > MAX_OPERATOR_RUN {
+                return Err(ParserError::RecursionLimitExceeded);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Refuses a number run into a name (`12abc`, `1e`, `1_000`, `0xGG`) and `0x` without
+/// digits, as PostgreSQL 16 ("trailing junk after numeric literal") and SQLite do. sqlparser
+/// reads `12abc` as the number 12 aliased `abc`, `1_000` as 1 aliased `_000`, and `0x` as an
+/// empty blob.
+fn check_number_ends(tokens: &[TokenWithSpan]) -> Result<(), ParserError> {
+    let junk = |t: &TokenWithSpan, what: &str| {
+        Err(ParserError::TokenizerError(format!(
+            "{what}{}",
+            t.span.start
+        )))
+    };
+    for (i, t) in tokens.iter().enumerate() {
+        let literal = match &t.token {
+            Token::Number(..) => true,
+            // `0x1F` is one column shorter than `X'1F'`.
+            Token::HexStringLiteral(h) if is_zero_x(t, h) => {
+                if h.is_empty() {
+                    return junk(t, "0x needs hexadecimal digits");
+                }
+                true
+            }
+            _ => false,
+        };
+        if literal
+            && let Some(next) = tokens.get(i + 1)
+            && let Token::Word(w) = &next.token
+            && w.quote_style.is_none()
+        {
+            return junk(
+                t,
+                &format!("trailing junk after numeric literal {}", t.token),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Whether hex literal token `t` with digits `h` was written `0x...` (not `X'...'`).
+fn is_zero_x(t: &TokenWithSpan, h: &str) -> bool {
+    let (start, end) = (t.span.start, t.span.end);
+    start.line == end.line
+        && usize::try_from(end.column.saturating_sub(start.column)).ok() == Some(h.len() + 2)
 }
 
 /// Applies PostgreSQL's rule for string constants that follow each other (from the SQL
@@ -153,6 +291,69 @@ mod tests {
             "SELECT x FROM t WHERE x IN ('a', 'b')"
         );
         assert_eq!(select_text("SELECT 'a' || 'b'"), "SELECT 'a' || 'b'");
+    }
+
+    #[test]
+    fn numbers_run_into_names_are_syntax_errors() {
+        for bad in [
+            "12abc", "1e", "1_000", "0xGG", "0x", "1.5e", "0x1Fz", "1 + 2x",
+        ] {
+            let e = select_text(&format!("SELECT {bad}"));
+            assert!(
+                e.starts_with("error: syntax error: ")
+                    && (e.contains("trailing junk") || e.contains("0x needs"))
+                    && e.contains(" at Line: 1, Column: "),
+                "{bad}: {e}"
+            );
+        }
+        for good in [
+            "12 abc",
+            "1e5",
+            "0x1F",
+            "X''",
+            "X'1F'",
+            "1.5",
+            "1 AS \"x\"",
+            "(1)x",
+        ] {
+            let e = select_text(&format!("SELECT {good}"));
+            assert!(!e.starts_with("error"), "{good}: {e}");
+        }
+    }
+
+    #[test]
+    fn long_operator_runs_are_refused_before_parsing() {
+        // Each of these overflowed a 2 MiB stack when its tree was dropped.
+        for op in [
+            " + 1",
+            " || 'a'",
+            " OR a = 1",
+            " AND TRUE",
+            "::BIGINT",
+            " = 1",
+        ] {
+            let sql = format!("SELECT 1{}", op.repeat(MAX_OPERATOR_RUN + 1));
+            assert!(
+                matches!(
+                    parse(&sql),
+                    Err(crate::QueryError::Parse(
+                        ParserError::RecursionLimitExceeded
+                    ))
+                ),
+                "{op}"
+            );
+            // The same run cut by commas or parentheses into shorter ones parses.
+            let half = op.repeat(MAX_OPERATOR_RUN / 4);
+            assert!(
+                parse(&format!("SELECT 1{half}, (1{half}){half}")).is_ok(),
+                "{op}"
+            );
+        }
+        // Long statements of many short expressions are not runs.
+        let rows = vec!["(-1, -2, 'a' || 'b')"; 20_000].join(", ");
+        assert!(parse(&format!("INSERT INTO t VALUES {rows}")).is_ok());
+        let list = vec!["-1"; 20_000].join(", ");
+        assert!(parse(&format!("SELECT * FROM t WHERE a IN ({list})")).is_ok());
     }
 
     #[test]

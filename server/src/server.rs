@@ -49,6 +49,8 @@ pub(crate) struct Shared {
     pub databases: Databases,
     pub stats: Stats,
     pub cursors: crate::resp::keyspace::CursorTable,
+    /// The RESP connections, for `CLIENT LIST` and `CLIENT KILL`.
+    pub clients: Arc<crate::resp::clients::ClientRegistry>,
     pub started: Instant,
     pub next_client_id: AtomicU64,
     /// Engine calls running on the blocking pool; shutdown waits for them.
@@ -191,6 +193,7 @@ impl Server {
             databases,
             stats: Stats::default(),
             cursors: crate::resp::keyspace::CursorTable::default(),
+            clients: Arc::default(),
             started: Instant::now(),
             next_client_id: AtomicU64::new(1),
             in_flight: AtomicUsize::new(0),

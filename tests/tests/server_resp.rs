@@ -788,6 +788,96 @@ fn help_and_client_list_follow_redis() -> TestResult {
     Ok(())
 }
 
+#[test]
+fn client_list_shows_every_connection_and_client_kill_closes_them() -> TestResult {
+    let server = TestServer::start(|_| {});
+    let mut admin = server.client();
+    let mut other = server.client();
+    let () = redis::cmd("CLIENT")
+        .arg("SETNAME")
+        .arg("worker")
+        .query(&mut other)?;
+    let () = redis::cmd("SELECT").arg(3).query(&mut other)?;
+    let other_id: i64 = redis::cmd("CLIENT").arg("ID").query(&mut other)?;
+    let admin_id: i64 = redis::cmd("CLIENT").arg("ID").query(&mut admin)?;
+    let listing: String = redis::cmd("CLIENT").arg("LIST").query(&mut admin)?;
+    let lines: Vec<&str> = listing.lines().collect();
+    assert_eq!(lines.len(), 2, "{listing}");
+    // By id, with what the other connection published after its last command.
+    assert!(
+        lines[0].starts_with(&format!("id={admin_id} ")),
+        "{listing}"
+    );
+    let theirs = lines[1];
+    for field in [
+        format!("id={other_id} "),
+        " name=worker ".to_owned(),
+        " db=3 ".to_owned(),
+        " cmd=client|id ".to_owned(),
+        " flags=N ".to_owned(),
+        " user=default ".to_owned(),
+    ] {
+        assert!(theirs.contains(&field), "{field:?} not in {theirs}");
+    }
+    // CLIENT KILL's errors, as Redis 7 gives them.
+    for (args, error) in [
+        (&["ID", "0"][..], "client-id should be greater than 0"),
+        (&["ID", "x"], "client-id should be greater than 0"),
+        (&["TYPE", "bogus"], "Unknown client type 'bogus'"),
+        (&["USER", "alice"], "No such user 'alice'"),
+        (&["SKIPME", "maybe"], "syntax error"),
+        // One argument is the old form: an address.
+        (&["ID"], "No such client"),
+        (&["ID", "1", "TYPE"], "syntax error"),
+        (&["BOGUS", "1"], "syntax error"),
+        (&["10.0.0.1:1"], "No such client"),
+    ] {
+        let err = redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg(args)
+            .query::<redis::Value>(&mut admin)
+            .unwrap_err();
+        assert!(err.to_string().contains(error), "{args:?}: {err}");
+    }
+    // Filters that match nobody kill nobody; the caller is skipped unless SKIPME no.
+    let kill = |args: &[&str], c: &mut redis::Connection| -> redis::RedisResult<i64> {
+        redis::cmd("CLIENT").arg("KILL").arg(args).query(c)
+    };
+    assert_eq!(kill(&["TYPE", "pubsub"], &mut admin)?, 0);
+    assert_eq!(kill(&["ID", &admin_id.to_string()], &mut admin)?, 0);
+    assert_eq!(kill(&["MAXAGE", "100000"], &mut admin)?, 0);
+    assert_eq!(kill(&["ID", &other_id.to_string()], &mut admin)?, 1);
+    // The killed connection is closed: its next command fails, and it leaves the list.
+    assert!(redis::cmd("PING").query::<String>(&mut other).is_err());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let listing: String = redis::cmd("CLIENT").arg("LIST").query(&mut admin)?;
+        if listing.lines().count() == 1 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{listing}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // The old form names a client by address, and SKIPME no kills the caller after its
+    // reply.
+    let third = server.client();
+    let listing: String = redis::cmd("CLIENT").arg("LIST").query(&mut admin)?;
+    let addr = listing
+        .lines()
+        .find(|l| !l.starts_with(&format!("id={admin_id} ")))
+        .and_then(|l| l.split(' ').find_map(|f| f.strip_prefix("addr=")))
+        .ok_or("no third client")?
+        .to_owned();
+    let () = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg(&addr)
+        .query(&mut admin)?;
+    drop(third);
+    assert_eq!(kill(&["SKIPME", "no", "USER", "default"], &mut admin)?, 1);
+    assert!(redis::cmd("PING").query::<String>(&mut admin).is_err());
+    Ok(())
+}
+
 /// Bytes of the files directly under `dir`.
 fn dir_bytes(dir: &std::path::Path) -> u64 {
     std::fs::read_dir(dir)
@@ -1247,9 +1337,30 @@ fn info_command_and_client_introspection() -> TestResult {
     let mut c = server.client();
     let () = c.set("k", "v")?;
     let info: String = redis::cmd("INFO").query(&mut c)?;
-    for section in ["# Server", "# Clients", "# Stats", "# Keyspace", "# Engine"] {
+    for section in [
+        "# Server",
+        "# Clients",
+        "# Memory",
+        "# Persistence",
+        "# Stats",
+        "# CPU",
+        "# Keyspace",
+        "# Engine",
+    ] {
         assert!(info.contains(section), "INFO lacks {section}");
     }
+    // What monitoring tools read (redis-cli --stat: used_memory; readiness checks: loading).
+    let rss: u64 = info_field(&info, "used_memory")
+        .ok_or("no used_memory")?
+        .parse()?;
+    assert!(rss > 1 << 20, "used_memory {rss}");
+    assert_eq!(info_field(&info, "loading").as_deref(), Some("0"));
+    assert_eq!(info_field(&info, "blocked_clients").as_deref(), Some("0"));
+    let cpu: String = redis::cmd("INFO").arg("cpu").query(&mut c)?;
+    let user: f64 = info_field(&cpu, "used_cpu_user")
+        .ok_or("no used_cpu_user")?
+        .parse()?;
+    assert!(user >= 0.0 && !cpu.contains("# Memory"), "{cpu}");
     assert_eq!(
         info_field(&info, "db0").as_deref(),
         Some("keys=1,expires=0,avg_ttl=0")

@@ -23,7 +23,7 @@ use crate::catalog::{
 };
 use crate::codec::key::{decode_id, encode_id, prefix_successor};
 use crate::codec::schema::{encode_meta, encode_table};
-use crate::error::{Result, plan_err};
+use crate::error::{QueryError, Result, plan_err};
 use crate::interrupt::{Interrupt, Ticker};
 use crate::plan;
 use crate::translate::quote_ident;
@@ -65,7 +65,10 @@ pub(super) fn run<S: KvStore>(
                 return if *if_not_exists {
                     Ok(Output::Done("CREATE TABLE"))
                 } else {
-                    plan_err(format!("table {name} already exists"))
+                    Err(QueryError::AlreadyExists {
+                        kind: "table",
+                        name: name.clone(),
+                    })
                 };
             }
             let mut pk = Vec::new();
@@ -102,7 +105,7 @@ pub(super) fn run<S: KvStore>(
                 return if *if_exists {
                     Ok(Output::Done("DROP TABLE"))
                 } else {
-                    plan_err(format!("no such table: {name}"))
+                    Err(QueryError::NoSuchTable(name.clone()))
                 };
             };
             let mut batch = S::Batch::default();
@@ -125,12 +128,18 @@ pub(super) fn run<S: KvStore>(
                 return if *if_not_exists {
                     Ok(Output::Done("CREATE INDEX"))
                 } else {
-                    plan_err(format!("index {name} already exists"))
+                    Err(QueryError::AlreadyExists {
+                        kind: "index",
+                        name: name.clone(),
+                    })
                 };
             }
             let t = plan::table(&catalog, table)?;
             let Some(c) = t.column_index(column) else {
-                return plan_err(format!("no column {column} in table {}", t.name));
+                return Err(QueryError::NoSuchColumn {
+                    column: column.clone(),
+                    table: Some(t.name.clone()),
+                });
             };
             let index = IndexDef {
                 name: name.clone(),
@@ -161,12 +170,12 @@ pub(super) fn run<S: KvStore>(
                 return if *if_exists {
                     Ok(Output::Done("DROP INDEX"))
                 } else {
-                    plan_err(format!("no such index: {name}"))
+                    Err(QueryError::NoSuchIndex(name.clone()))
                 };
             };
             let mut t2 = (*t).clone();
             let Some(pos) = t2.indexes.iter().position(|i| i.name == *name) else {
-                return plan_err(format!("no such index: {name}"));
+                return Err(QueryError::NoSuchIndex(name.clone()));
             };
             let index = t2.indexes.remove(pos);
             let mut batch = S::Batch::default();

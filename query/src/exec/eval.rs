@@ -15,7 +15,8 @@ use crate::value::Value;
 /// Evaluates `e` against `row` (bound expressions: `Field(i)` reads `row[i]`).
 ///
 /// # Errors
-/// [`QueryError::Exec`] for type errors, overflow and division by zero.
+/// [`QueryError::Exec`] for type errors, [`QueryError::OutOfRange`] for overflow,
+/// [`QueryError::DivisionByZero`].
 pub fn eval(e: &Expr, row: &[Value]) -> Result<Value> {
     Ok(match e {
         Expr::Literal(v) => v.clone(),
@@ -34,7 +35,7 @@ pub fn eval(e: &Expr, row: &[Value]) -> Result<Value> {
                 (UnaryOp::Not, Value::Bool(b)) => Value::Bool(!b),
                 (UnaryOp::Neg, Value::Int(i)) => Value::Int(
                     i.checked_neg()
-                        .ok_or_else(|| QueryError::Exec("integer overflow".to_owned()))?,
+                        .ok_or_else(|| QueryError::OutOfRange("integer overflow".to_owned()))?,
                 ),
                 (UnaryOp::Neg, Value::Double(d)) => Value::Double(-d),
                 (UnaryOp::Not, v) => {
@@ -195,7 +196,7 @@ fn compare(op: BinaryOp, a: &Value, b: &Value) -> Result<Option<bool>> {
 }
 
 fn overflow() -> QueryError {
-    QueryError::Exec("integer overflow".to_owned())
+    QueryError::OutOfRange("integer overflow".to_owned())
 }
 
 fn binary(op: BinaryOp, a: &Value, b: &Value) -> Result<Value> {
@@ -231,7 +232,7 @@ fn binary(op: BinaryOp, a: &Value, b: &Value) -> Result<Value> {
                 BinaryOp::Add => x.checked_add(y),
                 BinaryOp::Sub => x.checked_sub(y),
                 BinaryOp::Mul => x.checked_mul(y),
-                BinaryOp::Div | BinaryOp::Mod if y == 0 => return exec_err("division by zero"),
+                BinaryOp::Div | BinaryOp::Mod if y == 0 => return Err(QueryError::DivisionByZero),
                 BinaryOp::Div => x.checked_div(y),
                 // `i64::MIN % -1` is 0 (only `checked_rem`'s quotient would overflow).
                 BinaryOp::Mod if y == -1 => Some(0),
@@ -246,7 +247,9 @@ fn binary(op: BinaryOp, a: &Value, b: &Value) -> Result<Value> {
                 BinaryOp::Add => x + y,
                 BinaryOp::Sub => x - y,
                 BinaryOp::Mul => x * y,
-                BinaryOp::Div | BinaryOp::Mod if y == 0.0 => return exec_err("division by zero"),
+                BinaryOp::Div | BinaryOp::Mod if y == 0.0 => {
+                    return Err(QueryError::DivisionByZero);
+                }
                 BinaryOp::Div => x / y,
                 BinaryOp::Mod => x % y,
                 _ => return exec_err(format!("bad operator {}", op.symbol())),
@@ -254,7 +257,7 @@ fn binary(op: BinaryOp, a: &Value, b: &Value) -> Result<Value> {
             // Finite operands with an infinite result overflowed (PostgreSQL: "value out of
             // range: overflow"); a stored infinity still computes as IEEE 754 says.
             if r.is_infinite() && x.is_finite() && y.is_finite() {
-                return exec_err("double overflow");
+                return Err(QueryError::OutOfRange("double overflow".to_owned()));
             }
             Ok(Value::Double(r))
         }

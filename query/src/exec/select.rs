@@ -10,7 +10,7 @@ use super::eval::{eval, passes};
 use super::source::{RowSource, bound};
 use super::store::KvRead;
 use crate::ast::{AggFunc, Expr};
-use crate::error::{Result, exec_err};
+use crate::error::{QueryError, Result, exec_err};
 use crate::interrupt::Interrupt;
 use crate::plan::{Access, KeyRange, ScanPlan, SelectPlan, Shape, Sort};
 use crate::value::Value;
@@ -550,17 +550,21 @@ impl Acc {
     /// The aggregate's value.
     ///
     /// # Errors
-    /// `integer overflow in SUM` when an integer sum does not fit 64 bits; `double overflow
+    /// [`QueryError::OutOfRange`]: `integer overflow in SUM` when an integer sum does not fit 64 bits; `double overflow
     /// in SUM` (or `AVG`) when a sum of finite doubles is not finite.
     fn finish(self) -> Result<Value> {
         Ok(match self {
-            Acc::Sum(Sum::Overflow) => return exec_err("double overflow in SUM"),
-            Acc::Avg(Sum::Overflow, _) => return exec_err("double overflow in AVG"),
+            Acc::Sum(Sum::Overflow) => {
+                return Err(QueryError::OutOfRange("double overflow in SUM".into()));
+            }
+            Acc::Avg(Sum::Overflow, _) => {
+                return Err(QueryError::OutOfRange("double overflow in AVG".into()));
+            }
             Acc::Count(n) => Value::Int(n),
             Acc::Sum(Sum::Empty) => Value::Null,
             Acc::Sum(Sum::Int(i)) => Value::Int(
                 i64::try_from(i)
-                    .map_err(|_| crate::QueryError::Exec("integer overflow in SUM".into()))?,
+                    .map_err(|_| QueryError::OutOfRange("integer overflow in SUM".into()))?,
             ),
             Acc::Sum(Sum::Double(d)) => Value::Double(d),
             Acc::Min(v) | Acc::Max(v) => v.unwrap_or(Value::Null),

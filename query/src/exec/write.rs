@@ -18,7 +18,7 @@ use crate::codec::row::encode_row;
 use crate::error::{QueryError, Result, exec_err, plan_err};
 use crate::interrupt::{Interrupt, Ticker};
 use crate::plan::{self, explain::sql_literal};
-use crate::value::Value;
+use crate::value::{DataType, Value};
 
 /// The key of `row`'s entry in `index`: index prefix, the indexed value, the row key's
 /// primary-key part.
@@ -58,24 +58,43 @@ fn store_value(t: &TableSchema, c: usize, v: Value) -> Result<Value> {
     };
     if v.is_null() {
         if col.not_null {
-            return exec_err(format!(
-                "NULL value in NOT NULL column {}.{}",
-                t.name, col.name
-            ));
+            return Err(not_null(t, &col.name));
         }
         return Ok(v);
     }
     let shown = sql_literal(&v);
     let from = v.type_name();
+    // A whole number beyond BIGINT's range (a literal or parameter of 20 digits arrives as
+    // a DOUBLE) is out of range, as PostgreSQL's "bigint out of range"; other doubles are
+    // the wrong type.
+    let too_large = matches!(v, Value::Double(d) if d.fract() == 0.0 && d.is_finite());
     match v.coerce_to(col.ty) {
         // One stored form per SQL value, as in keys: -0.0 is 0.0, every NaN the same NaN.
         Some(Value::Double(0.0)) => Ok(Value::Double(0.0)),
         Some(Value::Double(d)) if d.is_nan() => Ok(Value::Double(f64::NAN)),
         Some(v) => Ok(v),
+        None if too_large && col.ty == DataType::BigInt => Err(QueryError::OutOfRange(format!(
+            "value {shown} is out of range for column {}.{} of type {}",
+            t.name, col.name, col.ty
+        ))),
         None => Err(QueryError::Exec(format!(
             "cannot store {from} value {shown} in column {}.{} of type {}",
             t.name, col.name, col.ty
         ))),
+    }
+}
+
+fn not_null(t: &TableSchema, column: &str) -> QueryError {
+    QueryError::NotNull {
+        table: t.name.clone(),
+        column: column.to_owned(),
+    }
+}
+
+fn no_such_column(t: &TableSchema, column: &str) -> QueryError {
+    QueryError::NoSuchColumn {
+        column: column.to_owned(),
+        table: Some(t.name.clone()),
     }
 }
 
@@ -95,10 +114,7 @@ fn duplicate(t: &TableSchema, row: &[Value]) -> QueryError {
 fn check_not_null(t: &TableSchema, row: &[Value]) -> Result<()> {
     for (col, v) in t.columns.iter().zip(row) {
         if col.not_null && v.is_null() {
-            return exec_err(format!(
-                "NULL value in NOT NULL column {}.{}",
-                t.name, col.name
-            ));
+            return Err(not_null(t, &col.name));
         }
     }
     Ok(())
@@ -111,7 +127,7 @@ pub(super) fn insert<S: KvStore>(db: &Database<S>, ins: &Insert) -> Result<Outpu
         let mut named: Vec<usize> = Vec::with_capacity(target.len());
         for c in target {
             let Some(i) = t.column_index(c) else {
-                return plan_err(format!("no column {c} in table {}", t.name));
+                return Err(no_such_column(&t, c));
             };
             named.push(i);
         }
@@ -175,7 +191,7 @@ pub(super) fn insert_values<S: KvStore>(
             let mut v = Vec::with_capacity(cols.len());
             for c in cols {
                 let Some(i) = t.column_index(c) else {
-                    return plan_err(format!("no column {c} in table {}", t.name));
+                    return Err(no_such_column(&t, c));
                 };
                 if v.contains(&i) {
                     return plan_err(format!("column {c} is named twice"));
@@ -469,7 +485,7 @@ pub(super) fn update<S: KvStore>(
     let mut sets = Vec::with_capacity(assignments.len());
     for (c, e) in assignments {
         let Some(i) = t.column_index(c) else {
-            return plan_err(format!("no column {c} in table {}", t.name));
+            return Err(no_such_column(&t, c));
         };
         sets.push((i, plan::bind(e, Some(&t))?));
     }

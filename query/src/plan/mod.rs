@@ -121,9 +121,19 @@ pub fn bind(e: &Expr, table: Option<&TableSchema>) -> Result<Expr> {
         Expr::Column(name) => match table {
             Some(t) => match t.column_index(name) {
                 Some(i) => Expr::Field(i),
-                None => return plan_err(format!("no column {name} in table {}", t.name)),
+                None => {
+                    return Err(QueryError::NoSuchColumn {
+                        column: name.to_owned(),
+                        table: Some(t.name.clone()),
+                    });
+                }
             },
-            None => return plan_err(format!("no column {name}: there is no table here")),
+            None => {
+                return Err(QueryError::NoSuchColumn {
+                    column: name.to_owned(),
+                    table: None,
+                });
+            }
         },
         Expr::Literal(_) | Expr::Field(_) => e.clone(),
         Expr::Unary { op, expr } => Expr::Unary {
@@ -255,7 +265,7 @@ pub fn table(catalog: &Catalog, name: &str) -> Result<Arc<TableSchema>> {
     catalog
         .table(name)
         .cloned()
-        .ok_or_else(|| QueryError::Plan(format!("no such table: {name}")))
+        .ok_or_else(|| QueryError::NoSuchTable(name.to_owned()))
 }
 
 /// Plans the scan for an UPDATE or DELETE (or the first step of a SELECT): the access path

@@ -80,10 +80,28 @@ mod tests {
     #[test]
     fn deep_operator_chain_is_an_error_not_a_stack_overflow() {
         // 5,000 terms overflowed a 2 MiB stack before the check existed.
-        for sql in [chain(5000, " + "), chain(5000, " OR "), chain(200, " || ")] {
+        for sql in [chain(4000, " + "), chain(4000, " OR "), chain(200, " || ")] {
             let err = execute_on_small_stack(sql).expect_err("too deep");
             assert_eq!(err, "expression nested deeper than 128 levels");
         }
+    }
+
+    #[test]
+    fn operator_runs_the_parser_accepts_are_dropped_on_a_small_stack() {
+        use crate::parse::MAX_OPERATOR_RUN;
+        // The longest run the parser builds, refused by the depth check or by a syntax error
+        // after it (sqlparser then drops the tree it built itself).
+        for op in [" + ", " OR ", " || ", " AND "] {
+            let longest = chain(MAX_OPERATOR_RUN + 1, op);
+            let err = execute_on_small_stack(longest.clone()).expect_err("too deep");
+            assert!(err.contains("nested deeper"), "{err}");
+            let err =
+                execute_on_small_stack(format!("{longest} FROM t WHERE")).expect_err("syntax");
+            assert!(err.starts_with("syntax error"), "{err}");
+        }
+        // One more operator and the parser refuses before building anything.
+        let err = execute_on_small_stack(chain(40_000, " + ")).expect_err("too long");
+        assert_eq!(err, "syntax error: the statement is nested too deeply");
     }
 
     #[test]

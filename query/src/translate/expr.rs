@@ -17,6 +17,12 @@ use crate::value::Value;
 pub(crate) fn expr(e: &SqlExpr, scope: &Scope) -> Result<Expr> {
     let b = |e: &SqlExpr| expr(e, scope).map(Box::new);
     Ok(match e {
+        // sqlparser reads `VALUES (1, DEFAULT)` as a column named DEFAULT.
+        SqlExpr::Identifier(i)
+            if i.quote_style.is_none() && i.value.eq_ignore_ascii_case("default") =>
+        {
+            return unsupported("DEFAULT");
+        }
         SqlExpr::Identifier(i) => Expr::Column(ident(i)),
         SqlExpr::CompoundIdentifier(parts) => match parts.as_slice() {
             [q, c] => {
@@ -39,7 +45,12 @@ pub(crate) fn expr(e: &SqlExpr, scope: &Scope) -> Result<Expr> {
                 Expr::Literal(number(&format!("-{digits}"))?)
             }
             SqlUnaryOperator::Minus => match expr(inner, scope)? {
-                Expr::Literal(Value::Int(i)) => Expr::Literal(Value::Int(-i)),
+                // As at run time: -(-9223372036854775808) does not fit.
+                Expr::Literal(Value::Int(i)) => {
+                    Expr::Literal(Value::Int(i.checked_neg().ok_or_else(|| {
+                        QueryError::OutOfRange("integer overflow".to_owned())
+                    })?))
+                }
                 Expr::Literal(Value::Double(d)) => Expr::Literal(Value::Double(-d)),
                 other => Expr::Unary {
                     op: UnaryOp::Neg,
@@ -168,7 +179,7 @@ fn number(s: &str) -> Result<Value> {
     match s.parse::<f64>() {
         Ok(d) if d.is_finite() => Ok(Value::Double(d)),
         // As PostgreSQL refuses `2e308`: an infinity would be stored, and NaN follow from it.
-        Ok(_) => Err(QueryError::Translate(format!(
+        Ok(_) => Err(QueryError::OutOfRange(format!(
             "{s} is out of range for type DOUBLE"
         ))),
         Err(_) => Err(QueryError::Translate(format!("bad number {s}"))),

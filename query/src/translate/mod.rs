@@ -22,7 +22,7 @@ use sqlparser::ast::{
 };
 
 use crate::ast::{Expr, Insert, OnConflict, OrderItem, OrderKey, Select, SelectItem, Statement};
-use crate::error::{QueryError, Result, plan_err, unsupported};
+use crate::error::{QueryError, Result, unsupported};
 use crate::value::Value;
 
 pub use depth::MAX_EXPR_DEPTH;
@@ -124,7 +124,7 @@ impl Scope {
         if self.names.iter().any(|n| n == q) {
             Ok(())
         } else {
-            plan_err(format!("unknown table {q} in a column reference"))
+            Err(QueryError::UnknownQualifier(q.to_owned()))
         }
     }
 }

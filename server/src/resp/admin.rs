@@ -3,10 +3,12 @@
 //! [`super::introspect`]).
 
 use std::fmt::Write as _;
+use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 
+use super::clients::{ClientEntry, ClientState};
 use super::commands::{NOT_INTEGER, SYNTAX, arg};
 use super::keyspace::count_keys;
 use super::session::Session;
@@ -269,7 +271,25 @@ const CLIENT_HELP: &[&str] = &[
     "INFO",
     "    Return information about the current connection.",
     "LIST [TYPE <normal|master|replica|pubsub>] [ID <id> [<id> ...]]",
-    "    Return information about client connections (the current one: strata lists no other).",
+    "    Return information about client connections.",
+    "KILL <ip:port>",
+    "    Kill connection made from <ip:port>.",
+    "KILL <option> <value> [<option> <value> [...]]",
+    "    Kill connections. Options are:",
+    "    * ADDR (<ip:port>|<unixsocket>:0)",
+    "      Kill connections made from the specified address",
+    "    * LADDR (<ip:port>|<unixsocket>:0)",
+    "      Kill connections made to specified local address",
+    "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+    "      Kill connections by type.",
+    "    * USER <username>",
+    "      Kill connections authenticated by <username>.",
+    "    * SKIPME (YES|NO)",
+    "      Skip killing current connection (default: yes).",
+    "    * ID <client-id>",
+    "      Kill connections by client id.",
+    "    * MAXAGE <maxage>",
+    "      Kill connections older than the specified age.",
 ];
 
 /// `FUNCTION HELP`.
@@ -285,31 +305,39 @@ pub(crate) fn sub_arity_error(s: &mut Session, command: &str, sub: &[u8]) {
     ));
 }
 
-fn client_line(s: &Session) -> String {
+/// One connection's line of `CLIENT LIST` / `CLIENT INFO`, with Redis 7's field names
+/// (those that mean something here; the buffer and memory fields are left out).
+fn client_line(entry: &ClientEntry, state: &ClientState, laddr: Option<SocketAddr>) -> String {
+    let db = state.db.name();
     format!(
-        "id={} addr={} laddr={} name={} age={} db={} cmd={} resp={}\n",
-        s.id,
-        s.peer,
-        s.shared
-            .resp_addr
-            .map_or_else(String::new, |a| a.to_string()),
-        s.name
+        "id={} addr={} laddr={} name={} age={} idle={} flags=N db={} sub=0 psub=0 multi=-1 \
+         cmd={} user=default resp={}\n",
+        entry.id,
+        entry.peer,
+        laddr.map_or_else(String::new, |a| a.to_string()),
+        state
+            .name
             .as_deref()
             .map(String::from_utf8_lossy)
             .unwrap_or_default(),
-        s.created.elapsed().as_secs(),
+        entry.created.elapsed().as_secs(),
+        state.last_active.elapsed().as_secs(),
         // Numbered databases (`SELECT n`, named `db<n>`) as the bare number, as Redis
         // reports them (redis-py parses it as an integer).
-        s.db.name()
-            .strip_prefix("db")
+        db.strip_prefix("db")
             .filter(|n| n.parse::<u8>().is_ok())
-            .unwrap_or(s.db.name()),
-        s.last_command.to_ascii_lowercase(),
-        if s.out.resp3() { 3 } else { 2 },
+            .unwrap_or(db),
+        state.last_command.to_ascii_lowercase(),
+        state.resp,
     )
 }
 
-/// CLIENT ID | GETNAME | SETNAME name | SETINFO attr value | INFO | LIST (this connection)
+/// This connection's `CLIENT LIST` line, from its live state.
+fn own_client_line(s: &Session) -> String {
+    client_line(&s.registration.entry, &s.client_state(), s.shared.resp_addr)
+}
+
+/// CLIENT ID | GETNAME | SETNAME name | SETINFO attr value | INFO | LIST | KILL
 pub(crate) fn client(s: &mut Session, args: &[Bytes]) {
     let sub = arg(args, 1).to_ascii_uppercase();
     let argc = args.len();
@@ -347,50 +375,137 @@ pub(crate) fn client(s: &mut Session, args: &[Bytes]) {
             }
         }
         b"INFO" if argc == 2 => {
-            let line = client_line(s);
+            let line = own_client_line(s);
             s.out.verbatim(&line);
         }
         b"LIST" => client_list(s, args),
-        b"ID" | b"GETNAME" | b"SETNAME" | b"SETINFO" | b"INFO" => {
+        b"KILL" if argc >= 3 => client_kill(s, args),
+        b"ID" | b"GETNAME" | b"SETNAME" | b"SETINFO" | b"INFO" | b"KILL" => {
             sub_arity_error(s, "client", arg(args, 1));
         }
         _ => subcommand_error(s, "CLIENT", args, CLIENT_HELP),
     }
 }
 
-/// CLIENT LIST [TYPE type | ID id [id ...]], with Redis 7.0's argument rules; only this
-/// connection is ever listed (it is a `normal` client), so TYPE master, replica (slave) and
-/// pubsub list nothing, and ID lists it when its id is given.
+/// CLIENT LIST [TYPE type | ID id [id ...]], with Redis 7.0's argument rules. Every RESP
+/// connection is a `normal` client, so TYPE master, replica (slave) and pubsub list nothing.
+/// Other connections show what they published after their last batch of commands.
 fn client_list(s: &mut Session, args: &[Bytes]) {
     let option = arg(args, 2).to_ascii_uppercase();
-    let listed = match (args.len(), option.as_slice()) {
-        (2, _) => true,
+    let ids: Option<Vec<u64>> = match (args.len(), option.as_slice()) {
+        (2, _) => None,
         (4, b"TYPE") => match arg(args, 3).to_ascii_lowercase().as_slice() {
-            b"normal" => true,
-            b"master" | b"replica" | b"slave" | b"pubsub" => false,
+            b"normal" => None,
+            b"master" | b"replica" | b"slave" | b"pubsub" => Some(Vec::new()),
             other => {
                 let other = String::from_utf8_lossy(other).into_owned();
                 return s.out.error(&format!("ERR Unknown client type '{other}'"));
             }
         },
         (n, b"ID") if n > 3 => {
-            let mut listed = false;
+            let mut ids = Vec::new();
             for id in args.get(3..).unwrap_or_default() {
-                match parse_decimal(id) {
-                    Some(id) => listed |= u64::try_from(id) == Ok(s.id),
+                match parse_decimal(id).map(u64::try_from) {
+                    Some(Ok(id)) => ids.push(id),
+                    // Negative ids exist nowhere; Redis lists nothing for them.
+                    Some(Err(_)) => {}
                     None => return s.out.error("ERR Invalid client ID"),
                 }
             }
-            listed
+            Some(ids)
         }
         _ => return s.out.error(SYNTAX),
     };
-    let text = if listed {
-        client_line(s)
-    } else {
-        String::new()
-    };
+    let mut text = String::new();
+    for entry in s.shared.clients.all() {
+        if ids.as_ref().is_some_and(|ids| !ids.contains(&entry.id)) {
+            continue;
+        }
+        if entry.id == s.id {
+            text.push_str(&own_client_line(s));
+        } else {
+            text.push_str(&client_line(&entry, &entry.state(), s.shared.resp_addr));
+        }
+    }
     s.out.verbatim(&text);
+}
+
+/// CLIENT KILL ip:port (the old form: `+OK`, or `ERR No such client`), or CLIENT KILL with
+/// filters `ID id`, `TYPE type`, `USER name`, `ADDR ip:port`, `LADDR ip:port`, `SKIPME
+/// yes|no` (default yes: the calling connection is spared), `MAXAGE secs`, all of which must
+/// match: replies the number of connections killed. Argument errors as Redis 7 gives them.
+/// A killed connection closes after the replies of the batch it is running.
+fn client_kill(s: &mut Session, args: &[Bytes]) {
+    let rest = args.get(2..).unwrap_or_default();
+    let laddr = s.shared.resp_addr.map(|a| a.to_string());
+    if let [addr] = rest {
+        let killed = s
+            .shared
+            .clients
+            .kill(|e| e.peer.to_string().as_bytes() == addr.as_ref());
+        return if killed == 0 {
+            s.out.error("ERR No such client")
+        } else {
+            s.out.ok()
+        };
+    }
+    let mut id = None;
+    let mut addr: Option<&[u8]> = None;
+    let mut local: Option<&[u8]> = None;
+    let mut skip_me = true;
+    let mut max_age: Option<u64> = None;
+    let mut no_match = false;
+    for pair in rest.chunks(2) {
+        let [filter, value] = pair else {
+            return s.out.error(SYNTAX);
+        };
+        match filter.to_ascii_uppercase().as_slice() {
+            b"ID" => match parse_decimal(value).filter(|&n| n > 0) {
+                Some(n) => id = u64::try_from(n).ok(),
+                None => return s.out.error("ERR client-id should be greater than 0"),
+            },
+            b"TYPE" => match value.to_ascii_lowercase().as_slice() {
+                b"normal" => {}
+                b"master" | b"replica" | b"slave" | b"pubsub" => no_match = true,
+                _ => {
+                    let v = String::from_utf8_lossy(value).into_owned();
+                    return s.out.error(&format!("ERR Unknown client type '{v}'"));
+                }
+            },
+            // Every connection is the `default` user (`--requirepass` is its password).
+            b"USER" if value.as_ref() == b"default" => {}
+            b"USER" => {
+                let v = String::from_utf8_lossy(value).into_owned();
+                return s.out.error(&format!("ERR No such user '{v}'"));
+            }
+            b"ADDR" => addr = Some(value),
+            b"LADDR" => local = Some(value),
+            b"SKIPME" => match value.to_ascii_lowercase().as_slice() {
+                b"yes" => skip_me = true,
+                b"no" => skip_me = false,
+                _ => return s.out.error(SYNTAX),
+            },
+            b"MAXAGE" => match parse_decimal(value).map(u64::try_from) {
+                Some(Ok(n)) => max_age = Some(n),
+                Some(Err(_)) => max_age = Some(0),
+                None => return s.out.error(NOT_INTEGER),
+            },
+            _ => return s.out.error(SYNTAX),
+        }
+    }
+    let me = s.id;
+    let killed = if no_match {
+        0
+    } else {
+        s.shared.clients.kill(|e| {
+            !(skip_me && e.id == me)
+                && id.is_none_or(|id| e.id == id)
+                && addr.is_none_or(|a| e.peer.to_string().as_bytes() == a)
+                && local.is_none_or(|l| laddr.as_deref().map(str::as_bytes) == Some(l))
+                && max_age.is_none_or(|age| e.created.elapsed().as_secs() >= age)
+        })
+    };
+    s.out.integer(i64::try_from(killed).unwrap_or(i64::MAX));
 }
 
 /// FUNCTION FLUSH [ASYNC | SYNC]: there are no functions, so this only answers OK (test
@@ -415,8 +530,8 @@ pub(crate) fn function(s: &mut Session, args: &[Bytes]) {
     }
 }
 
-/// INFO [section ...]: server, clients, stats, keyspace, engine (or all / everything /
-/// default).
+/// INFO [section ...]: server, clients, memory, persistence, stats, cpu, keyspace, engine
+/// (or all / everything / default).
 pub(crate) fn info(s: &mut Session, args: &[Bytes]) {
     let wanted: Vec<String> = args
         .iter()
@@ -450,10 +565,28 @@ pub(crate) fn info(s: &mut Session, args: &[Bytes]) {
     if want("clients") {
         let _ = write!(
             text,
-            "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\n\r\n",
+            "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:0\r\n\r\n",
             stats.connected_clients.load(Ordering::Relaxed),
             shared.config.max_clients,
         );
+    }
+    if want("memory") {
+        let usage = ProcessUsage::now();
+        let _ = write!(
+            text,
+            "# Memory\r\nused_memory:{rss}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\n\
+             used_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nmaxmemory:0\r\n\
+             maxmemory_policy:noeviction\r\n\r\n",
+            human_bytes(usage.rss_bytes),
+            human_bytes(usage.peak_rss_bytes),
+            rss = usage.rss_bytes,
+            peak = usage.peak_rss_bytes,
+        );
+    }
+    if want("persistence") {
+        // Writes are durable through the WAL as they are acknowledged (`sync_mode` says when
+        // it is fsynced); there are no snapshots to load or save.
+        text.push_str("# Persistence\r\nloading:0\r\nasync_loading:0\r\nrdb_bgsave_in_progress:0\r\naof_rewrite_in_progress:0\r\n\r\n");
     }
     if want("stats") {
         let _ = write!(
@@ -467,6 +600,15 @@ pub(crate) fn info(s: &mut Session, args: &[Bytes]) {
             stats.keyspace_hits.load(Ordering::Relaxed),
             stats.keyspace_misses.load(Ordering::Relaxed),
             stats.protocol_errors.load(Ordering::Relaxed),
+        );
+    }
+    if want("cpu") {
+        let usage = ProcessUsage::now();
+        let _ = write!(
+            text,
+            "# CPU\r\nused_cpu_sys:{:.6}\r\nused_cpu_user:{:.6}\r\nused_cpu_sys_children:0.000000\r\n\
+             used_cpu_user_children:0.000000\r\n\r\n",
+            usage.system_secs, usage.user_secs,
         );
     }
     if want("keyspace") {
@@ -534,6 +676,70 @@ pub(crate) fn info(s: &mut Session, args: &[Bytes]) {
         text.push_str("\r\n");
     }
     s.out.verbatim(&text);
+}
+
+/// The server process's resources, for `INFO memory` and `INFO cpu`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct ProcessUsage {
+    /// CPU time in user mode, seconds.
+    user_secs: f64,
+    /// CPU time in the kernel, seconds.
+    system_secs: f64,
+    /// Resident set size now, bytes.
+    rss_bytes: u64,
+    /// The largest resident set size so far, bytes.
+    peak_rss_bytes: u64,
+}
+
+impl ProcessUsage {
+    /// From Linux's `/proc/self/stat` (CPU times of all threads, in clock ticks) and
+    /// `/proc/self/status` (`VmRSS`, `VmHWM`). Zeros where those files cannot be read (other
+    /// systems).
+    fn now() -> ProcessUsage {
+        let ticks = rustix::param::clock_ticks_per_second().max(1);
+        // Fields 14 and 15 (utime, stime) of `stat`, counted after the command name, which is
+        // in parentheses and may hold spaces.
+        let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+        let after_name = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+        let mut fields = after_name.split_whitespace().skip(11);
+        let mut cpu = || {
+            let t = fields
+                .next()
+                .and_then(|f| f.parse::<u64>().ok())
+                .unwrap_or(0);
+            #[expect(clippy::cast_precision_loss, reason = "ticks of CPU time fit 52 bits")]
+            let secs = t as f64 / ticks as f64;
+            secs
+        };
+        let (user_secs, system_secs) = (cpu(), cpu());
+        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        let kib = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+                .map_or(0, |k| k.saturating_mul(1024))
+        };
+        let rss_bytes = kib("VmRSS");
+        ProcessUsage {
+            user_secs,
+            system_secs,
+            rss_bytes,
+            peak_rss_bytes: kib("VmHWM").max(rss_bytes),
+        }
+    }
+}
+
+/// Bytes as Redis's `*_human` fields show them: `1.50M`, `812.00K`, `3B`.
+fn human_bytes(n: u64) -> String {
+    #[expect(clippy::cast_precision_loss, reason = "two decimals shown")]
+    let f = n as f64;
+    match n {
+        0..1024 => format!("{n}B"),
+        1024..1_048_576 => format!("{:.2}K", f / 1024.0),
+        1_048_576..1_073_741_824 => format!("{:.2}M", f / 1_048_576.0),
+        _ => format!("{:.2}G", f / 1_073_741_824.0),
+    }
 }
 
 /// SQL "statement; ...": runs the statements on the current database. One statement's
@@ -634,6 +840,25 @@ fn sql_value(s: &mut Session, v: &strata_query::Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn process_usage_is_read() {
+        // Burn some CPU and touch some memory, so neither figure can be zero.
+        let v: Vec<u64> = (0..2_000_000u64).map(|i| i.wrapping_mul(i)).collect();
+        assert!(v.iter().fold(0u64, |a, &b| a ^ b) != 1);
+        let u = ProcessUsage::now();
+        assert!(u.user_secs + u.system_secs > 0.0, "{u:?}");
+        assert!(u.rss_bytes >= 16 << 20, "{u:?}");
+        assert!(u.peak_rss_bytes >= u.rss_bytes, "{u:?}");
+    }
+
+    #[test]
+    fn human_bytes_as_redis_shows_them() {
+        assert_eq!(human_bytes(3), "3B");
+        assert_eq!(human_bytes(1536), "1.50K");
+        assert_eq!(human_bytes(5 << 20), "5.00M");
+        assert_eq!(human_bytes(3 << 30), "3.00G");
+    }
 
     #[test]
     fn select_maps_numbers_and_names() {

@@ -11,6 +11,7 @@
 //! before it, and the connection is closed.
 
 mod admin;
+pub(crate) mod clients;
 mod commands;
 mod generic;
 mod introspect;
@@ -121,6 +122,7 @@ pub(crate) async fn serve_connection(
             }
             session.out.clear();
         }
+        session.publish();
         if session.quit {
             let _ = stream.shutdown().await;
             return;
@@ -142,12 +144,14 @@ pub(crate) async fn serve_connection(
                 None => stream.read_buf(&mut buf).await,
             }
         };
+        let killed = Arc::clone(&session.registration.entry);
         tokio::select! {
             n = read => match n {
                 Ok(0) | Err(_) => return,
                 Ok(_) => {}
             },
             _ = stop.changed() => return,
+            () = killed.killed() => return,
         }
     }
 }

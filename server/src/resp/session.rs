@@ -18,6 +18,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
+use super::clients::{ClientState, Registration};
 use super::table::{self, CommandSpec};
 use crate::config::SyncMode;
 use crate::databases::{Database, KvBatch, MAX_REDIS_KEY_SIZE, key_length_error};
@@ -55,8 +56,9 @@ pub(crate) struct Session {
     pub out: ReplyBuffer,
     /// Close the connection after writing the replies (`QUIT`).
     pub quit: bool,
-    pub created: Instant,
     pub last_command: &'static str,
+    /// This connection in the server's client registry (`CLIENT LIST`, `CLIENT KILL`).
+    pub registration: Registration,
     pending: Pending,
     /// Commands run but not yet added to `total_commands_processed` (see
     /// `Session::count_commands`).
@@ -69,8 +71,20 @@ pub(crate) struct Session {
 impl Session {
     pub fn new(shared: Arc<Shared>, peer: SocketAddr, db: Arc<Database>) -> Session {
         let authenticated = shared.config.requirepass.is_none();
+        let id = shared.client_id();
+        let registration = shared.clients.register(
+            id,
+            peer,
+            ClientState {
+                name: None,
+                db: Arc::clone(&db),
+                last_command: "NULL",
+                resp: 2,
+                last_active: Instant::now(),
+            },
+        );
         Session {
-            id: shared.client_id(),
+            id,
             shared,
             peer,
             db,
@@ -78,11 +92,28 @@ impl Session {
             name: None,
             out: ReplyBuffer::new(),
             quit: false,
-            created: Instant::now(),
             last_command: "NULL",
+            registration,
             pending: Pending::default(),
             uncounted_commands: 0,
             refused_multi: false,
+        }
+    }
+
+    /// Publishes what `CLIENT LIST` shows of this connection to the client registry (after
+    /// each batch of commands, and before listing).
+    pub fn publish(&self) {
+        self.registration.entry.publish(self.client_state());
+    }
+
+    /// What `CLIENT LIST` shows of this connection now.
+    pub fn client_state(&self) -> ClientState {
+        ClientState {
+            name: self.name.clone(),
+            db: Arc::clone(&self.db),
+            last_command: self.last_command,
+            resp: if self.out.resp3() { 3 } else { 2 },
+            last_active: Instant::now(),
         }
     }
 
@@ -221,7 +252,17 @@ impl Session {
         if spec.name == "INFO" {
             self.count_commands();
         }
-        self.last_command = spec.name;
+        // A container's subcommand by its full name (`client|id`), as Redis's CLIENT LIST.
+        self.last_command = args
+            .get(1)
+            .and_then(|sub| {
+                spec.subcommands.iter().find(|s| {
+                    s.name
+                        .split_once('|')
+                        .is_some_and(|(_, name)| name.as_bytes().eq_ignore_ascii_case(sub))
+                })
+            })
+            .map_or(spec.name, |s| s.name);
         (spec.handler)(self, args);
     }
 

@@ -359,11 +359,50 @@ pub(crate) static COMMANDS: &[CommandSpec] = &[
                 &[],
             ),
             sub(
+                "client|kill",
+                -3,
+                "2.4.0",
+                "O(N) where N is the number of client connections",
+                "Terminates open connections.",
+                &[oneof(
+                    "filter",
+                    &[
+                        string("old-format"),
+                        block(
+                            "new-format",
+                            &[
+                                integer("client-id").token("ID").optional(),
+                                oneof(
+                                    "client-type",
+                                    &[
+                                        word("normal", "NORMAL"),
+                                        word("master", "MASTER"),
+                                        word("slave", "SLAVE"),
+                                        word("replica", "REPLICA"),
+                                        word("pubsub", "PUBSUB"),
+                                    ],
+                                )
+                                .token("TYPE")
+                                .optional(),
+                                string("username").token("USER").optional(),
+                                string("addr").token("ADDR").optional(),
+                                string("laddr").token("LADDR").optional(),
+                                oneof("skipme", &[word("yes", "YES"), word("no", "NO")])
+                                    .token("SKIPME")
+                                    .optional(),
+                                integer("maxage").token("MAXAGE").optional(),
+                            ],
+                        )
+                        .multiple(),
+                    ],
+                )],
+            ),
+            sub(
                 "client|list",
                 -2,
                 "2.4.0",
-                "O(1)",
-                "Lists this connection (other connections are not shown).",
+                "O(N) where N is the number of client connections",
+                "Lists open connections.",
                 &[],
             ),
             sub(

@@ -118,7 +118,7 @@ impl SqlError {
     /// The PostgreSQL SQLSTATE of this error (the one error → code map).
     pub fn sqlstate(&self) -> &'static str {
         match self {
-            SqlError::Query(e) => query_sqlstate(e),
+            SqlError::Query(e) => e.sqlstate(),
             SqlError::Catalog => "0A000",
             SqlError::UnknownSetting(_) => "42704",
             SqlError::Params(_) => "08P01",
@@ -129,45 +129,6 @@ impl SqlError {
             SqlError::Server(ServerError::TooManyDatabases { .. }) => "53000",
             SqlError::Server(_) => "58000",
         }
-    }
-}
-
-fn query_sqlstate(e: &QueryError) -> &'static str {
-    match e {
-        QueryError::Translate(msg) if msg.contains("out of range") => "22003",
-        QueryError::Parse(_) | QueryError::Translate(_) => "42601",
-        QueryError::Unsupported(_) => "0A000",
-        QueryError::Plan(msg) => {
-            if msg.starts_with("no such table") || msg.starts_with("unknown table") {
-                "42P01"
-            } else if msg.starts_with("no column") {
-                "42703"
-            } else if msg.contains("already exists") {
-                "42P07"
-            } else if msg.starts_with("no such index") {
-                "42704"
-            } else {
-                "42804"
-            }
-        }
-        QueryError::Exec(msg) => {
-            if msg.contains("division by zero") {
-                "22012"
-            } else if msg.contains("overflow") {
-                "22003"
-            } else if msg.contains("NULL") {
-                "23502"
-            } else {
-                "22000"
-            }
-        }
-        QueryError::DuplicateKey { .. } | QueryError::DuplicateInput { .. } => "23505",
-        QueryError::Interrupted => "57014",
-        QueryError::Corruption(_) => "XX001",
-        QueryError::Engine(strata_engine::Error::Closed) => "57P01",
-        QueryError::Engine(strata_engine::Error::InvalidArgument(_)) => "22023",
-        QueryError::Engine(_) | QueryError::Io(_) | QueryError::Import { .. } => "58030",
-        _ => "XX000",
     }
 }
 

@@ -138,4 +138,31 @@ fn errors_carry_postgres_sqlstates() {
     );
     assert_eq!(state("SELECT 1 / 0"), Some("22012"));
     assert_eq!(state("SELECT a FROM u JOIN u AS v ON true"), Some("0A000"));
+    // Numbers that do not fit: arithmetic, a literal, a 20-digit value for a BIGINT column.
+    assert_eq!(state("SELECT 9223372036854775807 + 1"), Some("22003"));
+    assert_eq!(state("SELECT 1e400"), Some("22003"));
+    assert_eq!(
+        state("INSERT INTO u VALUES (99999999999999999999)"),
+        Some("22003")
+    );
+    // Not a number's range, the wrong type: a data exception.
+    assert_eq!(state("INSERT INTO u VALUES (1.5)"), Some("22000"));
+    assert!(
+        run(
+            &db,
+            "CREATE TABLE n (k BIGINT PRIMARY KEY, v TEXT NOT NULL)"
+        )
+        .is_ok()
+    );
+    assert_eq!(state("INSERT INTO n VALUES (1, NULL)"), Some("23502"));
+    assert_eq!(state("SELECT x.k FROM u"), Some("42P01"));
+    assert_eq!(state("CREATE INDEX i ON u (nope)"), Some("42703"));
+    assert_eq!(state("DROP INDEX nope"), Some("42704"));
+    assert!(run(&db, "CREATE INDEX i ON n (v)").is_ok());
+    assert_eq!(state("CREATE INDEX i ON n (v)"), Some("42P07"));
+    // Planning errors that are not a missing or taken name: a datatype mismatch.
+    assert_eq!(state("SELECT k FROM u WHERE k = 'a'"), Some("42804"));
+    // A position that is not in the select list is a planning error, not a number out of
+    // range (it was 22003 while codes were read from the messages).
+    assert_eq!(state("SELECT k FROM u ORDER BY 5"), Some("42804"));
 }
