@@ -660,11 +660,12 @@ impl Databases {
         result
     }
 
-    /// True when database `name` is open (or being opened) or has a directory under the root
-    /// (it may still fail to open). Never creates anything.
+    /// True when database `name` is open (or being opened) or has a database directory under
+    /// the root (one with a `CURRENT` file; it may still fail to open). A stray directory
+    /// that holds no database does not count. Never creates anything.
     pub fn exists(&self, name: &str) -> bool {
         validate_name(name).is_ok()
-            && (self.open.lock().contains_key(name) || self.root.join(name).is_dir())
+            && (self.open.lock().contains_key(name) || holds_database(&self.root.join(name)))
     }
 
     /// The open databases, by name.
@@ -680,13 +681,13 @@ impl Databases {
     }
 
     /// Names of every database under the root (open or not), sorted: subdirectories with a
-    /// valid name.
+    /// valid name that hold a database (a `CURRENT` file).
     pub fn list(&self) -> Vec<String> {
         let mut names: Vec<String> = std::fs::read_dir(&self.root)
             .into_iter()
             .flatten()
             .filter_map(Result::ok)
-            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()) && holds_database(&e.path()))
             .filter_map(|e| e.file_name().into_string().ok())
             .filter(|n| validate_name(n).is_ok())
             .collect();
@@ -850,6 +851,11 @@ impl Databases {
     }
 }
 
+/// Whether `dir` holds a database: the engine's `CURRENT` file names its manifest.
+fn holds_database(dir: &Path) -> bool {
+    dir.join("CURRENT").is_file()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -892,6 +898,18 @@ mod tests {
             "{e}"
         );
         assert!(!dir.path().join("db0").exists());
+    }
+
+    #[test]
+    fn stray_directories_are_not_databases() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let dbs = Databases::new(&Config::ephemeral(dir.path())).expect("registry");
+        std::fs::create_dir(dir.path().join("emptydir")).expect("mkdir");
+        assert!(!dbs.exists("emptydir"));
+        let _run = dbs.get_or_open("run42").expect("open");
+        assert!(dbs.exists("run42"));
+        assert!(!dbs.list().contains(&"emptydir".to_owned()));
+        assert!(dbs.list().contains(&"run42".to_owned()));
     }
 
     #[test]

@@ -260,6 +260,61 @@ fn partial_value_and_multi_key_string_commands_follow_redis() -> TestResult {
     check(&mut c, &["GETEX", "h", "BOGUS"], "syntax error");
     check(&mut c, &["SETEX", "h", "10", "v"], "key expiry");
     check(&mut c, &["PSETEX", "h", "10", "v"], "key expiry");
+    // Redis's own checks of the options and the time come first (redis-server 7.0 replies).
+    for (args, error) in [
+        (
+            &["SET", "h", "5", "PX", "10", "EX", "10"][..],
+            "syntax error",
+        ),
+        (&["SET", "h", "5", "KEEPTTL", "EX", "10"], "syntax error"),
+        (&["SET", "h", "5", "EX"], "syntax error"),
+        (
+            &["SET", "h", "5", "EX", "abc"],
+            "value is not an integer or out of range",
+        ),
+        (
+            &["SET", "h", "5", "EX", "0"],
+            "invalid expire time in 'set' command",
+        ),
+        (
+            &["SET", "h", "5", "PX", "-1"],
+            "invalid expire time in 'set' command",
+        ),
+        (
+            &["SET", "h", "5", "EX", "9223372036854776"],
+            "invalid expire time in 'set' command",
+        ),
+        // EX in seconds overflows milliseconds, or overflows when added to now.
+        (
+            &["SET", "h", "5", "EX", "9223372036854775"],
+            "invalid expire time in 'set' command",
+        ),
+        (&["SET", "h", "5", "PX", "9223372036854775"], "key expiry"),
+        (&["SET", "h", "5", "EXAT", "9223372036854775"], "key expiry"),
+        (
+            &["GETEX", "h", "EX", "0"],
+            "invalid expire time in 'getex' command",
+        ),
+        (
+            &["GETEX", "h", "PXAT", "x"],
+            "value is not an integer or out of range",
+        ),
+        (
+            &["SETEX", "h", "0", "v"],
+            "invalid expire time in 'setex' command",
+        ),
+        (
+            &["PSETEX", "h", "-5", "v"],
+            "invalid expire time in 'psetex' command",
+        ),
+        (
+            &["SETEX", "h", "x", "v"],
+            "value is not an integer or out of range",
+        ),
+    ] {
+        check(&mut c, args, error);
+    }
+    check(&mut c, &["GET", "h"], "Hello World");
     check(&mut c, &["EXPIRE", "h", "10"], "key expiry");
     check(&mut c, &["PEXPIREAT", "h", "10"], "key expiry");
     check(&mut c, &["PERSIST", "h"], "0");

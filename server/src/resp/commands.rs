@@ -14,6 +14,7 @@ use std::sync::atomic::Ordering;
 use bytes::Bytes;
 
 use super::session::Session;
+use super::strings::ExpiryUnit;
 use crate::error::resp_engine_error;
 use crate::protocol::request::parse_decimal;
 
@@ -52,19 +53,28 @@ pub(crate) fn get(s: &mut Session, args: &[Bytes]) {
     }
 }
 
-/// SET key value [NX | XX] [GET] [KEEPTTL]
+/// SET key value [NX | XX] [GET] [KEEPTTL]; a time option (EX, PX, EXAT, PXAT) is checked
+/// as Redis checks it (one of them, not with KEEPTTL, a positive integer), then refused with
+/// [`super::strings::EXPIRY_UNSUPPORTED`].
 pub(crate) fn set(s: &mut Session, args: &[Bytes]) {
-    let (mut nx, mut xx, mut get) = (false, false, false);
-    for opt in args.iter().skip(3) {
-        match opt.to_ascii_uppercase().as_slice() {
+    let (mut nx, mut xx, mut get, mut keep_ttl) = (false, false, false, false);
+    let mut expiry: Option<(&Bytes, ExpiryUnit)> = None;
+    let mut i = 3;
+    while let Some(opt) = args.get(i) {
+        let upper = opt.to_ascii_uppercase();
+        let unit = ExpiryUnit::of_option(&upper);
+        match upper.as_slice() {
             b"NX" if !xx => nx = true,
             b"XX" if !nx => xx = true,
             b"GET" => get = true,
-            b"KEEPTTL" => {}
-            b"EX" | b"PX" | b"EXAT" | b"PXAT" => {
-                s.flush_pending();
-                s.out.error(super::strings::EXPIRY_UNSUPPORTED);
-                return;
+            b"KEEPTTL" if expiry.is_none() => keep_ttl = true,
+            _ if unit.is_some() && !keep_ttl && expiry.is_none() => {
+                let Some(time) = args.get(i + 1) else {
+                    s.flush_pending();
+                    return s.out.error(SYNTAX);
+                };
+                expiry = Some(time).zip(unit);
+                i += 1;
             }
             _ => {
                 s.flush_pending();
@@ -72,6 +82,16 @@ pub(crate) fn set(s: &mut Session, args: &[Bytes]) {
                 return;
             }
         }
+        i += 1;
+    }
+    if let Some((time, unit)) = expiry {
+        s.flush_pending();
+        let error = super::strings::expire_time_error(time, unit, "set");
+        return s.out.error(
+            error
+                .as_deref()
+                .unwrap_or(super::strings::EXPIRY_UNSUPPORTED),
+        );
     }
     if !(nx || xx || get) {
         s.pend_put(args.get(1..3).unwrap_or_default());

@@ -6,7 +6,10 @@
 //! (database, next key). Resuming continues at that key in key order, so every key present
 //! for the whole scan is returned exactly once, whatever is written meanwhile (stronger than
 //! Redis's guarantee, which may repeat keys). The table holds the newest
-//! [`MAX_CURSORS`] cursors; an older or unknown cursor gets `ERR invalid cursor`.
+//! [`MAX_CURSORS`] cursors; an older or unknown cursor gets `ERR invalid cursor`. Numbers
+//! start at a random point each time the server starts, so a cursor from before a restart is
+//! unknown rather than another client's scan (numbering from 1 each time, a client holding
+//! cursor 1 across a restart continued someone else's scan, skipping keys silently).
 
 use std::collections::{HashMap, VecDeque};
 
@@ -33,11 +36,24 @@ struct CursorEntry {
     next_key: Bytes,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct CursorState {
     next_id: u64,
     entries: HashMap<u64, CursorEntry>,
     order: VecDeque<u64>,
+}
+
+impl Default for CursorState {
+    fn default() -> Self {
+        // The standard library's per-process random hash keys; the low 32 bits are left
+        // clear, so a server hands out 4 billion cursors before its numbers wrap.
+        let random = std::hash::BuildHasher::hash_one(&std::hash::RandomState::new(), 0u8);
+        CursorState {
+            next_id: random & !u64::from(u32::MAX),
+            entries: HashMap::new(),
+            order: VecDeque::new(),
+        }
+    }
 }
 
 /// Live SCAN cursors, shared by all connections.
@@ -292,5 +308,24 @@ pub(crate) fn databases(s: &mut Session, args: &[Bytes]) {
                 "ERR unknown subcommand '{sub}'. Try DATABASES LIST or DATABASES CREATE name."
             ));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursor_numbers_start_at_a_random_point_per_table() {
+        // Two tables stand for two runs of the server: a cursor of the first is unknown to
+        // the second (the chance that both start at the same point is 2^-32).
+        let (first, second) = (CursorTable::default(), CursorTable::default());
+        let a = first.insert("db0", Bytes::from_static(b"k10"));
+        let b = second.insert("db0", Bytes::from_static(b"k50"));
+        assert_ne!(a, b);
+        assert_eq!(second.get("db0", a), None);
+        assert_eq!(first.get("db0", a).as_deref(), Some(&b"k10"[..]));
+        assert_eq!(first.get("db1", a), None);
+        assert_eq!(first.insert("db0", Bytes::new()), a.wrapping_add(1).max(1));
     }
 }

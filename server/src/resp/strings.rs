@@ -129,27 +129,84 @@ pub(crate) fn msetnx(s: &mut Session, args: &[Bytes]) {
     }
 }
 
+/// How an expiry option gives its time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ExpiryUnit {
+    /// `EX`, `SETEX`: seconds from now.
+    Seconds,
+    /// `PX`, `PSETEX`: milliseconds from now.
+    Millis,
+    /// `EXAT`: a Unix time in seconds.
+    UnixSeconds,
+    /// `PXAT`: a Unix time in milliseconds.
+    UnixMillis,
+}
+
+impl ExpiryUnit {
+    /// The unit of option `word` (upper case), if it is one.
+    pub(crate) fn of_option(word: &[u8]) -> Option<ExpiryUnit> {
+        match word {
+            b"EX" => Some(ExpiryUnit::Seconds),
+            b"PX" => Some(ExpiryUnit::Millis),
+            b"EXAT" => Some(ExpiryUnit::UnixSeconds),
+            b"PXAT" => Some(ExpiryUnit::UnixMillis),
+            _ => None,
+        }
+    }
+}
+
+/// The error Redis 7.0 replies for expiry time `value` of `command` (its
+/// `getExpireMillisecondsOrReply`): not an integer; zero or negative; seconds that overflow
+/// milliseconds; a relative time that overflows when added to now. `None` for a time Redis
+/// would accept.
+pub(crate) fn expire_time_error(value: &[u8], unit: ExpiryUnit, command: &str) -> Option<String> {
+    let Some(n) = parse_decimal(value) else {
+        return Some(NOT_INTEGER.to_owned());
+    };
+    let seconds = matches!(unit, ExpiryUnit::Seconds | ExpiryUnit::UnixSeconds);
+    let millis = if seconds {
+        n.checked_mul(1000)
+    } else {
+        Some(n)
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    let when = match unit {
+        ExpiryUnit::Seconds | ExpiryUnit::Millis => millis.and_then(|m| m.checked_add(now)),
+        ExpiryUnit::UnixSeconds | ExpiryUnit::UnixMillis => millis,
+    };
+    if n <= 0 || when.is_none_or(|w| w <= 0) {
+        Some(format!("ERR invalid expire time in '{command}' command"))
+    } else {
+        None
+    }
+}
+
 /// GETEX key [EX seconds | PX ms | EXAT t | PXAT t | PERSIST]: `GET`, after checking the
-/// options as Redis does. Keys never expire here, so `PERSIST` changes nothing and a time
-/// option gets [`EXPIRY_UNSUPPORTED`].
+/// options as Redis does. Keys never expire here, so `PERSIST` changes nothing and a valid
+/// time option gets [`EXPIRY_UNSUPPORTED`].
 pub(crate) fn getex(s: &mut Session, args: &[Bytes]) {
-    let (mut expiry, mut persist) = (false, false);
+    let mut expiry: Option<(&Bytes, ExpiryUnit)> = None;
+    let mut persist = false;
     let mut i = 2;
     while i < args.len() {
         let opt = arg(args, i).to_ascii_uppercase();
+        let unit = ExpiryUnit::of_option(&opt);
         match opt.as_slice() {
-            b"EX" | b"PX" | b"EXAT" | b"PXAT" if !expiry && !persist && i + 1 < args.len() => {
-                expiry = true;
+            _ if unit.is_some() && expiry.is_none() && !persist && i + 1 < args.len() => {
+                expiry = args.get(i + 1).zip(unit);
                 i += 1;
             }
             // As Redis, PERSIST may repeat but not join a time option.
-            b"PERSIST" if !expiry => persist = true,
+            b"PERSIST" if expiry.is_none() => persist = true,
             _ => return s.out.error(SYNTAX),
         }
         i += 1;
     }
-    if expiry {
-        return s.out.error(EXPIRY_UNSUPPORTED);
+    if let Some((time, unit)) = expiry {
+        let error = expire_time_error(time, unit, "getex");
+        return s.out.error(error.as_deref().unwrap_or(EXPIRY_UNSUPPORTED));
     }
     let db = Arc::clone(&s.db);
     if let Some(v) = read(s, &db, arg(args, 1)) {
@@ -158,9 +215,17 @@ pub(crate) fn getex(s: &mut Session, args: &[Bytes]) {
     }
 }
 
-/// SETEX / PSETEX key time value: refused, as `SET .. EX` is ([`EXPIRY_UNSUPPORTED`]).
-pub(crate) fn setex(s: &mut Session, _args: &[Bytes]) {
-    s.out.error(EXPIRY_UNSUPPORTED);
+/// SETEX / PSETEX key time value: the time checked as Redis checks it, then refused, as
+/// `SET .. EX` is ([`EXPIRY_UNSUPPORTED`]).
+pub(crate) fn setex(s: &mut Session, args: &[Bytes]) {
+    let command = String::from_utf8_lossy(arg(args, 0)).to_ascii_lowercase();
+    let unit = if command == "setex" {
+        ExpiryUnit::Seconds
+    } else {
+        ExpiryUnit::Millis
+    };
+    let error = expire_time_error(arg(args, 2), unit, &command);
+    s.out.error(error.as_deref().unwrap_or(EXPIRY_UNSUPPORTED));
 }
 
 /// SETRANGE key offset value: overwrites the value from byte `offset` on, padding with zero
