@@ -489,7 +489,7 @@ pub(crate) fn load(
     };
     if config.format == Format::Counts {
         bar.set_message("checking existing counts");
-        merge::check_counts_add(&target, &files)?;
+        merge::check_counts_add(&target, &files, &config.key_prefix)?;
     }
     target.ingest(&paths).context("ingesting the tables")?;
     bar.finish_and_clear();

@@ -100,10 +100,17 @@ impl RunCursor {
 /// seek per key. Nothing is read when the keyspace holds no key between the first and last
 /// loaded ones (a fresh database).
 ///
+/// `key_prefix` is the bytes the load put before every input key (`--resp-keys`); errors
+/// name keys without it, as the input gave them.
+///
 /// # Errors
 /// The first key whose count cannot be added; I/O, corruption or a failing merge reading the
 /// tables or `target`.
-pub(crate) fn check_counts_add(target: &Keyspace, files: &[IngestFile]) -> anyhow::Result<()> {
+pub(crate) fn check_counts_add(
+    target: &Keyspace,
+    files: &[IngestFile],
+    key_prefix: &[u8],
+) -> anyhow::Result<()> {
     /// `next` steps tried before a seek (RocksDB's `max_sequential_skip_in_iterations` idea).
     const STEPS_BEFORE_SEEK: usize = 8;
     let loaded = files.iter().filter(|f| f.num_entries > 0);
@@ -144,7 +151,7 @@ pub(crate) fn check_counts_add(target: &Keyspace, files: &[IngestFile]) -> anyho
                     "key {:?}: the database holds {shown:?}, which is not a count the loaded \
                      count {} can be added to (not a decimal 64-bit integer, or the sum \
                      overflows); nothing was loaded",
-                    String::from_utf8_lossy(key),
+                    String::from_utf8_lossy(key.strip_prefix(key_prefix).unwrap_or(key)),
                     String::from_utf8_lossy(count)
                 );
             }

@@ -618,6 +618,10 @@ fn resp_keys_put_the_server_prefix_before_every_key_once_on_every_path() {
         ("kTTGA".to_owned(), "150".to_owned()),
     ];
     assert_eq!(contents(&db), want);
+    // A refusal names the key as the input gave it, without the prefix.
+    db.put(b"kname", b"hello").expect("put");
+    let err = run_load(&db, &options, "name\t1\n", &config).expect_err("not a count");
+    assert!(format!("{err:#}").contains("key \"name\":"), "{err:#}");
 
     // The prefix counts against the key size limit.
     let long = format!("{}\tv\n", "x".repeat(strata_engine::MAX_KEY_SIZE));
