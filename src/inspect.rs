@@ -376,7 +376,7 @@ struct Checked {
 
 fn check_once(dir: &Path) -> anyhow::Result<Checked> {
     // No database at all is a wrong argument (exit 2, as other commands), not a damaged one.
-    crate::check_database_dir(dir)?;
+    crate::refuse_server_directory(dir)?;
     let has_manifest = std::fs::read_dir(dir).is_ok_and(|entries| {
         entries
             .filter_map(Result::ok)

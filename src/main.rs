@@ -318,9 +318,13 @@ pub(crate) fn check_database_dir(dir: &std::path::Path) -> anyhow::Result<()> {
         && let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty())
         && !parent.is_dir()
     {
+        let why = if parent.exists() {
+            "is not a directory"
+        } else {
+            "does not exist (only the database's own directory is created)"
+        };
         anyhow::bail!(
-            "cannot create database {}: directory {} does not exist (only the database's own \
-             directory is created)",
+            "cannot create database {}: {} {why}",
             dir.display(),
             parent.display()
         );
@@ -468,6 +472,11 @@ mod tests {
             .expect_err("missing parents")
             .to_string();
         assert!(err.contains("typo/x does not exist"), "{err}");
+        std::fs::write(dir.path().join("afile"), b"").expect("write");
+        let err = super::check_database_dir(&dir.path().join("afile/db"))
+            .expect_err("a file as parent")
+            .to_string();
+        assert!(err.contains("afile is not a directory"), "{err}");
         super::check_database_dir(std::path::Path::new("relative-new")).expect("cwd parent");
     }
 

@@ -24,7 +24,7 @@ pub fn parse(sql: &str) -> Result<Vec<SqlStatement>> {
         .with_unescape(true)
         .tokenize_with_location()
         .map_err(ParserError::from)?;
-    let tokens = join_string_constants(tokens)?;
+    let tokens = join_upper_hex(join_string_constants(tokens)?);
     check_not_chains(&tokens)?;
     check_operator_runs(&tokens)?;
     check_number_ends(&tokens)?;
@@ -57,37 +57,69 @@ fn check_not_chains(tokens: &[TokenWithSpan]) -> Result<(), ParserError> {
     Ok(())
 }
 
-/// Most operators [`parse`] accepts between two commas (or semicolons, or parentheses) at one
-/// parenthesis level.
+/// Deepest parse tree [`parse`] lets sqlparser build from chains of operators: the operators
+/// of one chain plus those of its deepest parenthesized operand, nested (`(1 + ...) + 1 + ...`
+/// counts both chains).
 pub const MAX_OPERATOR_RUN: usize = 4096;
 
-/// Refuses more than [`MAX_OPERATOR_RUN`] operators at one parenthesis level with no comma
-/// between them (`1 + 1 + ... + 1`, `a = 1 OR a = 2 OR ...`, `x::int::int...`) as nested
-/// too deeply, before sqlparser builds them into a left-deep tree. sqlparser builds such a
-/// chain without recursion, but dropping the tree recurses once per operator, whether
-/// translation refuses it ([`crate::translate`] allows 128 levels) or the parser fails after
-/// it: 40,000 `+ 1` (160 KB of SQL) overflowed a server worker's 2 MiB stack and aborted the
-/// process. A run this long cannot pass the depth limit in practice (it would have to be
-/// spread over SQL's ten or so precedence levels evenly), so nothing useful is refused.
+/// One parenthesis level of [`check_operator_runs`].
+#[derive(Default)]
+struct Level {
+    /// Operators since the last comma at this level.
+    run: usize,
+    /// The deepest parenthesized operand since the last comma.
+    operand: usize,
+    /// The deepest comma-separated part finished at this level.
+    best: usize,
+}
+
+impl Level {
+    /// An upper bound on the tree depth of the current part: a left-deep chain of `run`
+    /// operators with an operand of depth `operand` somewhere in it.
+    fn depth(&self) -> usize {
+        self.run + self.operand
+    }
+}
+
+/// Refuses a statement whose chains of operators would build a parse tree deeper than
+/// [`MAX_OPERATOR_RUN`] (`1 + 1 + ... + 1`, `a = 1 OR a = 2 OR ...`, `x::int::int...`, and
+/// such chains nested in parentheses) as nested too deeply, before sqlparser builds it.
+/// sqlparser builds a chain without recursion, but dropping the tree recurses once per level,
+/// whether translation refuses it ([`crate::translate`] allows 128 levels) or the parser fails
+/// after it: 40,000 `+ 1` (160 KB of SQL), or 9 nested parentheses of 4,000 each, overflowed a
+/// server worker's 2 MiB stack and aborted the process. The bound adds every operator of a
+/// comma-separated part to its deepest parenthesized operand, so it never undercounts; a tree
+/// this deep cannot pass the depth limit in practice (its operators would have to be spread
+/// over SQL's ten or so precedence levels evenly), so nothing useful is refused.
 fn check_operator_runs(tokens: &[TokenWithSpan]) -> Result<(), ParserError> {
-    // One count per open parenthesis level; the last is the innermost.
-    let mut runs: Vec<usize> = vec![0];
+    // One entry per open parenthesis level; the last is the innermost.
+    let mut levels: Vec<Level> = vec![Level::default()];
     for t in tokens {
         let operator = match &t.token {
             Token::LParen | Token::LBracket => {
-                runs.push(0);
+                levels.push(Level::default());
                 false
             }
             Token::RParen | Token::RBracket => {
-                if runs.len() > 1 {
-                    runs.pop();
+                if levels.len() > 1
+                    && let Some(inner) = levels.pop()
+                    && let Some(outer) = levels.last_mut()
+                {
+                    // The parenthesized group is one operand of the level around it, one
+                    // level deeper than its deepest part.
+                    let group = inner.best.max(inner.depth()) + 1;
+                    outer.operand = outer.operand.max(group);
+                    if outer.depth() > MAX_OPERATOR_RUN {
+                        return Err(ParserError::RecursionLimitExceeded);
+                    }
                 }
-                // The parenthesized part is one operand of the level around it.
                 false
             }
             Token::Comma | Token::SemiColon => {
-                if let Some(run) = runs.last_mut() {
-                    *run = 0;
+                if let Some(level) = levels.last_mut() {
+                    level.best = level.best.max(level.depth());
+                    level.run = 0;
+                    level.operand = 0;
                 }
                 false
             }
@@ -139,9 +171,9 @@ fn check_operator_runs(tokens: &[TokenWithSpan]) -> Result<(), ParserError> {
             // Every other token is an operator symbol (`+`, `||`, `=`, `::`, `->`, ...).
             _ => true,
         };
-        if operator && let Some(run) = runs.last_mut() {
-            *run += 1;
-            if *run > MAX_OPERATOR_RUN {
+        if operator && let Some(level) = levels.last_mut() {
+            level.run += 1;
+            if level.depth() > MAX_OPERATOR_RUN {
                 return Err(ParserError::RecursionLimitExceeded);
             }
         }
@@ -184,6 +216,30 @@ fn check_number_ends(tokens: &[TokenWithSpan]) -> Result<(), ParserError> {
         }
     }
     Ok(())
+}
+
+/// Reads `0X1F` as `0x1F` (a BLOB), as PostgreSQL 16 and SQLite do; sqlparser reads only a
+/// lower-case `x` so, giving the number 0 and a word `X1F`.
+fn join_upper_hex(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
+    let mut out: Vec<TokenWithSpan> = Vec::with_capacity(tokens.len());
+    for t in tokens {
+        if let Token::Word(w) = &t.token
+            && w.quote_style.is_none()
+            && let Some(digits) = w.value.strip_prefix('X')
+            && !digits.is_empty()
+            && digits.bytes().all(|b| b.is_ascii_hexdigit())
+            && let Some(prev) = out.last_mut()
+            && matches!(&prev.token, Token::Number(n, _) if n == "0")
+            && prev.span.end.line == t.span.start.line
+            && prev.span.end.column == t.span.start.column
+        {
+            prev.token = Token::HexStringLiteral(digits.to_owned());
+            prev.span.end = t.span.end;
+            continue;
+        }
+        out.push(t);
+    }
+    out
 }
 
 /// Whether hex literal token `t` with digits `h` was written `0x...` (not `X'...'`).
@@ -296,7 +352,7 @@ mod tests {
     #[test]
     fn numbers_run_into_names_are_syntax_errors() {
         for bad in [
-            "12abc", "1e", "1_000", "0xGG", "0x", "1.5e", "0x1Fz", "1 + 2x",
+            "12abc", "1e", "1_000", "0xGG", "0x", "1.5e", "0x1Fz", "1 + 2x", "0X", "0XZZ", "0X1G",
         ] {
             let e = select_text(&format!("SELECT {bad}"));
             assert!(
@@ -310,6 +366,7 @@ mod tests {
             "12 abc",
             "1e5",
             "0x1F",
+            "0X1f",
             "X''",
             "X'1F'",
             "1.5",
@@ -324,13 +381,14 @@ mod tests {
     #[test]
     fn long_operator_runs_are_refused_before_parsing() {
         // Each of these overflowed a 2 MiB stack when its tree was dropped.
-        for op in [
-            " + 1",
-            " || 'a'",
-            " OR a = 1",
-            " AND TRUE",
-            "::BIGINT",
-            " = 1",
+        // Each with the number of operators it adds.
+        for (op, k) in [
+            (" + 1", 1),
+            (" || 'a'", 1),
+            (" OR a = 1", 2),
+            (" AND TRUE", 1),
+            ("::BIGINT", 1),
+            (" = 1", 1),
         ] {
             let sql = format!("SELECT 1{}", op.repeat(MAX_OPERATOR_RUN + 1));
             assert!(
@@ -342,11 +400,41 @@ mod tests {
                 ),
                 "{op}"
             );
-            // The same run cut by commas or parentheses into shorter ones parses.
-            let half = op.repeat(MAX_OPERATOR_RUN / 4);
+            // The same run cut by commas into shorter ones parses, and so do parenthesized
+            // runs whose nesting stays within the bound.
+            let quarter = op.repeat(MAX_OPERATOR_RUN / 4 / k);
             assert!(
-                parse(&format!("SELECT 1{half}, (1{half}){half}")).is_ok(),
+                parse(&format!("SELECT 1{quarter}, (1{quarter}){quarter}")).is_ok(),
                 "{op}"
+            );
+            // Runs nested in parentheses add up: each level under the bound, all together
+            // over it (9 levels of 4,000 `+ 1` overflowed a 2 MiB stack).
+            let mut nested = "1".to_owned();
+            for _ in 0..5 {
+                nested = format!("({nested}{quarter})");
+            }
+            assert!(
+                matches!(
+                    parse(&format!("SELECT {nested}")),
+                    Err(crate::QueryError::Parse(
+                        ParserError::RecursionLimitExceeded
+                    ))
+                ),
+                "{op} nested"
+            );
+            // A group before the chain counts too: `(... ) + ...`.
+            let three = op.repeat(MAX_OPERATOR_RUN * 3 / 4 / k);
+            assert!(
+                parse(&format!("SELECT (1{three}){three}")).is_err(),
+                "{op} group first"
+            );
+            // Sibling groups do not add up.
+            assert!(
+                parse(&format!(
+                    "SELECT (1{quarter}), (1{quarter}), f((1{quarter}), 2)"
+                ))
+                .is_ok(),
+                "{op} siblings"
             );
         }
         // Long statements of many short expressions are not runs.

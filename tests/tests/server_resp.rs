@@ -15,7 +15,7 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use redis::{Commands, Value};
-use server_util::{TestServer, encode, read_exactly, roundtrip};
+use server_util::{TestServer, closed_by_peer, encode, read_exactly, roundtrip};
 use strata_server::SyncMode;
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
@@ -315,6 +315,24 @@ fn partial_value_and_multi_key_string_commands_follow_redis() -> TestResult {
         check(&mut c, args, error);
     }
     check(&mut c, &["GET", "h"], "Hello World");
+    // As Redis 7.0: the same time option may repeat; GETEX of a missing key is nil before
+    // its time is checked.
+    check(
+        &mut c,
+        &["SET", "h2", "v", "EX", "10", "EX", "20"],
+        "key expiry",
+    );
+    check(
+        &mut c,
+        &["GETEX", "h", "PX", "10", "PX", "20"],
+        "key expiry",
+    );
+    check(
+        &mut c,
+        &["GETEX", "h", "EX", "10", "PX", "20"],
+        "syntax error",
+    );
+    check(&mut c, &["GETEX", "nokey", "EX", "abc"], "(nil)");
     check(&mut c, &["EXPIRE", "h", "10"], "key expiry");
     check(&mut c, &["PEXPIREAT", "h", "10"], "key expiry");
     check(&mut c, &["PERSIST", "h"], "0");
@@ -928,6 +946,33 @@ fn client_list_shows_every_connection_and_client_kill_closes_them() -> TestResul
         .arg(&addr)
         .query(&mut admin)?;
     drop(third);
+    // A connection that kills itself gets the reply and runs nothing more of its pipeline.
+    let mut raw = server.raw();
+    raw.write_all(&encode(&[b"CLIENT", b"ID"]))?;
+    let mut line = Vec::new();
+    while !line.ends_with(b"\r\n") {
+        line.extend(read_exactly(&mut raw, 1));
+    }
+    let raw_id = String::from_utf8_lossy(&line)
+        .trim()
+        .trim_start_matches(':')
+        .to_owned();
+    let mut pipeline = encode(&[
+        b"CLIENT",
+        b"KILL",
+        b"ID",
+        raw_id.as_bytes(),
+        b"SKIPME",
+        b"no",
+    ]);
+    pipeline.extend(encode(&[b"PING"]));
+    pipeline.extend(encode(&[b"SET", b"selfk", b"1"]));
+    roundtrip(&mut raw, &pipeline, b":1\r\n");
+    assert!(closed_by_peer(&mut raw));
+    assert_eq!(
+        redis::cmd("EXISTS").arg("selfk").query::<i64>(&mut admin)?,
+        0
+    );
     assert_eq!(kill(&["SKIPME", "no", "USER", "default"], &mut admin)?, 1);
     assert!(redis::cmd("PING").query::<String>(&mut admin).is_err());
     Ok(())

@@ -99,6 +99,15 @@ mod tests {
                 execute_on_small_stack(format!("{longest} FROM t WHERE")).expect_err("syntax");
             assert!(err.starts_with("syntax error"), "{err}");
         }
+        // Chains nested in parentheses, just under the bound together.
+        let mut nested = "1".to_owned();
+        for _ in 0..4 {
+            nested = format!("({nested}{})", " + 1".repeat(1000));
+        }
+        let err = execute_on_small_stack(format!("SELECT {nested}")).expect_err("too deep");
+        assert!(err.contains("nested deeper"), "{err}");
+        let err = execute_on_small_stack(format!("SELECT {nested} )")).expect_err("syntax");
+        assert!(err.starts_with("syntax error"), "{err}");
         // One more operator and the parser refuses before building anything.
         let err = execute_on_small_stack(chain(40_000, " + ")).expect_err("too long");
         assert_eq!(err, "syntax error: the statement is nested too deeply");

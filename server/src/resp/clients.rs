@@ -4,13 +4,15 @@
 //! ([`Registration`]'s drop). The connection publishes what `CLIENT LIST` shows (name,
 //! database, last command, protocol version, last activity) after each batch of commands,
 //! under the entry's own mutex, so listing never waits for a running command. `CLIENT KILL`
-//! marks entries and wakes their connections, which close at their next wait for input,
-//! after writing the replies of the batch they are running (as Redis closes a killed client
-//! after its current command).
+//! marks entries and wakes their connections: a connection checks its mark before each
+//! command, so it runs none of the rest of its pipeline, writes the replies it has, and
+//! closes (as Redis closes a killed client after its current command and drops the commands
+//! still in its input buffer; a client that kills itself gets the reply to `CLIENT KILL`).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -44,6 +46,7 @@ pub(crate) struct ClientEntry {
     /// When the connection was accepted.
     pub created: Instant,
     state: Mutex<ClientState>,
+    killed: AtomicBool,
     kill: Notify,
 }
 
@@ -56,6 +59,11 @@ impl ClientEntry {
     /// Replaces the published state.
     pub fn publish(&self, state: ClientState) {
         *self.state.lock() = state;
+    }
+
+    /// True once `CLIENT KILL` chose this connection.
+    pub fn is_killed(&self) -> bool {
+        self.killed.load(Ordering::Relaxed)
     }
 
     /// Completes once the connection has been killed (at once if it was killed before the
@@ -84,6 +92,7 @@ impl ClientRegistry {
             peer,
             created: Instant::now(),
             state: Mutex::new(state),
+            killed: AtomicBool::new(false),
             kill: Notify::new(),
         });
         self.clients.lock().insert(id, Arc::clone(&entry));
@@ -108,6 +117,7 @@ impl ClientRegistry {
             .cloned()
             .collect();
         for entry in &chosen {
+            entry.killed.store(true, Ordering::Relaxed);
             entry.kill.notify_one();
         }
         chosen.len()
@@ -156,6 +166,7 @@ mod tests {
         let ids = |r: &ClientRegistry| r.all().iter().map(|e| e.id).collect::<Vec<_>>();
         assert_eq!(ids(&registry), [1, 2]);
         assert_eq!(registry.kill(|e| e.id == 2), 1);
+        assert!(b.entry.is_killed() && !a.entry.is_killed());
         // The wake-up was kept for the connection's next wait.
         tokio::time::timeout(std::time::Duration::from_secs(5), b.entry.killed())
             .await

@@ -68,7 +68,9 @@ pub(crate) fn set(s: &mut Session, args: &[Bytes]) {
             b"XX" if !nx => xx = true,
             b"GET" => get = true,
             b"KEEPTTL" if expiry.is_none() => keep_ttl = true,
-            _ if unit.is_some() && !keep_ttl && expiry.is_none() => {
+            // As Redis 7.0: the same time option may repeat (the last counts), another may
+            // not join it, nor KEEPTTL.
+            _ if unit.is_some() && !keep_ttl && expiry.is_none_or(|(_, u)| Some(u) == unit) => {
                 let Some(time) = args.get(i + 1) else {
                     s.flush_pending();
                     return s.out.error(SYNTAX);

@@ -123,7 +123,7 @@ pub(crate) async fn serve_connection(
             session.out.clear();
         }
         session.publish();
-        if session.quit {
+        if session.quit || session.registration.entry.is_killed() {
             let _ = stream.shutdown().await;
             return;
         }

@@ -100,8 +100,9 @@ impl Session {
         }
     }
 
-    /// Publishes what `CLIENT LIST` shows of this connection to the client registry (after
-    /// each batch of commands, and before listing).
+    /// Publishes what `CLIENT LIST` shows of this connection to the client registry, for
+    /// other connections to list (after each batch of commands; a connection lists itself
+    /// from [`Session::client_state`]).
     pub fn publish(&self) {
         self.registration.entry.publish(self.client_state());
     }
@@ -158,7 +159,8 @@ impl Session {
     /// the replies are the ones single `GET`s give.
     pub fn run_commands(&mut self, batch: &[Vec<Bytes>]) {
         let mut rest = batch;
-        while !rest.is_empty() && !self.quit {
+        // A killed connection (`CLIENT KILL`, its own included) runs nothing more.
+        while !rest.is_empty() && !self.quit && !self.registration.entry.is_killed() {
             let gets = if self.authenticated && !self.refused_multi {
                 rest.iter().take_while(|args| is_plain_get(args)).count()
             } else {

@@ -194,7 +194,13 @@ pub(crate) fn getex(s: &mut Session, args: &[Bytes]) {
         let opt = arg(args, i).to_ascii_uppercase();
         let unit = ExpiryUnit::of_option(&opt);
         match opt.as_slice() {
-            _ if unit.is_some() && expiry.is_none() && !persist && i + 1 < args.len() => {
+            // As Redis 7.0: the same time option may repeat (the last counts), another may
+            // not join it.
+            _ if unit.is_some()
+                && expiry.is_none_or(|(_, u)| Some(u) == unit)
+                && !persist
+                && i + 1 < args.len() =>
+            {
                 expiry = args.get(i + 1).zip(unit);
                 i += 1;
             }
@@ -204,14 +210,18 @@ pub(crate) fn getex(s: &mut Session, args: &[Bytes]) {
         }
         i += 1;
     }
-    if let Some((time, unit)) = expiry {
-        let error = expire_time_error(time, unit, "getex");
-        return s.out.error(error.as_deref().unwrap_or(EXPIRY_UNSUPPORTED));
-    }
+    // As Redis 7.0: a missing key is nil before the time is looked at.
     let db = Arc::clone(&s.db);
-    if let Some(v) = read(s, &db, arg(args, 1)) {
-        count_lookup(s, v.is_some());
-        s.out.bulk_or_null(v.as_deref());
+    let Some(v) = read(s, &db, arg(args, 1)) else {
+        return;
+    };
+    count_lookup(s, v.is_some());
+    match (v, expiry) {
+        (Some(_), Some((time, unit))) => {
+            let error = expire_time_error(time, unit, "getex");
+            s.out.error(error.as_deref().unwrap_or(EXPIRY_UNSUPPORTED));
+        }
+        (v, _) => s.out.bulk_or_null(v.as_deref()),
     }
 }
 
