@@ -334,6 +334,31 @@ fn partial_value_and_multi_key_string_commands_follow_redis() -> TestResult {
     );
     check(&mut c, &["GETEX", "nokey", "EX", "abc"], "(nil)");
     check(&mut c, &["EXPIRE", "h", "10"], "key expiry");
+    // EXPIRE's own checks, then 0 for a missing key, as Redis 7.0.
+    for (args, reply) in [
+        (&["EXPIRE", "nokey", "10"][..], "0"),
+        (&["PEXPIREAT", "nokey", "10", "GT"], "0"),
+        (
+            &["EXPIRE", "h", "abc"],
+            "value is not an integer or out of range",
+        ),
+        (&["EXPIRE", "h", "10", "FOO"], "Unsupported option FOO"),
+        (
+            &["EXPIRE", "h", "10", "NX", "XX"],
+            "NX and XX, GT or LT options at the same time are not compatible",
+        ),
+        (
+            &["EXPIRE", "h", "10", "GT", "LT"],
+            "GT and LT options at the same time are not compatible",
+        ),
+        (
+            &["EXPIRE", "h", "9223372036854776"],
+            "invalid expire time in 'expire' command",
+        ),
+        (&["EXPIREAT", "h", "10", "XX"], "key expiry"),
+    ] {
+        check(&mut c, args, reply);
+    }
     check(&mut c, &["PEXPIREAT", "h", "10"], "key expiry");
     check(&mut c, &["PERSIST", "h"], "0");
     check(&mut c, &["EXPIRETIME", "h"], "-1");

@@ -19,6 +19,7 @@ use super::session::Session;
 use super::strings::{EXPIRY_UNSUPPORTED, put, read, write};
 use crate::databases::{Database, KeyLocks, KvBatch};
 use crate::error::resp_server_error;
+use crate::protocol::request::parse_decimal;
 
 /// Redis's reply when the source and destination of `COPY`/`MOVE` are the same key.
 const SAME_OBJECT: &str = "ERR source and destination objects are the same";
@@ -273,7 +274,61 @@ pub(crate) fn expiretime(s: &mut Session, args: &[Bytes]) {
     }
 }
 
-/// EXPIRE / PEXPIRE / EXPIREAT / PEXPIREAT: refused ([`EXPIRY_UNSUPPORTED`]).
-pub(crate) fn expire(s: &mut Session, _args: &[Bytes]) {
-    s.out.error(EXPIRY_UNSUPPORTED);
+/// EXPIRE / PEXPIRE / EXPIREAT / PEXPIREAT key time [NX | XX | GT | LT]: checked as Redis
+/// 7.0's `expireGenericCommand` checks them (the options, then the time as an integer that
+/// does not overflow in milliseconds); a missing key answers 0, as there; an existing key
+/// gets [`EXPIRY_UNSUPPORTED`], since it cannot be given a time.
+pub(crate) fn expire(s: &mut Session, args: &[Bytes]) {
+    let command = String::from_utf8_lossy(arg(args, 0)).to_ascii_lowercase();
+    let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
+    for opt in args.get(3..).unwrap_or_default() {
+        match opt.to_ascii_uppercase().as_slice() {
+            b"NX" => nx = true,
+            b"XX" => xx = true,
+            b"GT" => gt = true,
+            b"LT" => lt = true,
+            _ => {
+                let opt = String::from_utf8_lossy(opt).into_owned();
+                return s.out.error(&format!("ERR Unsupported option {opt}"));
+            }
+        }
+    }
+    if nx && (xx || gt || lt) {
+        return s
+            .out
+            .error("ERR NX and XX, GT or LT options at the same time are not compatible");
+    }
+    if gt && lt {
+        return s
+            .out
+            .error("ERR GT and LT options at the same time are not compatible");
+    }
+    let Some(when) = parse_decimal(arg(args, 2)) else {
+        return s.out.error(NOT_INTEGER);
+    };
+    let millis = if command.starts_with('p') {
+        Some(when)
+    } else {
+        when.checked_mul(1000)
+    };
+    let base = if command.ends_with("at") {
+        0
+    } else {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+    };
+    if millis.and_then(|m| m.checked_add(base)).is_none() {
+        return s
+            .out
+            .error(&format!("ERR invalid expire time in '{command}' command"));
+    }
+    let db = Arc::clone(&s.db);
+    if let Some(v) = read(s, &db, arg(args, 1)) {
+        if v.is_some() {
+            s.out.error(EXPIRY_UNSUPPORTED);
+        } else {
+            s.out.integer(0);
+        }
+    }
 }
