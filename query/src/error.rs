@@ -33,8 +33,9 @@ pub enum QueryError {
     #[error("{0}")]
     Translate(String),
 
-    /// The statement does not fit the catalog: unknown table or column, type mismatch,
-    /// a table that already exists, a column outside GROUP BY, ...
+    /// The statement does not fit the catalog in another way than a missing or taken name
+    /// (those are the `NoSuch*` variants and [`QueryError::AlreadyExists`]): a type mismatch,
+    /// a column outside GROUP BY, ...
     #[error("{0}")]
     Plan(String),
 

@@ -139,8 +139,8 @@ fn csv_record<R: BufRead>(
 /// that does not fit its column, an INSERT error (duplicate key, NOT NULL, key size), and an
 /// interrupt; [`QueryError::DuplicateInput`] for a primary key given twice in a long input
 /// (with the line by which the sort found it, or none when it was found at the end);
-/// [`QueryError::Io`] when reading fails; [`QueryError::Plan`] for an unknown table. Nothing
-/// is written on any of them.
+/// [`QueryError::Io`] when reading fails; [`QueryError::NoSuchTable`] for an unknown table.
+/// Nothing is written on any of them.
 pub fn import<S: KvStore, R: BufRead>(
     db: &Database<S>,
     table: &str,

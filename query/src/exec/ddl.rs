@@ -135,12 +135,7 @@ pub(super) fn run<S: KvStore>(
                 };
             }
             let t = plan::table(&catalog, table)?;
-            let Some(c) = t.column_index(column) else {
-                return Err(QueryError::NoSuchColumn {
-                    column: column.clone(),
-                    table: Some(t.name.clone()),
-                });
-            };
+            let c = plan::column(&t, column)?;
             let index = IndexDef {
                 name: name.clone(),
                 id: catalog.next_id,

@@ -402,7 +402,7 @@ impl<S: KvStore> Database<S> {
     /// dropped: other statements that write wait for it.
     ///
     /// # Errors
-    /// [`QueryError::Plan`] for an unknown table; [`QueryError::Engine`] holding
+    /// [`QueryError::NoSuchTable`] for an unknown table; [`QueryError::Engine`] holding
     /// [`strata_engine::Error::ReadOnly`] on a read-only database; the store's errors setting
     /// up the bulk write.
     pub fn bulk_insert(&self, table: &str) -> Result<BulkInsert<'_, S>> {

@@ -91,13 +91,6 @@ fn not_null(t: &TableSchema, column: &str) -> QueryError {
     }
 }
 
-fn no_such_column(t: &TableSchema, column: &str) -> QueryError {
-    QueryError::NoSuchColumn {
-        column: column.to_owned(),
-        table: Some(t.name.clone()),
-    }
-}
-
 fn duplicate(t: &TableSchema, row: &[Value]) -> QueryError {
     let key = t
         .primary_key
@@ -126,10 +119,7 @@ pub(super) fn insert<S: KvStore>(db: &Database<S>, ins: &Insert) -> Result<Outpu
         let t = plan::table(&catalog, &ins.table)?;
         let mut named: Vec<usize> = Vec::with_capacity(target.len());
         for c in target {
-            let Some(i) = t.column_index(c) else {
-                return Err(no_such_column(&t, c));
-            };
-            named.push(i);
+            named.push(plan::column(&t, c)?);
         }
         named.sort_unstable();
         named.dedup();
@@ -190,9 +180,7 @@ pub(super) fn insert_values<S: KvStore>(
         Some(cols) => {
             let mut v = Vec::with_capacity(cols.len());
             for c in cols {
-                let Some(i) = t.column_index(c) else {
-                    return Err(no_such_column(&t, c));
-                };
+                let i = plan::column(&t, c)?;
                 if v.contains(&i) {
                     return plan_err(format!("column {c} is named twice"));
                 }
@@ -484,10 +472,7 @@ pub(super) fn update<S: KvStore>(
     let t = plan::table(&catalog, table)?;
     let mut sets = Vec::with_capacity(assignments.len());
     for (c, e) in assignments {
-        let Some(i) = t.column_index(c) else {
-            return Err(no_such_column(&t, c));
-        };
-        sets.push((i, plan::bind(e, Some(&t))?));
+        sets.push((plan::column(&t, c)?, plan::bind(e, Some(&t))?));
     }
     let scan = update_scan(&t, filter)?;
     let reader = db.store.reader();

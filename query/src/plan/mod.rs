@@ -114,20 +114,12 @@ impl SelectPlan {
 /// Resolves column names in `e` against `table` (`Column(name)` → `Field(i)`).
 ///
 /// # Errors
-/// [`QueryError::Plan`] for an unknown column, or any column when there is no table.
+/// [`QueryError::NoSuchColumn`] for an unknown column, or any column when there is no table.
 pub fn bind(e: &Expr, table: Option<&TableSchema>) -> Result<Expr> {
     let b = |e: &Expr| bind(e, table).map(Box::new);
     Ok(match e {
         Expr::Column(name) => match table {
-            Some(t) => match t.column_index(name) {
-                Some(i) => Expr::Field(i),
-                None => {
-                    return Err(QueryError::NoSuchColumn {
-                        column: name.to_owned(),
-                        table: Some(t.name.clone()),
-                    });
-                }
-            },
+            Some(t) => Expr::Field(column(t, name)?),
             None => {
                 return Err(QueryError::NoSuchColumn {
                     column: name.to_owned(),
@@ -260,7 +252,7 @@ pub(crate) fn mark_fields(e: &Expr, needed: &mut [bool]) {
 /// Looks up a table.
 ///
 /// # Errors
-/// [`QueryError::Plan`] when there is no such table.
+/// [`QueryError::NoSuchTable`] when there is no such table.
 pub fn table(catalog: &Catalog, name: &str) -> Result<Arc<TableSchema>> {
     catalog
         .table(name)
@@ -268,12 +260,25 @@ pub fn table(catalog: &Catalog, name: &str) -> Result<Arc<TableSchema>> {
         .ok_or_else(|| QueryError::NoSuchTable(name.to_owned()))
 }
 
+/// Looks up column `name` of `t`: its position.
+///
+/// # Errors
+/// [`QueryError::NoSuchColumn`] when `t` has no such column.
+pub fn column(t: &TableSchema, name: &str) -> Result<usize> {
+    t.column_index(name)
+        .ok_or_else(|| QueryError::NoSuchColumn {
+            column: name.to_owned(),
+            table: Some(t.name.clone()),
+        })
+}
+
 /// Plans the scan for an UPDATE or DELETE (or the first step of a SELECT): the access path
 /// for `filter`, the residual, and `needed` marking the filter's columns (the caller adds
 /// its own).
 ///
 /// # Errors
-/// [`QueryError::Plan`] for unknown columns, and for a filter that is not BOOLEAN or applies an
+/// [`QueryError::NoSuchColumn`] for unknown columns; [`QueryError::Plan`] for a filter that is
+/// not BOOLEAN or applies an
 /// operator to types it refuses (`WHERE seq > 10` on a TEXT `seq`).
 pub fn plan_scan(table: Arc<TableSchema>, filter: Option<&Expr>) -> Result<ScanPlan> {
     let mut parts = Vec::new();
@@ -388,8 +393,8 @@ fn to_group_row(
 /// Plans a SELECT.
 ///
 /// # Errors
-/// [`QueryError::Plan`] for unknown tables or columns, columns outside GROUP BY, ORDER BY
-/// positions out of range.
+/// [`QueryError::NoSuchTable`] / [`QueryError::NoSuchColumn`] for unknown tables or columns;
+/// [`QueryError::Plan`] for columns outside GROUP BY and ORDER BY positions out of range.
 pub fn plan_select(catalog: &Catalog, s: &Select) -> Result<SelectPlan> {
     let table = s.from.as_deref().map(|n| table(catalog, n)).transpose()?;
     let schema = table.as_deref();

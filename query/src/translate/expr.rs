@@ -44,19 +44,21 @@ pub(crate) fn expr(e: &SqlExpr, scope: &Scope) -> Result<Expr> {
                 let digits = number_literal(inner).unwrap_or_default();
                 Expr::Literal(number(&format!("-{digits}"))?)
             }
-            SqlUnaryOperator::Minus => match expr(inner, scope)? {
-                // As at run time: -(-9223372036854775808) does not fit.
-                Expr::Literal(Value::Int(i)) => {
-                    Expr::Literal(Value::Int(i.checked_neg().ok_or_else(|| {
-                        QueryError::OutOfRange("integer overflow".to_owned())
-                    })?))
-                }
-                Expr::Literal(Value::Double(d)) => Expr::Literal(Value::Double(-d)),
-                other => Expr::Unary {
+            SqlUnaryOperator::Minus => {
+                let operand = expr(inner, scope)?;
+                let folds = matches!(operand, Expr::Literal(Value::Int(_) | Value::Double(_)));
+                let neg = Expr::Unary {
                     op: UnaryOp::Neg,
-                    expr: Box::new(other),
-                },
-            },
+                    expr: Box::new(operand),
+                };
+                // A number is negated now, as evaluation would: -(-9223372036854775808)
+                // overflows here as it does at run time.
+                if folds {
+                    Expr::Literal(crate::exec::eval::eval(&neg, &[])?)
+                } else {
+                    neg
+                }
+            }
             SqlUnaryOperator::Plus => expr(inner, scope)?,
             other => return unsupported(format!("the unary operator {other}")),
         },
