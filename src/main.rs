@@ -27,6 +27,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use strata_engine::filename::holds_database;
 use strata_engine::{Db, Options, ReadOptions};
 
 /// mimalloc instead of the system allocator: the memtable allocates a skiplist node per write
@@ -58,10 +59,8 @@ enum Command {
         /// works beside a running `strata serve` or on a full disk.
         #[arg(long)]
         read_only: bool,
-        /// Block cache, in MiB of uncompressed blocks, 0 (no cache) to 1048576 (1 TiB); as
-        /// `strata serve`'s default. Filled as blocks are read.
-        #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(0..=1_048_576))]
-        cache_mb: u32,
+        #[command(flatten)]
+        cache: strata_server::cli::CacheArgs,
     },
     /// Open (or create) a database, write and read back a few keys, and print what happened.
     Demo {
@@ -218,8 +217,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             dir,
             command,
             read_only,
-            cache_mb,
-        } => repl::run(&dir, command.as_deref(), read_only, cache_mb),
+            cache,
+        } => repl::run(&dir, command.as_deref(), read_only, cache.bytes()),
         Command::Demo { dir } => demo(&dir),
         Command::Get {
             dir,
@@ -339,7 +338,7 @@ pub(crate) fn check_database_dir(dir: &std::path::Path) -> anyhow::Result<()> {
 /// # Errors
 /// Naming one of the databases inside, to open instead.
 pub(crate) fn refuse_server_directory(dir: &std::path::Path) -> anyhow::Result<()> {
-    if dir.join("CURRENT").exists() {
+    if holds_database(dir) {
         return Ok(());
     }
     let Ok(entries) = std::fs::read_dir(dir) else {
@@ -347,7 +346,7 @@ pub(crate) fn refuse_server_directory(dir: &std::path::Path) -> anyhow::Result<(
     };
     let mut databases: Vec<String> = entries
         .filter_map(Result::ok)
-        .filter(|e| e.path().join("CURRENT").is_file())
+        .filter(|e| holds_database(&e.path()))
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
     databases.sort();
@@ -370,7 +369,7 @@ pub(crate) fn refuse_server_directory(dir: &std::path::Path) -> anyhow::Result<(
 /// Saying there is no database there (or that it is a server's directory of databases).
 pub(crate) fn require_database(dir: &std::path::Path) -> anyhow::Result<()> {
     refuse_server_directory(dir)?;
-    if !dir.join("CURRENT").exists() {
+    if !holds_database(dir) {
         anyhow::bail!("no database at {} (no CURRENT file)", dir.display());
     }
     Ok(())

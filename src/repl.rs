@@ -854,7 +854,7 @@ impl<W: Write> Write for CheckedOutput<W> {
     }
 }
 
-/// Entry point of `strata repl [DIR] [-c SQL]`, with a block cache of `cache_mb` MiB.
+/// Entry point of `strata repl [DIR] [-c SQL]`, with a block cache of `cache_bytes`.
 ///
 /// # Errors
 /// When the database cannot be opened (e.g. another process has it open), the terminal
@@ -864,13 +864,9 @@ pub fn run(
     dir: &Path,
     command: Option<&str>,
     read_only: bool,
-    cache_mb: u32,
+    cache_bytes: usize,
 ) -> anyhow::Result<ExitCode> {
     crate::check_database_dir(dir)?;
-    let cache_bytes = usize::try_from(cache_mb)
-        .ok()
-        .and_then(|mb| mb.checked_mul(1 << 20))
-        .context("--cache-mb is too large for this machine")?;
     let options = strata_engine::Options::default()
         .read_only(read_only)
         .block_cache_size(cache_bytes);

@@ -18,6 +18,12 @@ pub const LOCK: &str = "LOCK";
 /// Name of the file naming the live manifest.
 pub const CURRENT: &str = "CURRENT";
 
+/// Whether `dir` holds a database: a [`CURRENT`] file, which names the live manifest (the
+/// test LevelDB's `DB::Open` makes for an existing database). No file is opened.
+pub fn holds_database(dir: &Path) -> bool {
+    dir.join(CURRENT).is_file()
+}
+
 /// Directory inside the database directory where an open that ignored a damaged last manifest
 /// record puts the tables no record names, instead of deleting them (`docs/format/files.md`).
 pub const LOST_DIR: &str = "lost";

@@ -6,6 +6,25 @@ use std::time::Duration;
 
 use crate::config::{Config, DEFAULT_PG_ADDR, DEFAULT_RESP_ADDR, SyncMode};
 
+/// `--cache-mb`, the block cache of `strata serve` (shared by all its databases) and of
+/// `strata repl`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct CacheArgs {
+    /// Block cache, in MiB of uncompressed blocks, 0 (no cache) to 1048576 (1 TiB); filled
+    /// as blocks are read, shared by all the databases a server opens.
+    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(0..=1_048_576))]
+    pub cache_mb: u32,
+}
+
+impl CacheArgs {
+    /// The cache size in bytes.
+    pub fn bytes(&self) -> usize {
+        usize::try_from(self.cache_mb)
+            .unwrap_or(usize::MAX)
+            .saturating_mul(1 << 20)
+    }
+}
+
 /// Serve databases over the Redis protocol (RESP) and the PostgreSQL protocol.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeArgs {
@@ -63,10 +82,9 @@ pub struct ServeArgs {
     /// 2 x write-buffer-mb x this MiB per database (128 MiB by default).
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub memtables_per_flush: u16,
-    /// Block cache shared by all databases, in MiB of uncompressed blocks, 0 (no cache) to
-    /// 1048576 (1 TiB).
-    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(0..=1_048_576))]
-    pub cache_mb: u32,
+    /// `--cache-mb`.
+    #[command(flatten)]
+    pub cache: CacheArgs,
     /// Threads serving connections (0: one per core).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
@@ -112,9 +130,7 @@ impl ServeArgs {
             .unwrap_or(usize::MAX)
             .saturating_mul(1 << 20);
         config.memtables_per_flush = usize::from(self.memtables_per_flush);
-        config.block_cache_size = usize::try_from(self.cache_mb)
-            .unwrap_or(usize::MAX)
-            .saturating_mul(1 << 20);
+        config.block_cache_size = self.cache.bytes();
         if self.threads > 0 {
             config.worker_threads = self.threads;
         }

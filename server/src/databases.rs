@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use parking_lot::{Condvar, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use strata_engine::filename::holds_database;
 use strata_engine::{
     BlockCache, CounterAdd, Db, DbRange, Options, ReadOptions, WriteBatch, WriteOptions,
 };
@@ -530,7 +531,7 @@ impl Databases {
     /// [`ServerError::DirIsDatabase`] when the directory is itself a database;
     /// [`ServerError::Dir`] when it cannot be created.
     pub fn new(config: &Config) -> Result<Databases, ServerError> {
-        if config.dir.join(strata_engine::filename::CURRENT).exists() {
+        if holds_database(&config.dir) {
             // Named as `mv` needs it: `db/.` or a symbolic link resolved.
             return Err(ServerError::DirIsDatabase {
                 path: std::fs::canonicalize(&config.dir).unwrap_or_else(|_| config.dir.clone()),
@@ -849,11 +850,6 @@ impl Databases {
         }
         first.map_or(Ok(()), Err)
     }
-}
-
-/// Whether `dir` holds a database: the engine's `CURRENT` file names its manifest.
-fn holds_database(dir: &Path) -> bool {
-    dir.join("CURRENT").is_file()
 }
 
 #[cfg(test)]

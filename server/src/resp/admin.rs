@@ -140,7 +140,7 @@ pub(crate) fn hello(s: &mut Session, args: &[Bytes]) {
     s.out.bulk(b"proto");
     s.out.integer(if resp3 { 3 } else { 2 });
     s.out.bulk(b"id");
-    s.out.integer(i64::try_from(s.id).unwrap_or(i64::MAX));
+    s.out.integer(i64::try_from(s.id()).unwrap_or(i64::MAX));
     s.out.bulk(b"mode");
     s.out.bulk(b"standalone");
     s.out.bulk(b"role");
@@ -342,7 +342,7 @@ pub(crate) fn client(s: &mut Session, args: &[Bytes]) {
     let sub = arg(args, 1).to_ascii_uppercase();
     let argc = args.len();
     match sub.as_slice() {
-        b"ID" if argc == 2 => s.out.integer(i64::try_from(s.id).unwrap_or(i64::MAX)),
+        b"ID" if argc == 2 => s.out.integer(i64::try_from(s.id()).unwrap_or(i64::MAX)),
         b"GETNAME" if argc == 2 => {
             let name = s.name.clone();
             s.out.bulk_or_null(name.as_deref());
@@ -421,7 +421,7 @@ fn client_list(s: &mut Session, args: &[Bytes]) {
         if ids.as_ref().is_some_and(|ids| !ids.contains(&entry.id)) {
             continue;
         }
-        if entry.id == s.id {
+        if entry.id == s.id() {
             text.push_str(&own_client_line(s));
         } else {
             text.push_str(&client_line(&entry, &entry.state(), s.shared.resp_addr));
@@ -493,7 +493,7 @@ fn client_kill(s: &mut Session, args: &[Bytes]) {
             _ => return s.out.error(SYNTAX),
         }
     }
-    let me = s.id;
+    let me = s.id();
     let killed = if no_match {
         0
     } else {
@@ -546,6 +546,8 @@ pub(crate) fn info(s: &mut Session, args: &[Bytes]) {
     let mut text = String::new();
     let shared = std::sync::Arc::clone(&s.shared);
     let stats = &shared.stats;
+    // Read once for the memory and cpu sections.
+    let mut usage: Option<ProcessUsage> = None;
     if want("server") {
         let _ = write!(
             text,
@@ -571,7 +573,7 @@ pub(crate) fn info(s: &mut Session, args: &[Bytes]) {
         );
     }
     if want("memory") {
-        let usage = ProcessUsage::now();
+        let usage = *usage.get_or_insert_with(ProcessUsage::now);
         let _ = write!(
             text,
             "# Memory\r\nused_memory:{rss}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\n\
@@ -603,7 +605,7 @@ pub(crate) fn info(s: &mut Session, args: &[Bytes]) {
         );
     }
     if want("cpu") {
-        let usage = ProcessUsage::now();
+        let usage = *usage.get_or_insert_with(ProcessUsage::now);
         let _ = write!(
             text,
             "# CPU\r\nused_cpu_sys:{:.6}\r\nused_cpu_user:{:.6}\r\nused_cpu_sys_children:0.000000\r\n\

@@ -16,7 +16,7 @@ use bytes::Bytes;
 use super::admin::{SelectTarget, database_for_select};
 use super::commands::{NOT_INTEGER, SYNTAX, arg, count_lookup};
 use super::session::Session;
-use super::strings::{EXPIRY_UNSUPPORTED, put, read, write};
+use super::strings::{EXPIRY_UNSUPPORTED, ExpiryUnit, invalid_expire_time, put, read, write};
 use crate::databases::{Database, KeyLocks, KvBatch};
 use crate::error::resp_server_error;
 use crate::protocol::request::parse_decimal;
@@ -306,22 +306,12 @@ pub(crate) fn expire(s: &mut Session, args: &[Bytes]) {
     let Some(when) = parse_decimal(arg(args, 2)) else {
         return s.out.error(NOT_INTEGER);
     };
-    let millis = if command.starts_with('p') {
-        Some(when)
-    } else {
-        when.checked_mul(1000)
-    };
-    let base = if command.ends_with("at") {
-        0
-    } else {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-    };
-    if millis.and_then(|m| m.checked_add(base)).is_none() {
-        return s
-            .out
-            .error(&format!("ERR invalid expire time in '{command}' command"));
+    // Zero and negative times are valid here (Redis deletes the key); only overflow is not.
+    if ExpiryUnit::of_command(&command)
+        .deadline_millis(when)
+        .is_none()
+    {
+        return s.out.error(&invalid_expire_time(&command));
     }
     let db = Arc::clone(&s.db);
     if let Some(v) = read(s, &db, arg(args, 1)) {

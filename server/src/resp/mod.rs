@@ -144,14 +144,13 @@ pub(crate) async fn serve_connection(
                 None => stream.read_buf(&mut buf).await,
             }
         };
-        let killed = Arc::clone(&session.registration.entry);
         tokio::select! {
             n = read => match n {
                 Ok(0) | Err(_) => return,
                 Ok(_) => {}
             },
             _ = stop.changed() => return,
-            () = killed.killed() => return,
+            () = session.registration.entry.killed() => return,
         }
     }
 }

@@ -48,8 +48,6 @@ struct Pending {
 #[derive(Debug)]
 pub(crate) struct Session {
     pub shared: Arc<Shared>,
-    pub id: u64,
-    pub peer: SocketAddr,
     pub db: Arc<Database>,
     pub authenticated: bool,
     pub name: Option<Bytes>,
@@ -71,9 +69,8 @@ pub(crate) struct Session {
 impl Session {
     pub fn new(shared: Arc<Shared>, peer: SocketAddr, db: Arc<Database>) -> Session {
         let authenticated = shared.config.requirepass.is_none();
-        let id = shared.client_id();
         let registration = shared.clients.register(
-            id,
+            shared.client_id(),
             peer,
             ClientState {
                 name: None,
@@ -84,9 +81,7 @@ impl Session {
             },
         );
         Session {
-            id,
             shared,
-            peer,
             db,
             authenticated,
             name: None,
@@ -98,6 +93,16 @@ impl Session {
             uncounted_commands: 0,
             refused_multi: false,
         }
+    }
+
+    /// `CLIENT ID`: the connection's id in the client registry.
+    pub fn id(&self) -> u64 {
+        self.registration.entry.id
+    }
+
+    /// The client's address.
+    pub fn peer(&self) -> SocketAddr {
+        self.registration.entry.peer
     }
 
     /// Publishes what `CLIENT LIST` shows of this connection to the client registry, for
@@ -226,7 +231,7 @@ impl Session {
         // inline commands ("POST / HTTP/1.1", "Host: ..."), with a body that could hold real
         // commands. Close the connection at once, as Redis does.
         if name.eq_ignore_ascii_case(b"POST") || name.eq_ignore_ascii_case(b"HOST:") {
-            tracing::warn!(peer = %self.peer, "possible cross-protocol attack (HTTP request on the RESP port); connection closed");
+            tracing::warn!(peer = %self.peer(), "possible cross-protocol attack (HTTP request on the RESP port); connection closed");
             self.quit = true;
             return;
         }

@@ -153,6 +153,40 @@ impl ExpiryUnit {
             _ => None,
         }
     }
+
+    /// The unit of command `name` (lower case) that takes a time: `setex`, `psetex`,
+    /// `expire`, `pexpire`, `expireat`, `pexpireat`.
+    pub(crate) fn of_command(name: &str) -> ExpiryUnit {
+        match (name.starts_with('p'), name.ends_with("at")) {
+            (false, false) => ExpiryUnit::Seconds,
+            (true, false) => ExpiryUnit::Millis,
+            (false, true) => ExpiryUnit::UnixSeconds,
+            (true, true) => ExpiryUnit::UnixMillis,
+        }
+    }
+
+    /// The Unix time in milliseconds that time `n` in this unit names (a relative one from
+    /// now), or `None` where Redis's arithmetic would overflow.
+    pub(crate) fn deadline_millis(self, n: i64) -> Option<i64> {
+        let millis = match self {
+            ExpiryUnit::Seconds | ExpiryUnit::UnixSeconds => n.checked_mul(1000)?,
+            ExpiryUnit::Millis | ExpiryUnit::UnixMillis => n,
+        };
+        match self {
+            ExpiryUnit::Seconds | ExpiryUnit::Millis => {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+                millis.checked_add(now)
+            }
+            ExpiryUnit::UnixSeconds | ExpiryUnit::UnixMillis => Some(millis),
+        }
+    }
+}
+
+/// Redis's error for an expiry time that overflows, in `command`.
+pub(crate) fn invalid_expire_time(command: &str) -> String {
+    format!("ERR invalid expire time in '{command}' command")
 }
 
 /// The error Redis 7.0 replies for expiry time `value` of `command` (its
@@ -163,21 +197,8 @@ pub(crate) fn expire_time_error(value: &[u8], unit: ExpiryUnit, command: &str) -
     let Some(n) = parse_decimal(value) else {
         return Some(NOT_INTEGER.to_owned());
     };
-    let seconds = matches!(unit, ExpiryUnit::Seconds | ExpiryUnit::UnixSeconds);
-    let millis = if seconds {
-        n.checked_mul(1000)
-    } else {
-        Some(n)
-    };
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-    let when = match unit {
-        ExpiryUnit::Seconds | ExpiryUnit::Millis => millis.and_then(|m| m.checked_add(now)),
-        ExpiryUnit::UnixSeconds | ExpiryUnit::UnixMillis => millis,
-    };
-    if n <= 0 || when.is_none_or(|w| w <= 0) {
-        Some(format!("ERR invalid expire time in '{command}' command"))
+    if n <= 0 || unit.deadline_millis(n).is_none_or(|w| w <= 0) {
+        Some(invalid_expire_time(command))
     } else {
         None
     }
@@ -229,12 +250,7 @@ pub(crate) fn getex(s: &mut Session, args: &[Bytes]) {
 /// `SET .. EX` is ([`EXPIRY_UNSUPPORTED`]).
 pub(crate) fn setex(s: &mut Session, args: &[Bytes]) {
     let command = String::from_utf8_lossy(arg(args, 0)).to_ascii_lowercase();
-    let unit = if command == "setex" {
-        ExpiryUnit::Seconds
-    } else {
-        ExpiryUnit::Millis
-    };
-    let error = expire_time_error(arg(args, 2), unit, &command);
+    let error = expire_time_error(arg(args, 2), ExpiryUnit::of_command(&command), &command);
     s.out.error(error.as_deref().unwrap_or(EXPIRY_UNSUPPORTED));
 }
 
