@@ -14,10 +14,12 @@
 //!    before anything is ingested.
 //! 2. **Merge** (`merge.rs`), only when runs overlap: a k-way merge of the runs into final
 //!    tables. Sorted input (every run above the previous one) skips this step: its run tables
-//!    are final.
+//!    are final. More than 64 runs are first merged in groups of consecutive runs, pass after
+//!    pass, so the files held open stay bounded.
 //! 3. **Ingest**: every final table in one `Db::ingest` call, so the load is all or nothing: a
 //!    load killed before that call returns leaves the database as it was, and the scratch
-//!    directory is removed at the next open.
+//!    directory is removed at the next open. SIGINT or SIGTERM stops the load at its next
+//!    check, and it removes what it wrote before exiting with status 130.
 //!
 //! Duplicate keys: the **last occurrence in the input wins** (`--format tsv`); with
 //! `--format counts` the counts of a key are summed and ingested as one merge operand for
@@ -55,6 +57,7 @@ use std::io::{BufReader, IsTerminal, Read};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -138,6 +141,9 @@ pub(crate) struct LoadConfig {
     pub(crate) keyspace: Option<String>,
     /// Bytes put before every key (`--resp-keys`: the server's `k`); empty by default.
     pub(crate) key_prefix: Vec<u8>,
+    /// Set (by SIGINT or SIGTERM, see [`SignalWatch::start`]) to stop the load before its ingest:
+    /// it then fails with [`Interrupted`], having ingested nothing. `None`: never stopped.
+    pub(crate) interrupt: Option<Arc<AtomicBool>>,
 }
 
 impl LoadConfig {
@@ -152,6 +158,96 @@ impl LoadConfig {
             progress: false,
             keyspace: None,
             key_prefix: Vec::new(),
+            interrupt: None,
+        }
+    }
+}
+
+/// The error of a load stopped by SIGINT or SIGTERM before its ingest.
+#[derive(Debug)]
+pub(crate) struct Interrupted;
+
+impl std::fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("interrupted: nothing was loaded")
+    }
+}
+
+impl std::error::Error for Interrupted {}
+
+/// [`Interrupted`] once `interrupt` is set. The load looks at the flag after every read of the
+/// input (at most 8 MiB), after every run and every 65,536 merged keys, and before the ingest.
+pub(crate) fn check_interrupt(interrupt: Option<&AtomicBool>) -> anyhow::Result<()> {
+    if interrupt.is_some_and(|i| i.load(Ordering::Relaxed)) {
+        return Err(Interrupted.into());
+    }
+    Ok(())
+}
+
+/// Watches for SIGINT and SIGTERM while a load runs (see [`SignalWatch::start`]); dropping it
+/// ends the watch.
+struct SignalWatch {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl SignalWatch {
+    /// Sets `flag` on the first SIGINT or SIGTERM, so the load stops at its next check and
+    /// removes what it wrote (its scratch tables, and a database directory it created); a
+    /// second signal exits at once with status 130 (the scratch directory is then removed at
+    /// the database's next writing open). The signals are taken with tokio's handlers, on a
+    /// thread of their own. Once installed, those handlers stay for the life of the process.
+    ///
+    /// # Errors
+    /// The signal handlers or the thread could not be set up.
+    fn start(flag: Arc<AtomicBool>) -> anyhow::Result<SignalWatch> {
+        use tokio::signal::unix::{SignalKind, signal};
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .build()
+            .context("starting the signal watcher")?;
+        let (mut interrupt, mut terminate) = {
+            let _entered = runtime.enter();
+            (
+                signal(SignalKind::interrupt()).context("installing the SIGINT handler")?,
+                signal(SignalKind::terminate()).context("installing the SIGTERM handler")?,
+            )
+        };
+        let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("strata-signals".into())
+            .spawn(move || {
+                runtime.block_on(async {
+                    loop {
+                        tokio::select! {
+                            _ = &mut stopped => return,
+                            _ = interrupt.recv() => {}
+                            _ = terminate.recv() => {}
+                        }
+                        if flag.swap(true, Ordering::Relaxed) {
+                            eprintln!("\nstrata: interrupted twice: stopping now");
+                            std::process::exit(130);
+                        }
+                        eprintln!("\nstrata: interrupted: stopping the load");
+                    }
+                });
+            })
+            .context("starting the signal watcher")?;
+        Ok(SignalWatch {
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for SignalWatch {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            // An error means the thread has ended already.
+            stop.send(()).unwrap_or_default();
+        }
+        if let Some(thread) = self.thread.take() {
+            drop(thread.join());
         }
     }
 }
@@ -251,6 +347,9 @@ pub(crate) fn run(args: &LoadArgs) -> anyhow::Result<ExitCode> {
     let (Some(db), Some(file)) = (&args.db, &args.file) else {
         anyhow::bail!("give a database directory and a file: strata load DB FILE");
     };
+    // From here on SIGINT and SIGTERM stop the load cleanly (see `SignalWatch::start`).
+    let interrupt = Arc::new(AtomicBool::new(false));
+    let _watch = SignalWatch::start(Arc::clone(&interrupt))?;
     // The input is opened before the database, so a missing or unreadable file creates
     // nothing.
     let mut input = if file.as_os_str() == "-" {
@@ -284,6 +383,7 @@ pub(crate) fn run(args: &LoadArgs) -> anyhow::Result<ExitCode> {
     if args.resp_keys {
         config.key_prefix = vec![strata_server::databases::KV_PREFIX];
     }
+    config.interrupt = Some(interrupt);
     let report = match &mut input {
         None => {
             let reader = &mut std::io::stdin().lock();
@@ -323,6 +423,13 @@ pub(crate) fn run(args: &LoadArgs) -> anyhow::Result<ExitCode> {
             // load leaves no trace, as it leaves an existing database as it was.
             drop(db.close());
             trace.remove();
+            if e.is::<Interrupted>() {
+                eprintln!(
+                    "strata: load of {} interrupted: nothing was loaded",
+                    file.display()
+                );
+                return Ok(ExitCode::from(130));
+            }
             return Err(e.context(format!("loading {}", file.display())));
         }
     };
@@ -460,6 +567,7 @@ pub(crate) fn load(
         skip_bad: config.skip_bad,
         progress: &update,
         on_bad: &mut on_bad,
+        interrupt: config.interrupt.as_deref(),
     };
     let mut stats = ReadStats::default();
     let runs = match input {
@@ -476,10 +584,13 @@ pub(crate) fn load(
             runs,
             &scratch.0,
             db_options,
+            &writer.scratch_options,
             config.format,
             config.table_size_bytes,
+            config.interrupt.as_deref(),
         )?
     };
+    check_interrupt(config.interrupt.as_deref())?;
     bar.set_message("ingesting");
     let keys = files.iter().map(|f| f.num_entries).sum();
     let paths: Vec<PathBuf> = files.iter().map(|f| f.path.clone()).collect();

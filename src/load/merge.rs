@@ -5,8 +5,10 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use anyhow::Context;
+use bytes::Bytes;
 use strata_engine::cache::BlockCache;
 use strata_engine::iterator::InternalIterator;
 use strata_engine::merge::parse_counter;
@@ -14,6 +16,7 @@ use strata_engine::sstable::{Table, TableIter, byte_cuts};
 use strata_engine::types::InternalKeyRef;
 use strata_engine::{FileNumber, IngestFile, Keyspace, Options, ReadOptions, SeqNo, ValueKind};
 
+use super::check_interrupt;
 use super::parse::Format;
 use super::runs::{RunTables, TableSink, final_count, sum_counts};
 
@@ -164,19 +167,43 @@ pub(crate) fn check_counts_add(
 /// Most run files the merge threads hold open together (each thread opens every run).
 const MAX_OPEN_RUN_FILES: usize = 128;
 
+/// Most runs one merge reads at once: more runs are first merged in groups of this many
+/// consecutive runs (intermediate passes, as an external sort does), so the files a load holds
+/// open stay far below the usual limit of 1,024 descriptors per process however large the
+/// input is.
+const MAX_MERGE_FAN_IN: usize = if cfg!(test) { 4 } else { 64 };
+
+/// Keys merged between two looks at the interrupt flag.
+const KEYS_PER_INTERRUPT_CHECK: u64 = 1 << 16;
+
 /// Runs smaller than this (bytes, the largest run's tables) are merged on one thread. 1 in
 /// unit tests, so their small runs are merged in ranges too.
 const PARALLEL_MERGE_MIN_BYTES: u64 = if cfg!(test) { 1 } else { 16 << 20 };
 
 /// Merges `runs` (in input order) into tables `<tmp>/final-PP-NNNNN.sst`, in key order: one
-/// key range `PP` per core, each merged on its own thread.
+/// key range `PP` per core, each merged on its own thread. More than [`MAX_MERGE_FAN_IN`] runs
+/// are first merged in groups of consecutive runs ([`merge_passes`]).
+///
+/// # Errors
+/// I/O or corruption reading the runs or writing the tables, a count sum out of range
+/// (`counts`), [`Interrupted`] once `interrupt` is set.
 pub(crate) fn merge_runs(
     runs: Vec<RunTables>,
     tmp: &Path,
     options: &Options,
+    scratch_options: &Options,
     format: Format,
     table_size_bytes: u64,
+    interrupt: Option<&AtomicBool>,
 ) -> anyhow::Result<Vec<IngestFile>> {
+    let runs = merge_passes(
+        runs,
+        tmp,
+        scratch_options,
+        format,
+        table_size_bytes,
+        interrupt,
+    )?;
     // Each thread has every run open (one table file and its index block at a time): fewer
     // threads when that would pass MAX_OPEN_RUN_FILES, down to one for many runs.
     let threads = std::thread::available_parallelism()
@@ -202,7 +229,12 @@ pub(crate) fn merge_runs(
                     table_size_bytes,
                     &[],
                 );
-                scope.spawn(move || merge_range(runs, lower, upper, format, out))
+                let step = Merge {
+                    format,
+                    final_pass: true,
+                    interrupt,
+                };
+                scope.spawn(move || merge_range(runs, lower, upper, &step, out))
             })
             .collect();
         handles
@@ -255,14 +287,107 @@ fn cut_keys(runs: &[RunTables], parts: usize) -> anyhow::Result<Vec<Vec<u8>>> {
     Ok(cuts)
 }
 
+/// Merges runs in groups of [`MAX_MERGE_FAN_IN`] consecutive ones, pass after pass, until at
+/// most that many remain; each group becomes one run of uncompressed scratch tables
+/// `<tmp>/passPP-GGGGG-00-NNNNN.sst` and its input tables are deleted, so the scratch space
+/// stays about the size of one copy of the runs. Merging consecutive runs keeps the input
+/// order that decides which value of a key wins; counts keep their partial sums. The groups of
+/// a pass are merged on up to one thread per core.
+fn merge_passes(
+    mut runs: Vec<RunTables>,
+    tmp: &Path,
+    scratch_options: &Options,
+    format: Format,
+    table_size_bytes: u64,
+    interrupt: Option<&AtomicBool>,
+) -> anyhow::Result<Vec<RunTables>> {
+    let step = Merge {
+        format,
+        final_pass: false,
+        interrupt,
+    };
+    let mut pass = 0;
+    while runs.len() > MAX_MERGE_FAN_IN {
+        pass += 1;
+        let groups: Vec<&[RunTables]> = runs.chunks(MAX_MERGE_FAN_IN).collect();
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get().min(8))
+            .min((MAX_OPEN_RUN_FILES / MAX_MERGE_FAN_IN).max(1))
+            .min(groups.len());
+        let next_group = AtomicUsize::new(0);
+        let merged: Vec<anyhow::Result<Vec<(usize, RunTables)>>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..threads)
+                .map(|_| {
+                    let (groups, next_group, step) = (&groups, &next_group, &step);
+                    scope.spawn(move || {
+                        let mut done = Vec::new();
+                        loop {
+                            let g = next_group.fetch_add(1, Ordering::Relaxed);
+                            let Some(group) = groups.get(g) else {
+                                return Ok(done);
+                            };
+                            let out = TableSink::new(
+                                tmp,
+                                format!("pass{pass:02}-{g:05}"),
+                                scratch_options,
+                                table_size_bytes,
+                                &[],
+                            );
+                            let files = merge_range(group, None, None, step, out)?;
+                            for f in group.iter().flat_map(|r| &r.files) {
+                                std::fs::remove_file(&f.path).with_context(|| {
+                                    format!("removing run table {}", f.path.display())
+                                })?;
+                            }
+                            let bound = |k: Option<&Bytes>| k.cloned().unwrap_or_default();
+                            done.push((
+                                g,
+                                RunTables {
+                                    smallest: bound(files.first().map(|f| &f.smallest_key)),
+                                    largest: bound(files.last().map(|f| &f.largest_key)),
+                                    files,
+                                },
+                            ));
+                        }
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(anyhow::anyhow!("a merge thread panicked")))
+                })
+                .collect()
+        });
+        let mut next: Vec<(usize, RunTables)> = Vec::with_capacity(groups.len());
+        for part in merged {
+            next.extend(part?);
+        }
+        next.sort_by_key(|(g, _)| *g);
+        runs = next.into_iter().map(|(_, run)| run).collect();
+    }
+    Ok(runs)
+}
+
+/// How [`merge_range`] merges.
+struct Merge<'a> {
+    format: Format,
+    /// The tables written are the final ones: counts must fit in 64 bits. An intermediate
+    /// pass keeps partial sums (which may not fit yet), as runs do.
+    final_pass: bool,
+    interrupt: Option<&'a AtomicBool>,
+}
+
 /// Merges the keys of `runs` in `[lower, upper)` (unbounded where `None`) into `out`.
 fn merge_range(
     runs: &[RunTables],
     lower: Option<&[u8]>,
     upper: Option<&[u8]>,
-    format: Format,
+    step: &Merge<'_>,
     mut out: TableSink<'_>,
 ) -> anyhow::Result<Vec<IngestFile>> {
+    let format = step.format;
     let mut cursors = runs
         .iter()
         .map(|r| RunCursor::new(&r.files, lower))
@@ -281,7 +406,12 @@ fn merge_range(
     }
     let mut key: Vec<u8> = Vec::new();
     let mut value: Vec<u8> = Vec::new();
+    let mut merged: u64 = 0;
     while let Some(&top) = heap.first() {
+        merged += 1;
+        if merged.is_multiple_of(KEYS_PER_INTERRUPT_CHECK) {
+            check_interrupt(step.interrupt)?;
+        }
         let c = &cursors[top];
         let current = c.key().unwrap_or_default();
         if upper.is_some_and(|u| current >= u) {
@@ -310,7 +440,10 @@ fn merge_range(
         }
         match format {
             Format::Tsv => out.put(&key, &value)?,
-            Format::Counts => out.merge(&key, final_count(sum, &key)?.to_string().as_bytes())?,
+            Format::Counts if step.final_pass => {
+                out.merge(&key, final_count(sum, &key)?.to_string().as_bytes())?;
+            }
+            Format::Counts => out.merge(&key, sum.to_string().as_bytes())?,
         }
     }
     out.finish()

@@ -6,11 +6,13 @@
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
 
 use anyhow::Context;
 use bytes::Bytes;
 use strata_engine::{IngestFile, Options, TableWriter};
 
+use super::check_interrupt;
 use super::parse::{BadLine, Entry, Format, Rules, key_prefix};
 
 /// Bytes read from the input per `read` call.
@@ -71,6 +73,9 @@ pub(crate) struct RunWriter<'a> {
     /// Called for skipped lines in input order: every one on the stream path; on the mapped
     /// path at most `MAX_KEPT_BAD_LINES` per part (all are counted in [`ReadStats`]).
     pub(crate) on_bad: &'a mut dyn FnMut(&BadLineError),
+    /// Looked at after every read and every run: set, the load stops with
+    /// [`super::Interrupted`].
+    pub(crate) interrupt: Option<&'a AtomicBool>,
 }
 
 impl RunWriter<'_> {
@@ -131,6 +136,7 @@ impl RunWriter<'_> {
                 }
                 parsed = self.parse_lines(&arena, parsed, before, &mut entries, stats)?;
                 (self.progress)(stats);
+                check_interrupt(self.interrupt)?;
             }
             carry.extend_from_slice(&arena[parsed..]);
             arena.truncate(parsed);
@@ -186,6 +192,7 @@ impl RunWriter<'_> {
             let run = &rest[..used];
             stats.bytes += used as u64;
             (self.progress)(stats);
+            check_interrupt(self.interrupt)?;
             if !entries.is_empty() {
                 let ordered = runs.last().is_none_or(|_| runs_ordered(&runs));
                 let run = self.write_run(run, &mut entries, runs.len(), ordered, runs.last())?;

@@ -631,3 +631,126 @@ fn resp_keys_put_the_server_prefix_before_every_key_once_on_every_path() {
         "{err:#}"
     );
 }
+
+#[test]
+fn more_runs_than_one_merge_reads_are_merged_in_passes() {
+    // 4 KiB of memory: over 16 runs, so with a fan-in of 4 (tests) the merge takes two
+    // intermediate passes or more; the last occurrence still wins, and counts still add up.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let options = Options::default().merge_operator(Some(Arc::new(CounterAdd)));
+    let db = Db::open(dir.path(), options.clone()).expect("open");
+    let (input, expected) = unsorted_input(6000);
+    let config = LoadConfig {
+        memory_bytes: 4 << 10,
+        table_size_bytes: 4 << 10,
+        ..LoadConfig::new(&options)
+    };
+    for use_file in [true, false] {
+        let report = load_via(use_file, &db, &options, input.as_bytes(), &config).expect("load");
+        assert!(report.runs > 4 * 4, "{report:?}");
+        assert_eq!(report.keys, 3000);
+        let want: Vec<_> = expected.clone().into_iter().collect();
+        assert_eq!(contents(&db), want);
+        assert!(!scratch_dir(dir.path()).exists());
+    }
+    let counts: String = (0..3000)
+        .map(|i| format!("c{:03}\t{}\n", i % 200, i % 7))
+        .collect();
+    let config = LoadConfig {
+        format: Format::Counts,
+        memory_bytes: 1 << 10,
+        ..config
+    };
+    let report = run_load(&db, &options, &counts, &config).expect("load counts");
+    assert!(report.runs > 4 * 4, "{report:?}");
+    for k in [0, 17, 199] {
+        let want: usize = (0..3000).filter(|i| i % 200 == k).map(|i| i % 7).sum();
+        let got = db.get(format!("c{k:03}").as_bytes()).expect("get");
+        assert_eq!(got.as_deref(), Some(want.to_string().as_bytes()));
+    }
+}
+
+#[test]
+fn an_interrupted_load_ingests_nothing_and_removes_its_scratch_tables() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let options = Options::default();
+    let db = Db::open(dir.path(), options.clone()).expect("open");
+    db.put(b"kept", b"1").expect("put");
+    let (input, _) = unsorted_input(3000);
+    let flag = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let config = LoadConfig {
+        memory_bytes: 8 << 10,
+        interrupt: Some(Arc::clone(&flag)),
+        ..LoadConfig::new(&options)
+    };
+    for use_file in [true, false] {
+        let err =
+            load_via(use_file, &db, &options, input.as_bytes(), &config).expect_err("interrupted");
+        assert!(err.is::<Interrupted>(), "{err:#}");
+        assert_eq!(contents(&db), vec![("kept".to_owned(), "1".to_owned())]);
+        assert!(!scratch_dir(dir.path()).exists());
+    }
+}
+
+/// Set in the child process of `sigint_stops_the_command_and_leaves_no_database`.
+const SIGNAL_CHILD_ENV: &str = "STRATA_LOAD_SIGNAL_CHILD_DB";
+
+/// The child: `strata load $DB -` reading this process's standard input; exits with the
+/// command's status. Does nothing unless started by the parent test.
+#[test]
+fn signal_child_load() {
+    let Some(db) = std::env::var_os(SIGNAL_CHILD_ENV) else {
+        return;
+    };
+    let status = match run(&cli(&[db.as_os_str(), std::ffi::OsStr::new("-")])) {
+        Ok(code) if code == ExitCode::from(130) => 130,
+        Ok(code) if code == ExitCode::SUCCESS => 0,
+        Ok(_) => 1,
+        Err(e) => {
+            eprintln!("{e:#}");
+            2
+        }
+    };
+    std::process::exit(status);
+}
+
+#[test]
+fn sigint_stops_the_command_and_leaves_no_database() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("fresh");
+    let mut child = Command::new(std::env::current_exe().expect("test binary"))
+        .args(["--exact", "load::tests::signal_child_load", "--nocapture"])
+        .env(SIGNAL_CHILD_ENV, &db)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn the child");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let (input, _) = unsorted_input(20_000);
+    stdin.write_all(input.as_bytes()).expect("feed the child");
+    // The load is now waiting for more input, its scratch tables maybe written.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !db.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(db.exists(), "the child never opened the database");
+    let sent = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(sent.success());
+    // More input after the signal: the load looks at the flag after this read.
+    stdin.write_all(input.as_bytes()).ok();
+    drop(stdin);
+    let out = child.wait_with_output().expect("wait");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(
+        stderr.contains("interrupted: nothing was loaded"),
+        "{stderr}"
+    );
+    assert!(!db.exists(), "the database the load created is left behind");
+}
