@@ -16,12 +16,13 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use parking_lot::Mutex;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::filename::table_path;
 use crate::fs::FileSystem;
 use crate::sstable::Table;
 use crate::sstable::block::Block;
-use crate::types::{FileNumber, SeqNo};
+use crate::types::FileNumber;
+use crate::version::FileMeta;
 
 /// Sentinel "no node" index in [`Lru`]'s list.
 const NIL: usize = usize::MAX;
@@ -381,20 +382,26 @@ impl TableCache {
         })
     }
 
-    /// The open table for file `number` (`filename::table_path(dir, number)`), opening it on a
+    /// The open table for `file` (`filename::table_path(dir, file.number)`), opening it on a
     /// miss. An evicted table stays usable by whoever still holds its `Arc`; its file closes
     /// when the last holder drops it.
     ///
-    /// `global_seqno` is the table's `FileMeta::global_seqno` (`Some` for an ingested table;
-    /// see [`Table::open`]). It is used when the table is opened; a table number always comes
-    /// with the same value, since both are fixed when the table enters the manifest.
+    /// A table opened here is checked against what the manifest records for it (`file`): its
+    /// size, its entry count, its first and last user keys and (unless ingested) its sequence
+    /// number range must match, so a table file replaced by another valid table (a misdirected
+    /// write, a file restored from another backup) is an error rather than wrong reads.
+    /// `file.global_seqno` (`Some` for an ingested table; see [`Table::open`]) is used when the
+    /// table is opened; a table number always comes with the same value, since both are fixed
+    /// when the table enters the manifest.
     ///
     /// # Errors
     /// As [`Table::open`]: [`crate::Error::Io`] (e.g. the file is missing),
-    /// [`crate::Error::Corruption`] or [`crate::Error::ChecksumMismatch`].
-    pub fn get(&self, number: FileNumber, global_seqno: Option<SeqNo>) -> Result<Arc<Table>> {
+    /// [`crate::Error::Corruption`] or [`crate::Error::ChecksumMismatch`];
+    /// [`crate::Error::Corruption`] also for a table that does not match `file`.
+    pub fn get(&self, file: &FileMeta) -> Result<Arc<Table>> {
+        let number = file.number;
         if let Some(t) = self.tables.lock().get(&number) {
-            debug_assert_eq!(t.global_seqno(), global_seqno, "table {number}");
+            debug_assert_eq!(t.global_seqno(), file.global_seqno, "table {number}");
             return Ok(t);
         }
         let path = table_path(&self.dir, number);
@@ -402,9 +409,10 @@ impl TableCache {
             &*self.fs,
             &path,
             number,
-            global_seqno,
+            file.global_seqno,
             Arc::clone(&self.block_cache),
         )?;
+        check_matches_manifest(&table, file)?;
         self.tables.lock().insert(number, Arc::clone(&table), 1);
         Ok(table)
     }
@@ -420,6 +428,89 @@ impl TableCache {
     pub fn block_cache(&self) -> &Arc<BlockCache> {
         &self.block_cache
     }
+}
+
+/// [`Error::Corruption`] unless `table` is the table the manifest describes as `file`: the same
+/// size, entry count, first and last user keys, and sequence number range (an ingested table
+/// stores its entries at 0, so only its other facts are compared).
+fn check_matches_manifest(table: &Table, file: &FileMeta) -> Result<()> {
+    let p = table.properties();
+    let mut differences = Vec::new();
+    if table.file_size() != file.size {
+        differences.push(format!(
+            "it is {} bytes, the manifest says {}",
+            table.file_size(),
+            file.size
+        ));
+    }
+    if p.num_entries != file.num_entries {
+        differences.push(format!(
+            "it holds {} entries, the manifest says {}",
+            p.num_entries, file.num_entries
+        ));
+    }
+    if p.num_entries > 0
+        && (p.smallest_key.user_key != file.smallest.user_key
+            || p.largest_key.user_key != file.largest.user_key)
+    {
+        differences.push(format!(
+            "its keys run from \"{}\" to \"{}\", the manifest says \"{}\" to \"{}\"",
+            p.smallest_key.user_key.escape_ascii(),
+            p.largest_key.user_key.escape_ascii(),
+            file.smallest.user_key.escape_ascii(),
+            file.largest.user_key.escape_ascii(),
+        ));
+    }
+    if file.global_seqno.is_none()
+        && p.num_entries > 0
+        && (p.smallest_seqno, p.largest_seqno) != (file.smallest_seqno, file.largest_seqno)
+    {
+        differences.push(format!(
+            "its sequence numbers run from {} to {}, the manifest says {} to {}",
+            p.smallest_seqno.get(),
+            p.largest_seqno.get(),
+            file.smallest_seqno.get(),
+            file.largest_seqno.get()
+        ));
+    }
+    if differences.is_empty() {
+        return Ok(());
+    }
+    Err(Error::corruption(
+        table.path(),
+        0,
+        format!(
+            "table {} is not the table the manifest lists under its number ({}); was the file \
+             replaced?",
+            file.number,
+            differences.join("; ")
+        ),
+    ))
+}
+
+/// The manifest entry a flush would record for the table file `number` in `dir` (tests that
+/// open tables through a [`TableCache`] without a manifest).
+#[cfg(test)]
+pub(crate) fn describe_table_file(dir: &std::path::Path, number: FileNumber) -> Result<FileMeta> {
+    let table = Table::open(
+        &*crate::fs::os(),
+        &table_path(dir, number),
+        number,
+        None,
+        BlockCache::new(0),
+    )?;
+    let p = table.properties();
+    Ok(FileMeta {
+        number,
+        size: table.file_size(),
+        smallest: p.smallest_key.clone(),
+        largest: p.largest_key.clone(),
+        smallest_seqno: p.smallest_seqno,
+        largest_seqno: p.largest_seqno,
+        num_entries: p.num_entries,
+        num_deletions: p.num_deletions,
+        global_seqno: None,
+    })
 }
 
 #[cfg(test)]

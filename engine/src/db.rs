@@ -187,7 +187,8 @@ impl Db {
     ///
     /// # Errors
     /// As [`Db::get`]; with `verify_checksums`, [`crate::Error::ChecksumMismatch`] also for a
-    /// block that was cached before it was damaged on disk.
+    /// block that was cached before it was damaged on disk; [`crate::Error::InvalidArgument`]
+    /// for a snapshot taken from another database instance (see [`ReadOptions::snapshot`]).
     pub fn get_opt(&self, options: &ReadOptions, key: &[u8]) -> Result<Option<Bytes>> {
         let inner = self.inner();
         inner.get(&inner.default_ks, options, key)
@@ -273,7 +274,8 @@ impl Db {
     ///
     /// # Errors
     /// [`crate::Error::Closed`]; [`crate::Error::Corruption`] / [`crate::Error::Io`] opening a
-    /// table.
+    /// table; [`crate::Error::InvalidArgument`] for a snapshot taken from another database
+    /// instance.
     pub fn cursor(&self, options: &ReadOptions) -> Result<DbCursor> {
         let inner = self.inner();
         inner.cursor(&inner.default_ks, options)

@@ -502,7 +502,11 @@ impl WriteOptions {
 /// Options for reads (`get`, iterators).
 #[derive(Debug, Clone, Default)]
 pub struct ReadOptions {
-    /// Read as of this snapshot; `None` reads the latest state.
+    /// Read as of this snapshot; `None` reads the latest state. The snapshot must come from
+    /// the database instance read (any of its keyspaces): one taken from another database, or
+    /// from an earlier open of this one, makes the read fail with
+    /// [`crate::Error::InvalidArgument`] instead of reading at a sequence number that means
+    /// something else there.
     pub snapshot: Option<Snapshot>,
     /// Check every data block this read uses against its stored CRC-32C. Blocks are always
     /// checked when they are read from the file; with `true` the read also skips the block

@@ -84,6 +84,11 @@ impl Snapshot {
     pub fn seqno(&self) -> SeqNo {
         self.inner.seqno
     }
+
+    /// True if this snapshot was taken from the database instance that owns `list`.
+    pub(crate) fn taken_from(&self, list: &Arc<SnapshotList>) -> bool {
+        Arc::ptr_eq(&self.inner.list, list)
+    }
 }
 
 impl fmt::Debug for Snapshot {

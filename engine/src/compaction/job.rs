@@ -302,18 +302,17 @@ fn level_iter(
         .iter()
         .map(|f| (f.smallest.clone(), f.largest.clone()))
         .collect();
-    let numbers: Vec<(FileNumber, Option<SeqNo>)> =
-        files.iter().map(|f| (f.number, f.global_seqno)).collect();
+    let files: Vec<Arc<FileMeta>> = files.to_vec();
     let cache = Arc::clone(cache);
     Box::new(LevelIterator::new(ranges, move |i| {
         // The level iterator only opens indices of its file list.
-        let Some(&(number, global_seqno)) = numbers.get(i) else {
+        let Some(file) = files.get(i) else {
             return Err(Error::InvalidArgument(format!(
                 "level iterator asked for file {i} of {}",
-                numbers.len()
+                files.len()
             )));
         };
-        let table = cache.get(number, global_seqno)?;
+        let table = cache.get(file)?;
         // Compaction reads each input block once: caching it would only evict the blocks
         // readers use (RocksDB reads compaction inputs with `fill_cache = false` too).
         Ok(Box::new(

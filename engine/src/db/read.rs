@@ -48,8 +48,10 @@ impl DbRange {
     /// # Errors
     /// [`Error::Corruption`] / [`Error::ChecksumMismatch`] when a table block it reads is
     /// damaged; [`Error::Io`]; [`Error::InvalidArgument`] when a merge fails;
-    /// [`Error::Closed`] when the database was closed before the first step. After an error
-    /// the range yields `Ok(None)` in both directions.
+    /// [`Error::Closed`] when the database was closed (or the keyspace dropped) before the
+    /// range was made, [`Error::InvalidArgument`] for a snapshot of another database instance:
+    /// both on the first step. A range made before a close goes on reading the tables and
+    /// memtables it holds. After an error the range yields `Ok(None)` in both directions.
     ///
     /// # Examples
     /// ```
@@ -112,7 +114,7 @@ fn open_table<'a>(
     if open.len() >= MULTI_GET_TABLES {
         open.clear();
     }
-    let table = cache.get(file.number, file.global_seqno)?;
+    let table = cache.get(file)?;
     open.push((file.number, table));
     Ok(&open[open.len() - 1].1)
 }
@@ -127,6 +129,7 @@ impl DbInner {
     ) -> Result<Option<Bytes>> {
         self.check_open()?;
         ks.check_live()?;
+        self.check_snapshot(options.snapshot.as_ref())?;
         let (seqno, sv) = self.read_view(ks, options.snapshot.as_ref());
         self.get_in_view(ks, &sv, seqno, key, options.cache_policy(), None)
     }
@@ -145,6 +148,7 @@ impl DbInner {
             .map(|key| {
                 self.check_open()?;
                 ks.check_live()?;
+                self.check_snapshot(options.snapshot.as_ref())?;
                 let memo = Some(&mut tables);
                 self.get_in_view(ks, &sv, seqno, key.as_ref(), options.cache_policy(), memo)
             })
@@ -177,7 +181,7 @@ impl DbInner {
             let found = match tables.as_deref_mut() {
                 None => self
                     .table_cache
-                    .get(file.number, file.global_seqno)?
+                    .get(file)?
                     .get_hashed(target, hash, policy)?,
                 Some(open) => {
                     open_table(open, &self.table_cache, file)?.get_hashed(target, hash, policy)?
@@ -225,6 +229,7 @@ impl DbInner {
     pub(crate) fn cursor(&self, ks: &KeyspaceState, options: &ReadOptions) -> Result<DbCursor> {
         self.check_open()?;
         ks.check_live()?;
+        self.check_snapshot(options.snapshot.as_ref())?;
         let (seqno, sv) = self.read_view(ks, options.snapshot.as_ref());
         let merged = merging_iterator(
             &sv,
@@ -253,7 +258,10 @@ impl DbInner {
     ) -> DbRange {
         let (seqno, sv) = self.read_view(ks, options.snapshot.as_ref());
         let cache = Arc::clone(&self.table_cache);
-        let closed = self.check_open().and_then(|()| ks.check_live());
+        let closed = self
+            .check_open()
+            .and_then(|()| ks.check_live())
+            .and_then(|()| self.check_snapshot(options.snapshot.as_ref()));
         let mut closed = Some(closed);
         let merge = merge_fn(ks);
         let policy = options.cache_policy();
@@ -349,7 +357,7 @@ impl DbInner {
                 meta,
                 format!("table is {meta} bytes, the manifest says {}", file.size),
             )),
-            Ok(_) => self.table_cache.get(file.number, file.global_seqno),
+            Ok(_) => self.table_cache.get(file),
         }
     }
 
@@ -364,7 +372,8 @@ impl DbInner {
 
 /// A positioned cursor over the database at one snapshot, returned by [`crate::Db::cursor`]:
 /// `seek`, `seek_for_prev`, `next`, `prev` like RocksDB's `Iterator`. Unpositioned until a
-/// seek; `key()`/`value()` require `valid()` and borrow until the next move. Holds the
+/// seek; `key()`/`value()` borrow until the next move. Unlike RocksDB, stepping or reading an
+/// invalid cursor is defined: steps do nothing, `key()`/`value()` are empty. Holds the
 /// memtables and tables of its creation alive.
 pub struct DbCursor {
     iter: DbIter<MergingIterator>,
@@ -412,7 +421,8 @@ impl DbCursor {
     pub fn seek_for_prev(&mut self, key: &[u8]) -> Result<()> {
         self.iter.seek_for_prev(key)
     }
-    /// Moves to the next key. Requires `valid()`.
+    /// Moves to the next key. On a cursor that is not `valid()` (never positioned, or run off
+    /// either end) it does nothing: seek again to go on.
     ///
     /// # Errors
     /// As [`DbCursor::seek_to_first`].
@@ -423,18 +433,19 @@ impl DbCursor {
     pub fn next(&mut self) -> Result<()> {
         self.iter.next()
     }
-    /// Moves to the previous key. Requires `valid()`.
+    /// Moves to the previous key; does nothing on a cursor that is not `valid()`, as
+    /// [`DbCursor::next`].
     ///
     /// # Errors
     /// As [`DbCursor::seek_to_first`].
     pub fn prev(&mut self) -> Result<()> {
         self.iter.prev()
     }
-    /// The current key. Requires `valid()`.
+    /// The current key; empty when the cursor is not `valid()`.
     pub fn key(&self) -> &[u8] {
         self.iter.key()
     }
-    /// The current value. Requires `valid()`.
+    /// The current value; empty when the cursor is not `valid()`.
     pub fn value(&self) -> &[u8] {
         self.iter.value()
     }
@@ -476,10 +487,7 @@ pub(crate) fn merging_iterator(
     }
     for file in sv.version.files(0) {
         children.push(Box::new(
-            cache
-                .get(file.number, file.global_seqno)?
-                .iter_with(policy)
-                .with_readahead(readahead),
+            cache.get(file)?.iter_with(policy).with_readahead(readahead),
         ));
     }
     for level in 1..sv.version.levels.len() {
@@ -500,7 +508,7 @@ pub(crate) fn merging_iterator(
             let file = version.files(level).get(i).ok_or_else(|| {
                 Error::InvalidArgument(format!("level iterator asked for file index {i}"))
             })?;
-            let table = cache.get(file.number, file.global_seqno)?;
+            let table = cache.get(file)?;
             Ok(Box::new(table.iter_with(policy).with_readahead(readahead))
                 as Box<dyn InternalIterator>)
         })));
@@ -627,7 +635,7 @@ impl DbInner {
                 Some(Bytes::copy_from_slice(&f.smallest.user_key))
             } else {
                 self.table_cache
-                    .get(f.number, f.global_seqno)
+                    .get(f)
                     .and_then(|t| t.key_at_share(within, f.size))
                     .ok()
                     .flatten()

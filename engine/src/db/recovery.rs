@@ -273,7 +273,7 @@ fn open_once(dir: &Path, options: Options) -> Result<Arc<DbInner>> {
     // may delete a table its compactions replaced at any moment, and an open file stays
     // readable after its name is gone. (A table deleted before this point fails the open,
     // which then starts over; see `open`.)
-    let tables: Vec<(FileNumber, Option<SeqNo>)> = if read_only {
+    let tables: Vec<Arc<crate::version::FileMeta>> = if read_only {
         states
             .values()
             .flat_map(|ks| {
@@ -282,7 +282,7 @@ fn open_once(dir: &Path, options: Options) -> Result<Arc<DbInner>> {
                     .levels
                     .iter()
                     .flatten()
-                    .map(|f| (f.number, f.global_seqno))
+                    .cloned()
                     .collect::<Vec<_>>()
             })
             .collect()
@@ -295,8 +295,8 @@ fn open_once(dir: &Path, options: Options) -> Result<Arc<DbInner>> {
         options.max_open_files.max(tables.len()),
         block_cache,
     );
-    for (number, global_seqno) in tables {
-        table_cache.get(number, global_seqno)?;
+    for file in &tables {
+        table_cache.get(file)?;
     }
     tracing::debug!(dir = %dir.display(), last_seqno = max_seqno.get(), wal = %wal_number, "database opened");
     let inner = Arc::new(DbInner {

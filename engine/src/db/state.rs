@@ -301,6 +301,20 @@ impl DbInner {
         (seqno, Arc::clone(&guard))
     }
 
+    /// [`Error::InvalidArgument`] for a snapshot taken from another database instance (another
+    /// database, or an earlier open of this one): its sequence number means nothing here, and
+    /// reading at it would return another state than the one it pinned.
+    pub(crate) fn check_snapshot(&self, snapshot: Option<&Snapshot>) -> Result<()> {
+        match snapshot {
+            Some(s) if !s.taken_from(&self.snapshots) => Err(Error::InvalidArgument(
+                "the snapshot in ReadOptions was taken from another database, or from an \
+                 earlier open of this one"
+                    .into(),
+            )),
+            _ => Ok(()),
+        }
+    }
+
     pub(crate) fn check_open(&self) -> Result<()> {
         if self.closed.load(Ordering::Acquire) {
             return Err(Error::Closed);

@@ -196,7 +196,7 @@ impl<I: InternalIterator> DbIter<I> {
         })
     }
 
-    /// Moves to the next visible key. Requires `valid()`.
+    /// Moves to the next visible key; does nothing when not `valid()`.
     ///
     /// # Errors
     /// As [`DbIter::seek_to_first`].
@@ -205,7 +205,6 @@ impl<I: InternalIterator> DbIter<I> {
         reason = "a fallible cursor step like InternalIterator::next; Range is the Iterator"
     )]
     pub fn next(&mut self) -> Result<()> {
-        debug_assert!(self.valid, "next() on an unpositioned DbIter");
         if !self.valid {
             return Ok(());
         }
@@ -232,12 +231,11 @@ impl<I: InternalIterator> DbIter<I> {
         })
     }
 
-    /// Moves to the previous visible key. Requires `valid()`.
+    /// Moves to the previous visible key; does nothing when not `valid()`.
     ///
     /// # Errors
     /// As [`DbIter::seek_to_first`].
     pub fn prev(&mut self) -> Result<()> {
-        debug_assert!(self.valid, "prev() on an unpositioned DbIter");
         if !self.valid {
             return Ok(());
         }
@@ -263,9 +261,11 @@ impl<I: InternalIterator> DbIter<I> {
         })
     }
 
-    /// The current user key. Requires `valid()`.
+    /// The current user key; empty when not `valid()`.
     pub fn key(&self) -> &[u8] {
-        debug_assert!(self.valid, "key() on an unpositioned DbIter");
+        if !self.valid {
+            return &[];
+        }
         if self.at_inner {
             self.inner.key().user_key
         } else {
@@ -273,9 +273,11 @@ impl<I: InternalIterator> DbIter<I> {
         }
     }
 
-    /// The current value (for merged keys, the merge result). Requires `valid()`.
+    /// The current value (for merged keys, the merge result); empty when not `valid()`.
     pub fn value(&self) -> &[u8] {
-        debug_assert!(self.valid, "value() on an unpositioned DbIter");
+        if !self.valid {
+            return &[];
+        }
         if self.at_inner {
             self.inner.value()
         } else {

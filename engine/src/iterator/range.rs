@@ -65,8 +65,8 @@ impl<I: InternalIterator> Range<I> {
     /// # Errors
     /// [`crate::Error::Corruption`], [`crate::Error::ChecksumMismatch`] or [`crate::Error::Io`]
     /// from a table read; [`crate::Error::InvalidArgument`] when a merge fails;
-    /// [`crate::Error::Closed`] when the database was closed before the first step. The range
-    /// is done after an error (later calls return `Ok(None)`).
+    /// the errors the range was made with (as [`crate::DbRange::next_entry`] says), on the
+    /// first step. The range is done after an error (later calls return `Ok(None)`).
     pub fn next_entry(&mut self) -> Result<Option<(&[u8], &[u8])>> {
         self.lend(true)
     }

@@ -680,8 +680,9 @@ fn table_cache_opens_once_and_evicts() -> Result<()> {
         2,
         BlockCache::new(1 << 20),
     );
-    let a = cache.get(FileNumber(1), None)?;
-    assert!(Arc::ptr_eq(&a, &cache.get(FileNumber(1), None)?));
+    let meta = |n: u64| crate::cache::describe_table_file(dir.path(), FileNumber(n));
+    let a = cache.get(&meta(1)?)?;
+    assert!(Arc::ptr_eq(&a, &cache.get(&meta(1)?)?));
     assert_eq!(a.file_number(), FileNumber(1));
     assert_eq!(a.path(), table_path(dir.path(), FileNumber(1)));
     a.get(
@@ -689,9 +690,9 @@ fn table_cache_opens_once_and_evicts() -> Result<()> {
         BlockCachePolicy::Fill,
     )?;
     assert!(cache.block_cache().usage_bytes() > 0);
-    cache.get(FileNumber(2), None)?;
-    cache.get(FileNumber(3), None)?; // capacity 2: table 1 is evicted
-    assert!(!Arc::ptr_eq(&a, &cache.get(FileNumber(1), None)?));
+    cache.get(&meta(2)?)?;
+    cache.get(&meta(3)?)?; // capacity 2: table 1 is evicted
+    assert!(!Arc::ptr_eq(&a, &cache.get(&meta(1)?)?));
     cache.evict(FileNumber(1));
     assert_eq!(
         cache.block_cache().usage_bytes(),
@@ -700,10 +701,51 @@ fn table_cache_opens_once_and_evicts() -> Result<()> {
     );
     // The evicted handle still works.
     check_table(&a, &small_model())?;
-    assert!(matches!(
-        cache.get(FileNumber(9), None),
-        Err(Error::Io { .. })
-    ));
+    let missing = crate::version::FileMeta {
+        number: FileNumber(9),
+        ..meta(1)?
+    };
+    assert!(matches!(cache.get(&missing), Err(Error::Io { .. })));
+    Ok(())
+}
+
+#[test]
+fn table_cache_refuses_a_table_that_is_not_the_one_listed() -> Result<()> {
+    let dir = tempdir()?;
+    let other: Model = vec![put(b"zzz", 9, b"v")];
+    write(
+        &table_path(dir.path(), FileNumber(1)),
+        &small_model(),
+        opts(128, 10, true),
+    )?;
+    write(
+        &table_path(dir.path(), FileNumber(2)),
+        &other,
+        opts(128, 10, true),
+    )?;
+    let listed = crate::cache::describe_table_file(dir.path(), FileNumber(1))?;
+    // Table 1's file replaced by table 2's: a valid table, but not the one the manifest lists.
+    std::fs::rename(
+        table_path(dir.path(), FileNumber(2)),
+        table_path(dir.path(), FileNumber(1)),
+    )
+    .map_err(|e| Error::io("rename", e))?;
+    let cache = TableCache::new(
+        crate::fs::os(),
+        dir.path().to_path_buf(),
+        2,
+        BlockCache::new(1 << 20),
+    );
+    match cache.get(&listed) {
+        Err(Error::Corruption { reason, .. }) => {
+            assert!(
+                reason.contains("not the table the manifest lists"),
+                "{reason}"
+            );
+            assert!(reason.contains("entries"), "{reason}");
+        }
+        other => panic!("expected corruption, got {other:?}"),
+    }
     Ok(())
 }
 

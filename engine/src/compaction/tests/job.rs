@@ -135,7 +135,9 @@ impl Fixture {
 
     /// Every entry of table `number`, in order.
     fn read(&self, number: FileNumber) -> Result<Vec<(InternalKey, Bytes)>> {
-        let table = self.cache.get(number, None)?;
+        let table = self
+            .cache
+            .get(&crate::cache::describe_table_file(self.dir.path(), number)?)?;
         let mut it = table.iter();
         it.seek_to_first()?;
         let mut out = Vec::new();

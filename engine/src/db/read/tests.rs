@@ -223,3 +223,99 @@ fn databases_sharing_a_block_cache_read_their_own_blocks() -> TestResult {
     assert_eq!(a.get(b"k0299")?.as_deref(), Some(&[b'a'; 20][..]));
     Ok(())
 }
+
+#[test]
+fn a_snapshot_of_another_database_instance_is_refused() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = Db::open(dir.path(), Options::default())?;
+    db.put(b"a", b"1")?;
+    let old = db.snapshot();
+    db.put(b"a", b"2")?;
+    db.close()?;
+    let db = Db::open(dir.path(), Options::default())?;
+    db.put(b"a", b"3")?;
+    let stale = ReadOptions::at(&old);
+    let refused = |r: crate::Result<()>| matches!(r, Err(crate::Error::InvalidArgument(_)));
+    assert!(refused(db.get_opt(&stale, b"a").map(drop)));
+    assert!(refused(db.cursor(&stale).map(drop)));
+    assert!(refused(db.range(&stale, ..).next().transpose().map(drop)));
+    assert!(refused(db.multi_get(&stale, &[b"a"]).remove(0).map(drop)));
+    // Another database's snapshot too; this instance's own works, in every keyspace.
+    let other_dir = tempfile::tempdir()?;
+    let other = Db::open(other_dir.path(), Options::default())?;
+    let foreign = other.snapshot();
+    assert!(refused(
+        db.get_opt(&ReadOptions::at(&foreign), b"a").map(drop)
+    ));
+    let own = db.snapshot();
+    db.put(b"a", b"4")?;
+    assert_eq!(
+        db.get_opt(&ReadOptions::at(&own), b"a")?.as_deref(),
+        Some(&b"3"[..])
+    );
+    let ks = db.keyspace("other")?;
+    assert_eq!(ks.get_opt(&ReadOptions::at(&own), b"a")?, None);
+    Ok(())
+}
+
+#[test]
+fn a_table_file_swapped_for_another_is_an_error_not_missing_keys() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = Db::open(dir.path(), Options::default())?;
+    for k in [b"k1", b"k2"] {
+        db.put(k, b"v")?;
+        db.flush()?;
+    }
+    db.close()?;
+    let mut tables: Vec<_> = std::fs::read_dir(dir.path())?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<std::io::Result<_>>()?;
+    tables.retain(|p| p.extension().is_some_and(|e| e == "sst"));
+    tables.sort();
+    let [a, b] = &tables[..] else {
+        return Err(format!("expected two tables, found {tables:?}").into());
+    };
+    // Same size (one 2-byte key each): only what the table holds tells them apart.
+    assert_eq!(std::fs::metadata(a)?.len(), std::fs::metadata(b)?.len());
+    let tmp = dir.path().join("swap");
+    std::fs::rename(a, &tmp)?;
+    std::fs::rename(b, a)?;
+    std::fs::rename(&tmp, b)?;
+    let db = Db::open(dir.path(), Options::default())?;
+    for k in [b"k1", b"k2"] {
+        match db.get(k) {
+            Err(crate::Error::Corruption { reason, .. }) => {
+                assert!(
+                    reason.contains("not the table the manifest lists"),
+                    "{reason}"
+                );
+            }
+            other => return Err(format!("expected corruption, got {other:?}").into()),
+        }
+    }
+    assert!(db.check_integrity().is_err());
+    Ok(())
+}
+
+#[test]
+fn stepping_or_reading_an_invalid_cursor_does_nothing() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let db = Db::open(dir.path(), Options::default())?;
+    db.put(b"a", b"1")?;
+    db.put(b"b", b"2")?;
+    let mut c = db.cursor(&ReadOptions::default())?;
+    // Never positioned.
+    c.next()?;
+    c.prev()?;
+    assert!(!c.valid());
+    assert_eq!((c.key(), c.value()), (&b""[..], &b""[..]));
+    // Run off the end, then step back: still invalid until the next seek.
+    c.seek(b"zzz")?;
+    assert!(!c.valid());
+    c.prev()?;
+    assert!(!c.valid());
+    assert!(c.key().is_empty());
+    c.seek_for_prev(b"zzz")?;
+    assert_eq!((c.key(), c.value()), (&b"b"[..], &b"2"[..]));
+    Ok(())
+}
