@@ -83,7 +83,8 @@ pub(crate) struct LoadArgs {
     /// Database directory (created if missing); not given with --resp.
     #[arg(value_name = "DB")]
     db: Option<PathBuf>,
-    /// Input file of `key<TAB>value` lines; `-` reads standard input. A regular file is
+    /// Input file of `key<TAB>value` lines; `-` reads standard input. Lines end at `\n` (a
+    /// `\r` before it is part of the value); the key ends at the first tab. A regular file is
     /// memory-mapped: truncating it during the load kills the load (nothing is ingested).
     #[arg(value_name = "FILE")]
     file: Option<PathBuf>,
@@ -100,8 +101,8 @@ pub(crate) struct LoadArgs {
     #[arg(long, requires = "resp")]
     password: Option<String>,
     /// Memory for sorting, in MiB; larger inputs are sorted in runs spilled to disk.
-    #[arg(long, default_value_t = 256)]
-    memory: usize,
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
+    memory: u32,
     /// Input format.
     #[arg(long, value_enum, default_value_t = Format::Tsv)]
     format: Format,
@@ -113,7 +114,7 @@ pub(crate) struct LoadArgs {
     text: bool,
     /// Target size of each table, in MiB. Smaller tables build their bloom filters faster
     /// (a filter's bitmap that fits the CPU cache) at the cost of more files.
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..))]
     table_size: u64,
     /// Load into this keyspace (created if missing) instead of the default one.
     #[arg(long, conflicts_with = "resp")]
@@ -374,8 +375,10 @@ pub(crate) fn run(args: &LoadArgs) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("opening database at {}", db_dir.display()))?;
     let mut config = LoadConfig::new(&options);
     config.format = args.format;
-    config.table_size_bytes = args.table_size.max(1).saturating_mul(1 << 20);
-    config.memory_bytes = args.memory.max(1).saturating_mul(1 << 20);
+    config.table_size_bytes = args.table_size.saturating_mul(1 << 20);
+    config.memory_bytes = usize::try_from(args.memory)
+        .unwrap_or(usize::MAX)
+        .saturating_mul(1 << 20);
     config.skip_bad = args.skip_bad;
     config.text = args.text;
     config.progress = std::io::stderr().is_terminal();
@@ -621,9 +624,10 @@ fn progress_bar(enabled: bool, total_bytes: Option<u64>) -> ProgressBar {
     }
     let bar = ProgressBar::with_draw_target(total_bytes, ProgressDrawTarget::stderr());
     let template = if total_bytes.is_some() {
-        "{spinner} [{elapsed_precise}] {wide_bar} {bytes}/{total_bytes} {bytes_per_sec} {msg}"
+        "{spinner} [{elapsed_precise}] {wide_bar} {decimal_bytes}/{decimal_total_bytes} \
+         {decimal_bytes_per_sec} {msg}"
     } else {
-        "{spinner} [{elapsed_precise}] {bytes} {bytes_per_sec} {msg}"
+        "{spinner} [{elapsed_precise}] {decimal_bytes} {decimal_bytes_per_sec} {msg}"
     };
     if let Ok(style) = ProgressStyle::with_template(template) {
         bar.set_style(style);

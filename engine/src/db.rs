@@ -371,10 +371,11 @@ impl Db {
     /// # Errors
     /// - [`crate::Error::InvalidArgument`]: a file is empty, holds entries other than
     ///   `TableWriter`'s (sequence number not 0, tombstones), is one of the database's own
-    ///   files, or two files' key ranges overlap. Nothing changed.
+    ///   files, is given twice, or two files' key ranges overlap. Nothing changed.
     /// - [`crate::Error::Corruption`] / [`crate::Error::ChecksumMismatch`]: a file is not a
     ///   readable table. Nothing changed.
-    /// - [`crate::Error::Io`]: linking, copying or syncing failed. Nothing changed.
+    /// - [`crate::Error::Io`]: a file is missing (one ingested before has been moved into the
+    ///   database), or linking, copying or syncing failed. Nothing changed.
     /// - [`crate::Error::Poisoned`]: the manifest write failed (the database is poisoned; reopen
     ///   to learn whether the ingest happened), or an earlier failure poisoned it.
     /// - [`crate::Error::Closed`], [`crate::Error::SeqNoExhausted`].
@@ -397,7 +398,8 @@ impl Db {
     /// copy that does not open. On any error nothing is left at `dest`.
     ///
     /// # Errors
-    /// [`crate::Error::InvalidArgument`] when `dest` exists; [`crate::Error::Corruption`] /
+    /// [`crate::Error::InvalidArgument`] when `dest` exists or lies inside the database
+    /// directory; [`crate::Error::Corruption`] /
     /// [`crate::Error::ChecksumMismatch`] for a table that is missing, has the wrong size or
     /// does not open; [`crate::Error::Io`]; [`crate::Error::Closed`].
     pub fn checkpoint(&self, dest: impl AsRef<Path>) -> Result<crate::SeqNo> {

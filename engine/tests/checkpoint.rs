@@ -104,7 +104,18 @@ fn a_damaged_table_fails_the_checkpoint_and_leaves_nothing_at_the_destination() 
     bytes[last] ^= 0xff;
     std::fs::write(&table, bytes).unwrap();
     let db = Db::open(dir.path(), Options::default()).unwrap();
-    let dest = dir.path().join("copy");
+    // A destination inside the database directory is refused before anything is read.
+    for inside in [dir.path().join("copy"), dir.path().join("a").join("b.tmp")] {
+        match db.checkpoint(&inside) {
+            Err(strata_engine::Error::InvalidArgument(m)) => {
+                assert!(m.contains("inside the database directory"), "{m}");
+            }
+            other => panic!("expected InvalidArgument, got {other:?}"),
+        }
+        assert!(!inside.exists());
+    }
+    let outside = tempfile::tempdir().unwrap();
+    let dest = outside.path().join("copy");
     let err = db.checkpoint(&dest).unwrap_err();
     assert!(
         matches!(

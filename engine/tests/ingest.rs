@@ -183,6 +183,13 @@ fn ingest_of_overlapping_files_is_invalid_and_changes_nothing() {
     assert!(a.exists() && b.exists());
     assert_eq!(db.iter(&ReadOptions::default()).count(), 0);
     assert_eq!(levels(&db).iter().sum::<usize>(), 0);
+    // The same file twice, under two spellings of its path.
+    let again = src.path().join(".").join("a.sst");
+    match db.ingest(&[a.clone(), again]) {
+        Err(Error::InvalidArgument(m)) => assert!(m.contains("given twice"), "{m}"),
+        other => panic!("expected InvalidArgument, got {other:?}"),
+    }
+    assert!(a.exists());
     // Not TableWriter tables: a database's own table (sequence numbers above 0).
     db.put(b"x", b"1").expect("put");
     db.flush().expect("flush");

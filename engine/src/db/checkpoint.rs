@@ -27,6 +27,28 @@ impl DbInner {
                 dest.display()
             )));
         }
+        // A copy inside the database directory would be taken for the database's own files
+        // (a name ending in `.tmp` is even deleted by the next writing open).
+        let db_dir = fs.canonicalize(&self.dir).ctx(&self.dir)?;
+        let anchor = dest
+            .ancestors()
+            .skip(1)
+            .map(|a| {
+                if a.as_os_str().is_empty() {
+                    Path::new(".")
+                } else {
+                    a
+                }
+            })
+            .find(|a| fs.exists(a))
+            .unwrap_or(Path::new("."));
+        if fs.canonicalize(anchor).ctx(anchor)?.starts_with(&db_dir) {
+            return Err(Error::InvalidArgument(format!(
+                "checkpoint destination {} is inside the database directory {}",
+                dest.display(),
+                self.dir.display()
+            )));
+        }
         // Every table of the current versions must open (footer, index and filter checked,
         // through the table cache, so usually already done): a copy holding a damaged table
         // would not open, and the writing open that made this handle reads tables lazily. A

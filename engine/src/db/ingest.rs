@@ -63,6 +63,7 @@ impl DbInner {
         let fs = self.fs();
         let dir = fs.canonicalize(&self.dir).ctx(&self.dir)?;
         let mut out = Vec::with_capacity(files.len());
+        let mut seen = std::collections::HashSet::with_capacity(files.len());
         for path in files {
             let invalid = |what: &str| {
                 Error::InvalidArgument(format!("cannot ingest {}: {what}", path.display()))
@@ -76,6 +77,9 @@ impl DbInner {
             let name = path.file_name().and_then(|n| n.to_str());
             if parent == dir && name.and_then(filename::parse).is_some() {
                 return Err(invalid("it is one of the database's own files"));
+            }
+            if !seen.insert(parent.join(path.file_name().unwrap_or_default())) {
+                return Err(invalid("the file is given twice"));
             }
             let table = Table::open(fs, path, FileNumber(0), None, BlockCache::new(0))?;
             let p = table.properties();
