@@ -315,10 +315,13 @@ fn merge_passes(
             .min((MAX_OPEN_RUN_FILES / MAX_MERGE_FAN_IN).max(1))
             .min(groups.len());
         let next_group = AtomicUsize::new(0);
+        // Set by a thread that failed, so the others stop at their next group.
+        let failed = AtomicBool::new(false);
         let merged: Vec<anyhow::Result<Vec<(usize, RunTables)>>> = std::thread::scope(|scope| {
             let handles: Vec<_> = (0..threads)
                 .map(|_| {
                     let (groups, next_group, step) = (&groups, &next_group, &step);
+                    let failed = &failed;
                     scope.spawn(move || {
                         let mut done = Vec::new();
                         loop {
@@ -326,28 +329,19 @@ fn merge_passes(
                             let Some(group) = groups.get(g) else {
                                 return Ok(done);
                             };
-                            let out = TableSink::new(
-                                tmp,
-                                format!("pass{pass:02}-{g:05}"),
-                                scratch_options,
-                                table_size_bytes,
-                                &[],
-                            );
-                            let files = merge_range(group, None, None, step, out)?;
-                            for f in group.iter().flat_map(|r| &r.files) {
-                                std::fs::remove_file(&f.path).with_context(|| {
-                                    format!("removing run table {}", f.path.display())
-                                })?;
+                            if failed.load(Ordering::Relaxed) {
+                                return Ok(done);
                             }
-                            let bound = |k: Option<&Bytes>| k.cloned().unwrap_or_default();
-                            done.push((
-                                g,
-                                RunTables {
-                                    smallest: bound(files.first().map(|f| &f.smallest_key)),
-                                    largest: bound(files.last().map(|f| &f.largest_key)),
-                                    files,
-                                },
-                            ));
+                            let name = format!("pass{pass:02}-{g:05}");
+                            let sink =
+                                TableSink::new(tmp, name, scratch_options, table_size_bytes, &[]);
+                            match merge_group(group, sink, step) {
+                                Ok(run) => done.push((g, run)),
+                                Err(e) => {
+                                    failed.store(true, Ordering::Relaxed);
+                                    return Err(e);
+                                }
+                            }
                         }
                     })
                 })
@@ -368,6 +362,26 @@ fn merge_passes(
         runs = next.into_iter().map(|(_, run)| run).collect();
     }
     Ok(runs)
+}
+
+/// Merges `group` (consecutive runs) into one scratch run of [`merge_passes`] written to
+/// `out`, then deletes the group's tables.
+fn merge_group(
+    group: &[RunTables],
+    out: TableSink<'_>,
+    step: &Merge<'_>,
+) -> anyhow::Result<RunTables> {
+    let files = merge_range(group, None, None, step, out)?;
+    for f in group.iter().flat_map(|r| &r.files) {
+        std::fs::remove_file(&f.path)
+            .with_context(|| format!("removing run table {}", f.path.display()))?;
+    }
+    let bound = |k: Option<&Bytes>| k.cloned().unwrap_or_default();
+    Ok(RunTables {
+        smallest: bound(files.first().map(|f| &f.smallest_key)),
+        largest: bound(files.last().map(|f| &f.largest_key)),
+        files,
+    })
 }
 
 /// How [`merge_range`] merges.
