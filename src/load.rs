@@ -14,8 +14,8 @@
 //!    before anything is ingested.
 //! 2. **Merge** (`merge.rs`), only when runs overlap: a k-way merge of the runs into final
 //!    tables. Sorted input (every run above the previous one) skips this step: its run tables
-//!    are final. More than 64 runs are first merged in groups of consecutive runs, pass after
-//!    pass, so the files held open stay bounded.
+//!    are final. Many runs (more than half the open-file limit) are first merged in groups of
+//!    consecutive runs, pass after pass, so the files held open stay within the limit.
 //! 3. **Ingest**: every final table in one `Db::ingest` call, so the load is all or nothing: a
 //!    load killed before that call returns leaves the database as it was, and the scratch
 //!    directory is removed at the next open. SIGINT or SIGTERM stops the load at its next
