@@ -377,16 +377,14 @@ struct Checked {
 fn check_once(dir: &Path) -> anyhow::Result<Checked> {
     // No database at all is a wrong argument (exit 2, as other commands), not a damaged one.
     crate::refuse_server_directory(dir)?;
-    let has_manifest = std::fs::read_dir(dir).is_ok_and(|entries| {
-        entries
-            .filter_map(Result::ok)
-            .any(|e| e.file_name().to_string_lossy().starts_with("MANIFEST-"))
-    });
-    if !dir.join("CURRENT").exists() && !has_manifest {
-        anyhow::bail!(
-            "no database at {} (no CURRENT or MANIFEST file)",
-            dir.display()
-        );
+    if let Some(damage) = crate::missing_current(dir) {
+        return Ok(Checked {
+            problems: vec![damage],
+            ..Checked::default()
+        });
+    }
+    if !crate::holds_database(dir) {
+        anyhow::bail!("no database at {} (no CURRENT file)", dir.display());
     }
     let db = match Db::open(dir, Options::default().read_only(true)) {
         Ok(db) => db,

@@ -229,7 +229,10 @@ impl SignalWatch {
                             eprintln!("\nstrata: interrupted twice: stopping now");
                             std::process::exit(130);
                         }
-                        eprintln!("\nstrata: interrupted: stopping the load");
+                        eprintln!(
+                            "\nstrata: interrupted: stopping the load (an ingest under way \
+                             completes)"
+                        );
                     }
                 });
             })
@@ -579,7 +582,7 @@ pub(crate) fn load(
     };
     update(&stats);
     let run_count = runs.len();
-    let files = if runs::runs_ordered(&runs) {
+    let files = if runs::runs_ordered(&runs) && runs.iter().all(|r| r.final_tables) {
         runs.into_iter().flat_map(|r| r.files).collect()
     } else {
         bar.set_message(format!("merging {run_count} sorted runs"));
@@ -607,6 +610,14 @@ pub(crate) fn load(
     }
     target.ingest(&paths).context("ingesting the tables")?;
     bar.finish_and_clear();
+    if config
+        .interrupt
+        .as_deref()
+        .is_some_and(|i| i.load(Ordering::Relaxed))
+    {
+        // The ingest is atomic and was not stopped: the load is whole, not cut short.
+        eprintln!("strata: the interrupt came during the ingest, which completed: all is loaded");
+    }
     Ok(LoadReport {
         bytes: stats.bytes,
         pairs: stats.pairs,

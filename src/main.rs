@@ -370,26 +370,36 @@ pub(crate) fn refuse_server_directory(dir: &std::path::Path) -> anyhow::Result<(
 pub(crate) fn require_database(dir: &std::path::Path) -> anyhow::Result<()> {
     refuse_server_directory(dir)?;
     if !holds_database(dir) {
-        // Tables or manifests without CURRENT are a damaged database, not a missing one.
-        let damaged = std::fs::read_dir(dir)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .any(|e| {
-                let name = e.file_name();
-                let name = name.to_string_lossy();
-                name.ends_with(".sst") || name.starts_with("MANIFEST-")
-            });
-        if damaged {
-            anyhow::bail!(
-                "{}: CURRENT is missing or not a file, but the directory holds tables or \
-                 manifests: the database is damaged (docs/format/files.md)",
-                dir.display()
-            );
+        if let Some(damage) = missing_current(dir) {
+            anyhow::bail!(damage);
         }
         anyhow::bail!("no database at {} (no CURRENT file)", dir.display());
     }
     Ok(())
+}
+
+/// For a directory without a `CURRENT` file that still holds tables or manifests, what to
+/// say: it is a damaged database, not a missing one. `None` otherwise.
+pub(crate) fn missing_current(dir: &std::path::Path) -> Option<String> {
+    if holds_database(dir) {
+        return None;
+    }
+    let damaged = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            name.ends_with(".sst") || name.starts_with("MANIFEST-")
+        });
+    damaged.then(|| {
+        format!(
+            "{}: CURRENT is missing or not a file, but the directory holds tables or \
+             manifests: the database is damaged (docs/format/files.md)",
+            dir.display()
+        )
+    })
 }
 
 fn demo(dir: &std::path::Path) -> anyhow::Result<ExitCode> {

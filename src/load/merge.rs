@@ -391,6 +391,7 @@ fn merge_group(
     }
     let bound = |k: Option<&Bytes>| k.cloned().unwrap_or_default();
     Ok(RunTables {
+        final_tables: false,
         smallest: bound(files.first().map(|f| &f.smallest_key)),
         largest: bound(files.last().map(|f| &f.largest_key)),
         files,

@@ -27,6 +27,10 @@ pub(crate) struct RunTables {
     pub(crate) files: Vec<IngestFile>,
     pub(crate) smallest: Bytes,
     pub(crate) largest: Bytes,
+    /// Written with the database's table options and final values, so that it can be ingested
+    /// as it is when every run turns out to be in key order; false for runs that will be
+    /// merged again (scratch options, partial count sums).
+    pub(crate) final_tables: bool,
 }
 
 /// A refused line, with its 1-based number.
@@ -345,9 +349,14 @@ impl RunWriter<'_> {
         };
         let (smallest, largest) = (first.key(arena), last.key(arena));
         // The previous run's bounds carry the key prefix; this run's keys do not yet.
+        // A count sum past 64 bits may still come back in range with the counts of later
+        // runs, so such a run keeps its partial sums and is merged again.
+        let sums_fit = sums.iter().all(|&s| i64::try_from(s).is_ok());
         let maybe_final = ordered_so_far
+            && sums_fit
             && previous.is_none_or(|p| {
-                p.largest.get(self.key_prefix.len()..).unwrap_or_default() < smallest
+                p.final_tables
+                    && p.largest.get(self.key_prefix.len()..).unwrap_or_default() < smallest
             });
         let options = if maybe_final {
             self.options
@@ -407,6 +416,7 @@ impl RunWriter<'_> {
             files.extend(r?);
         }
         Ok(RunTables {
+            final_tables: maybe_final,
             files,
             smallest: Bytes::from([prefix, smallest].concat()),
             largest: Bytes::from([prefix, largest].concat()),

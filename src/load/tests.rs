@@ -503,12 +503,14 @@ fn counts_whose_partial_sums_overflow_load_when_the_total_fits() {
     // "a" gets -10 in the first run and i64::MAX and 5 in a later one: that run's partial sum
     // does not fit 64 bits, the total does. Both paths must load it; a total that does not
     // fit is refused.
+    // "c" is the same in the other order: i64::MAX twice in the first run (which could be
+    // ingested as it is if every later run were above it), minus both later.
     let options = Options::default().merge_operator(Some(Arc::new(CounterAdd)));
-    let mut input = String::from("a\t-10\n");
+    let mut input = format!("a\t-10\nc\t{0}\nc\t{0}\n", i64::MAX);
     for j in 0..20_000 {
         input.push_str(&format!("f{j:07}\t1\n"));
     }
-    input.push_str(&format!("a\t{}\na\t5\n", i64::MAX));
+    input.push_str(&format!("a\t{0}\na\t5\nc\t-{0}\nc\t-{0}\nc\t7\n", i64::MAX));
     let config = LoadConfig {
         format: Format::Counts,
         memory_bytes: 64 << 10,
@@ -521,6 +523,7 @@ fn counts_whose_partial_sums_overflow_load_when_the_total_fits() {
         assert!(report.runs > 2, "{report:?}");
         let total = db.get(b"a").expect("get").expect("present");
         assert_eq!(&total[..], (i64::MAX - 5).to_string().as_bytes());
+        assert_eq!(db.get(b"c").expect("get").as_deref(), Some(&b"7"[..]));
         let err = run_load(&db, &options, "b\t9223372036854775807\nb\t1\n", &config)
             .expect_err("the total overflows");
         assert!(format!("{err:#}").contains("overflow"), "{err:#}");
