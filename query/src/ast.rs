@@ -15,7 +15,8 @@ pub enum Statement {
         name: String,
         /// Columns in declaration order.
         columns: Vec<ColumnDef>,
-        /// Primary-key column names, in key order.
+        /// Primary-key column names, in key order; empty when none was declared (refused when
+        /// the statement runs, unless `if_not_exists` finds the table).
         primary_key: Vec<String>,
         /// Succeed without doing anything when the table exists.
         if_not_exists: bool,

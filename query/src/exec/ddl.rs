@@ -71,6 +71,11 @@ pub(super) fn run<S: KvStore>(
                     })
                 };
             }
+            if primary_key.is_empty() {
+                return Err(QueryError::Translate(format!(
+                    "table {name} needs a PRIMARY KEY"
+                )));
+            }
             let mut pk = Vec::new();
             for p in primary_key {
                 let Some(i) = columns.iter().position(|c| c.name == *p) else {

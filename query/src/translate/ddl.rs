@@ -153,11 +153,8 @@ pub(crate) fn create_table(t: &SqlCreateTable) -> Result<Statement> {
             other => return unsupported(format!("the table constraint {other}")),
         }
     }
-    if primary_key.is_empty() {
-        return Err(QueryError::Translate(format!(
-            "table {name} needs a PRIMARY KEY"
-        )));
-    }
+    // A missing PRIMARY KEY is refused when the statement runs, after IF NOT EXISTS has
+    // had its say: an existing table makes the statement a no-op whatever its definition.
     if columns.is_empty() {
         return Err(QueryError::Translate(format!(
             "table {name} has no columns"
