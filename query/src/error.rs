@@ -1,9 +1,9 @@
 //! The SQL layer's error type.
 //!
 //! Variants follow the stages a statement goes through: [`QueryError::Parse`] (not SQL),
-//! [`QueryError::Unsupported`] / [`QueryError::Translate`] (SQL we do not run),
-//! [`QueryError::Plan`] and the `NoSuch*` / [`QueryError::AlreadyExists`] variants (names or
-//! types that do not fit the catalog), [`QueryError::Exec`], [`QueryError::NotNull`],
+//! [`QueryError::Unsupported`] / [`QueryError::Translate`] / [`QueryError::BadRowCount`] (SQL
+//! we do not run), [`QueryError::Plan`], [`QueryError::BadPosition`] and the `NoSuch*` /
+//! [`QueryError::AlreadyExists`] variants (names or types that do not fit the catalog), [`QueryError::Exec`], [`QueryError::NotNull`],
 //! [`QueryError::OutOfRange`], [`QueryError::DivisionByZero`] and [`QueryError::DuplicateKey`] /
 //! [`QueryError::DuplicateInput`] (the data refused the statement; nothing was written),
 //! [`QueryError::Corruption`] (stored bytes are damaged), [`QueryError::Interrupted`] (stopped
@@ -38,6 +38,23 @@ pub enum QueryError {
     /// a column outside GROUP BY, ...
     #[error("{0}")]
     Plan(String),
+
+    /// `LIMIT` or `OFFSET` is not a non-negative integer literal (SQLSTATE 2201W for LIMIT,
+    /// 2201X for OFFSET, as PostgreSQL).
+    #[error("{clause} must be a non-negative integer")]
+    BadRowCount {
+        /// `"LIMIT"` or `"OFFSET"`.
+        clause: &'static str,
+    },
+
+    /// `ORDER BY n` or `GROUP BY n` past the select list, or below 1 (SQLSTATE 42P10).
+    #[error("{clause} position {position} is out of range")]
+    BadPosition {
+        /// `"ORDER BY"` or `"GROUP BY"`.
+        clause: &'static str,
+        /// The position as written.
+        position: i64,
+    },
 
     /// The statement names a table that does not exist (SQLSTATE 42P01).
     #[error("no such table: {0}")]
@@ -158,6 +175,9 @@ impl QueryError {
     pub fn sqlstate(&self) -> &'static str {
         match self {
             QueryError::Parse(_) | QueryError::Translate(_) => "42601",
+            QueryError::BadRowCount { clause: "OFFSET" } => "2201X",
+            QueryError::BadRowCount { .. } => "2201W",
+            QueryError::BadPosition { .. } => "42P10",
             QueryError::Unsupported(_) => "0A000",
             QueryError::NoSuchTable(_) | QueryError::UnknownQualifier(_) => "42P01",
             QueryError::NoSuchColumn { .. } => "42703",

@@ -183,6 +183,18 @@ async fn errors_carry_sqlstates() -> TestResult {
         ),
         Some(SqlState::FEATURE_NOT_SUPPORTED)
     );
+    assert_eq!(
+        code(client.execute("SELECT k FROM t LIMIT -1", &[]).await),
+        Some(SqlState::from_code("2201W"))
+    );
+    assert_eq!(
+        code(client.execute("SELECT k FROM t OFFSET -1", &[]).await),
+        Some(SqlState::from_code("2201X"))
+    );
+    assert_eq!(
+        code(client.execute("SELECT k FROM t ORDER BY 5", &[]).await),
+        Some(SqlState::INVALID_COLUMN_REFERENCE)
+    );
     // The connection is still usable after errors.
     let rows = client.query("SELECT k FROM t", &[]).await?;
     assert_eq!(rows[0].get::<_, i64>(0), 1);

@@ -394,7 +394,8 @@ fn to_group_row(
 ///
 /// # Errors
 /// [`QueryError::NoSuchTable`] / [`QueryError::NoSuchColumn`] for unknown tables or columns;
-/// [`QueryError::Plan`] for columns outside GROUP BY and ORDER BY positions out of range.
+/// [`QueryError::Plan`] for columns outside GROUP BY; [`QueryError::BadPosition`] for ORDER BY
+/// and GROUP BY positions out of range.
 pub fn plan_select(catalog: &Catalog, s: &Select) -> Result<SelectPlan> {
     let table = s.from.as_deref().map(|n| table(catalog, n)).transpose()?;
     let schema = table.as_deref();
@@ -422,9 +423,15 @@ pub fn plan_select(catalog: &Catalog, s: &Select) -> Result<SelectPlan> {
     let mut order = Vec::new();
     for o in &s.order_by {
         let e = match &o.key {
-            OrderKey::Ordinal(n) => projections.get(n - 1).cloned().ok_or_else(|| {
-                QueryError::Plan(format!("ORDER BY position {n} is out of range"))
-            })?,
+            OrderKey::Ordinal(n) => {
+                projections
+                    .get(n - 1)
+                    .cloned()
+                    .ok_or_else(|| QueryError::BadPosition {
+                        clause: "ORDER BY",
+                        position: i64::try_from(*n).unwrap_or(i64::MAX),
+                    })?
+            }
             OrderKey::Name(name) => {
                 // Output columns of that name; several are ambiguous unless they are the
                 // same expression (`SELECT *, v ... ORDER BY v`), as in PostgreSQL.
@@ -458,8 +465,9 @@ pub fn plan_select(catalog: &Catalog, s: &Select) -> Result<SelectPlan> {
                     .ok()
                     .and_then(|n| n.checked_sub(1))
                     .and_then(|i| projections.get(i))
-                    .ok_or_else(|| {
-                        QueryError::Plan(format!("GROUP BY position {n} is out of range"))
+                    .ok_or(QueryError::BadPosition {
+                        clause: "GROUP BY",
+                        position: *n,
                     })?;
                 if p.has_aggregate() {
                     return plan_err(format!("GROUP BY position {n} is an aggregate"));

@@ -418,12 +418,10 @@ fn insert(i: &sqlparser::ast::Insert) -> Result<Insert> {
     })
 }
 
-fn count_literal(e: &SqlExpr, what: &str) -> Result<u64> {
+fn count_literal(e: &SqlExpr, clause: &'static str) -> Result<u64> {
     match expr::expr(e, &Scope::default())? {
         Expr::Literal(Value::Int(n)) if n >= 0 => Ok(n.cast_unsigned()),
-        _ => Err(QueryError::Translate(format!(
-            "{what} must be a non-negative integer"
-        ))),
+        _ => Err(QueryError::BadRowCount { clause }),
     }
 }
 
@@ -476,9 +474,12 @@ fn query(q: &SqlQuery) -> Result<Select> {
                     OrderKey::Name(name)
                 }
                 Expr::Literal(Value::Int(n)) => {
-                    let n = usize::try_from(n).ok().filter(|n| *n >= 1).ok_or_else(|| {
-                        QueryError::Translate(format!("ORDER BY position {n} is out of range"))
-                    })?;
+                    let n = usize::try_from(n).ok().filter(|n| *n >= 1).ok_or(
+                        QueryError::BadPosition {
+                            clause: "ORDER BY",
+                            position: n,
+                        },
+                    )?;
                     OrderKey::Ordinal(n)
                 }
                 e => OrderKey::Expr(e),
