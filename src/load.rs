@@ -80,7 +80,8 @@ const MAX_REPORTED_BAD_LINES: u64 = 10;
 #[command(override_usage = "strata load [OPTIONS] <DB> <FILE>\n       \
                       strata load [OPTIONS] --resp <HOST:PORT> <FILE>")]
 pub(crate) struct LoadArgs {
-    /// Database directory (created if missing); not given with --resp.
+    /// Database directory (created if missing; its parent must exist); not given with --resp.
+    /// Ctrl-C or SIGTERM stops the load with nothing loaded (exit status 130).
     #[arg(value_name = "DB")]
     db: Option<PathBuf>,
     /// Input file of `key<TAB>value` lines; `-` reads standard input. Lines end at `\n` (a
