@@ -166,8 +166,9 @@ impl QueryError {
     /// The SQLSTATE code of this error (SQL:2016's codes with PostgreSQL's extensions, as
     /// listed in PostgreSQL's "Appendix A. PostgreSQL Error Codes"): `42601` syntax error,
     /// `0A000` not supported, `42P01` undefined table, `42703` undefined column, `42704`
-    /// undefined object, `42P07` duplicate table, `42804` datatype mismatch (other planning
-    /// errors), `23502` not-null violation, `23505` unique violation, `22003` numeric value out
+    /// undefined object, `42P07` duplicate table, `42P10` invalid column reference (a position
+    /// past the select list), `2201W`/`2201X` invalid row count in LIMIT/OFFSET, `42804`
+    /// datatype mismatch (other planning errors), `23502` not-null violation, `23505` unique violation, `22003` numeric value out
     /// of range, `22012` division by zero, `22000` other data exceptions, `57014` query
     /// canceled, `57P01` the engine was closed, `22023` invalid parameter value, `XX001`
     /// damaged data, `58030` I/O and other engine errors. The network server sends it to

@@ -162,7 +162,11 @@ fn errors_carry_postgres_sqlstates() {
     assert_eq!(state("CREATE INDEX i ON n (v)"), Some("42P07"));
     // Planning errors that are not a missing or taken name: a datatype mismatch.
     assert_eq!(state("SELECT k FROM u WHERE k = 'a'"), Some("42804"));
-    // A position that is not in the select list is a planning error, not a number out of
-    // range (it was 22003 while codes were read from the messages).
-    assert_eq!(state("SELECT k FROM u ORDER BY 5"), Some("42804"));
+    // A position that is not in the select list is an invalid column reference, as in
+    // PostgreSQL, not a number out of range (it was 22003 while codes were read from the
+    // messages); a negative LIMIT or OFFSET is an invalid row count.
+    assert_eq!(state("SELECT k FROM u ORDER BY 5"), Some("42P10"));
+    assert_eq!(state("SELECT k FROM u GROUP BY 3"), Some("42P10"));
+    assert_eq!(state("SELECT k FROM u LIMIT -1"), Some("2201W"));
+    assert_eq!(state("SELECT k FROM u OFFSET -1"), Some("2201X"));
 }
