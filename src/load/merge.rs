@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use anyhow::Context;
-use bytes::Bytes;
 use strata_engine::cache::BlockCache;
 use strata_engine::iterator::InternalIterator;
 use strata_engine::merge::parse_counter;
@@ -18,7 +17,7 @@ use strata_engine::{FileNumber, IngestFile, Keyspace, Options, ReadOptions, SeqN
 
 use super::check_interrupt;
 use super::parse::Format;
-use super::runs::{RunTables, TableSink, final_count, sum_counts};
+use super::runs::{RunTables, TableSink, final_count, join_all, sum_counts};
 
 /// A cursor over one run: its tables one after the other.
 struct RunCursor {
@@ -249,14 +248,8 @@ pub(crate) fn merge_runs(
                 scope.spawn(move || merge_range(runs, lower, upper, &step, out))
             })
             .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(anyhow::anyhow!("a merge thread panicked")))
-            })
-            .collect()
-    });
+        join_all(handles, "merge")
+    })?;
     let mut files = Vec::new();
     for part in results {
         files.extend(part?);
@@ -359,14 +352,8 @@ fn merge_passes(
                     })
                 })
                 .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| Err(anyhow::anyhow!("a merge thread panicked")))
-                })
-                .collect()
-        });
+            join_all(handles, "merge")
+        })?;
         let mut next: Vec<(usize, RunTables)> = Vec::with_capacity(groups.len());
         for part in merged {
             next.extend(part?);
@@ -389,11 +376,12 @@ fn merge_group(
         std::fs::remove_file(&f.path)
             .with_context(|| format!("removing run table {}", f.path.display()))?;
     }
-    let bound = |k: Option<&Bytes>| k.cloned().unwrap_or_default();
     Ok(RunTables {
         final_tables: false,
-        smallest: bound(files.first().map(|f| &f.smallest_key)),
-        largest: bound(files.last().map(|f| &f.largest_key)),
+        largest: files
+            .last()
+            .map(|f| f.largest_key.clone())
+            .unwrap_or_default(),
         files,
     })
 }

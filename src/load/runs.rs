@@ -21,11 +21,10 @@ const READ_CHUNK_BYTES: usize = 8 << 20;
 /// Runs with fewer entries are written by one thread.
 const PARALLEL_MIN_ENTRIES: usize = 10_000;
 
-/// The tables one sorted run was written to, with its key range.
+/// The tables one sorted run was written to, with its largest key.
 #[derive(Debug)]
 pub(crate) struct RunTables {
     pub(crate) files: Vec<IngestFile>,
-    pub(crate) smallest: Bytes,
     pub(crate) largest: Bytes,
     /// Written with the database's table options and final values, so that it can be ingested
     /// as it is when every run turns out to be in key order; false for runs that will be
@@ -145,8 +144,7 @@ impl RunWriter<'_> {
             carry.extend_from_slice(&arena[parsed..]);
             arena.truncate(parsed);
             if !entries.is_empty() {
-                let ordered = runs.last().is_none_or(|_| runs_ordered(&runs));
-                let run = self.write_run(&arena, &mut entries, runs.len(), ordered, runs.last())?;
+                let run = self.write_run(&arena, &mut entries, runs.len(), runs.last())?;
                 runs.push(run);
             }
         }
@@ -198,8 +196,7 @@ impl RunWriter<'_> {
             (self.progress)(stats);
             check_interrupt(self.interrupt)?;
             if !entries.is_empty() {
-                let ordered = runs.last().is_none_or(|_| runs_ordered(&runs));
-                let run = self.write_run(run, &mut entries, runs.len(), ordered, runs.last())?;
+                let run = self.write_run(run, &mut entries, runs.len(), runs.last())?;
                 runs.push(run);
             }
             start += used;
@@ -332,14 +329,14 @@ impl RunWriter<'_> {
     /// Sorts `entries`, keeps one pair per key (the last, or the sum of the counts) and writes
     /// them to tables of about `table_size_bytes`, split in key order among the cores (each
     /// part on its own thread: LZ4 compression dominates). Runs that may be ingested as they
-    /// are (every run so far in key order) use the database's table options; others are only
-    /// merged again and skip compression and filters.
+    /// are (the previous run was, and this one lies above it: so every run so far is in key
+    /// order) use the database's table options; others are only merged again and skip
+    /// compression and filters.
     fn write_run(
         &mut self,
         arena: &[u8],
         entries: &mut Vec<Entry>,
         index: usize,
-        ordered_so_far: bool,
         previous: Option<&RunTables>,
     ) -> anyhow::Result<RunTables> {
         sort_entries(arena, entries);
@@ -352,8 +349,7 @@ impl RunWriter<'_> {
         // A count sum past 64 bits may still come back in range with the counts of later
         // runs, so such a run keeps its partial sums and is merged again.
         let sums_fit = sums.iter().all(|&s| i64::try_from(s).is_ok());
-        let maybe_final = ordered_so_far
-            && sums_fit
+        let maybe_final = sums_fit
             && previous.is_none_or(|p| {
                 p.final_tables
                     && p.largest.get(self.key_prefix.len()..).unwrap_or_default() < smallest
@@ -418,7 +414,6 @@ impl RunWriter<'_> {
         Ok(RunTables {
             final_tables: maybe_final,
             files,
-            smallest: Bytes::from([prefix, smallest].concat()),
             largest: Bytes::from([prefix, largest].concat()),
         })
     }
@@ -473,7 +468,7 @@ pub(crate) fn map_file(file: &std::fs::File) -> Option<memmap2::Mmap> {
 
 /// Joins every thread of a scope, in order; a thread that panicked becomes an error naming
 /// `what` it was (the others are still joined, so the scope does not panic).
-fn join_all<T>(
+pub(crate) fn join_all<T>(
     handles: Vec<std::thread::ScopedJoinHandle<'_, T>>,
     what: &str,
 ) -> anyhow::Result<Vec<T>> {
@@ -718,14 +713,6 @@ impl Gathered {
             (key, value)
         })
     }
-}
-
-/// True if every run's keys lie above the previous run's.
-pub(crate) fn runs_ordered(runs: &[RunTables]) -> bool {
-    runs.windows(2).all(|w| match w {
-        [a, b] => a.largest < b.smallest,
-        _ => true,
-    })
 }
 
 /// Adds decimal counts (input counts, which fit an `i64`, or a run's partial sums, which may
