@@ -364,7 +364,7 @@ fn scratch_dirs(dir: &Path) -> Vec<(std::path::PathBuf, &'static str)> {
 }
 
 /// What one read-only open and integrity check find.
-#[derive(Default)]
+#[derive(Debug, Default)]
 struct Checked {
     /// The problems, as printable lines.
     problems: Vec<String>,
@@ -427,6 +427,32 @@ fn file_names(dir: &Path) -> (Vec<std::ffi::OsString>, Option<Vec<u8>>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_directory_with_tables_but_no_current_is_damaged_not_missing() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        // Nothing of a database: "no database", an error of the arguments.
+        std::fs::write(dir.path().join("notes.sst.txt"), b"")?;
+        let e = check_once(dir.path()).expect_err("no database");
+        assert!(e.to_string().contains("no database"), "{e}");
+        assert!(crate::require_database(dir.path()).is_err());
+        // A database whose CURRENT went missing: a problem of the database.
+        let db = Db::open(dir.path(), Options::default())?;
+        db.put(b"a", b"1")?;
+        db.flush()?;
+        db.close()?;
+        std::fs::remove_file(dir.path().join("CURRENT"))?;
+        let checked = check_once(dir.path())?;
+        assert_eq!(checked.problems.len(), 1);
+        assert!(
+            checked.problems[0].contains("damaged"),
+            "{:?}",
+            checked.problems
+        );
+        let e = crate::require_database(dir.path()).expect_err("damaged");
+        assert!(e.to_string().contains("damaged"), "{e}");
+        Ok(())
+    }
 
     #[test]
     fn check_notes_only_the_scratch_directories_of_loads_and_index_builds() -> anyhow::Result<()> {

@@ -389,9 +389,9 @@ pub(crate) fn missing_current(dir: &std::path::Path) -> Option<String> {
         .flatten()
         .flatten()
         .any(|e| {
-            let name = e.file_name();
-            let name = name.to_string_lossy();
-            name.ends_with(".sst") || name.starts_with("MANIFEST-")
+            use strata_engine::filename::{FileKind, parse};
+            let kind = e.file_name().to_str().and_then(parse);
+            matches!(kind, Some(FileKind::Table(_) | FileKind::Manifest(_)))
         });
     damaged.then(|| {
         format!(
