@@ -472,7 +472,7 @@ pub(super) fn update<S: KvStore>(
     let t = plan::table(&catalog, table)?;
     let mut sets = Vec::with_capacity(assignments.len());
     for (c, e) in assignments {
-        sets.push((plan::column(&t, c)?, plan::bind(e, Some(&t))?));
+        sets.push(plan::bind_assignment(&t, c, e)?);
     }
     let scan = update_scan(&t, filter)?;
     let reader = db.store.reader();

@@ -260,6 +260,21 @@ pub fn table(catalog: &Catalog, name: &str) -> Result<Arc<TableSchema>> {
         .ok_or_else(|| QueryError::NoSuchTable(name.to_owned()))
 }
 
+/// Binds the assignment `name = e` of an `UPDATE` on `t` and checks its types: the column's
+/// position and the bound expression.
+///
+/// # Errors
+/// [`QueryError::NoSuchColumn`] for an unknown column (assigned or read);
+/// [`QueryError::Plan`] when `e` applies an operator to types it refuses or has a type the
+/// column cannot store (`SET count = seq` on a BIGINT `count` and TEXT `seq`), whether or not
+/// any row is updated.
+pub fn bind_assignment(t: &TableSchema, name: &str, e: &Expr) -> Result<(usize, Expr)> {
+    let c = column(t, name)?;
+    let bound = bind(e, Some(t))?;
+    types::check_assignment(&bound, t, c)?;
+    Ok((c, bound))
+}
+
 /// Looks up column `name` of `t`: its position.
 ///
 /// # Errors

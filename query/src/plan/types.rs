@@ -20,6 +20,40 @@ pub(crate) fn check_condition(e: &Expr, table: Option<&TableSchema>, what: &str)
     boolean(check(e, table)?, what)
 }
 
+/// Checks `e` (bound to `table`) as the new value of column `column` in an `UPDATE ... SET`:
+/// as [`check`], and a known type that no value of could be stored in the column (TEXT into
+/// BIGINT, say) is refused, as PostgreSQL refuses it when it plans the statement. Types that
+/// some values of convert (a DOUBLE into BIGINT when whole, 0 and 1 into BOOLEAN) are left to
+/// the row's store.
+///
+/// # Errors
+/// [`crate::QueryError::Plan`] as [`check`], or for a type the column cannot store.
+pub(crate) fn check_assignment(e: &Expr, table: &TableSchema, column: usize) -> Result<()> {
+    let (Some(from), Some(col)) = (check(e, Some(table))?, table.columns.get(column)) else {
+        return Ok(());
+    };
+    let to = col.ty;
+    let may_store = from == to
+        || matches!(
+            (from, to),
+            (DataType::BigInt, DataType::Double | DataType::Boolean)
+                | (DataType::Double, DataType::BigInt)
+                | (DataType::Text, DataType::Blob)
+        );
+    if may_store {
+        return Ok(());
+    }
+    // A literal gets the message storing it gives (with the value), anything else the type.
+    let what = match e {
+        Expr::Literal(v) => format!("{} value {}", from.name(), super::explain::sql_literal(v)),
+        _ => format!("{} values", from.name()),
+    };
+    plan_err(format!(
+        "cannot store {what} in column {}.{} of type {to}",
+        table.name, col.name
+    ))
+}
+
 /// The static type of `e` (bound to `table`): `Some` when every non-NULL value it can take has
 /// that type, `None` when unknown (NULL).
 ///

@@ -165,16 +165,18 @@ pub fn statement(s: &SqlStatement) -> Result<Statement> {
                         "column {col} is assigned twice"
                     )));
                 }
-                assignments.push((col, expr::expr(&a.value, &scope)?));
+                let value = expr::expr(&a.value, &scope)?;
+                if value.has_aggregate() {
+                    return Err(QueryError::Translate(
+                        "aggregate functions are not allowed in UPDATE".to_owned(),
+                    ));
+                }
+                assignments.push((col, value));
             }
             Ok(Statement::Update {
                 table,
                 assignments,
-                filter: u
-                    .selection
-                    .as_ref()
-                    .map(|e| expr::expr(e, &scope))
-                    .transpose()?,
+                filter: write_filter(u.selection.as_ref(), &scope)?,
             })
         }
         SqlStatement::Delete(d) => {
@@ -196,11 +198,7 @@ pub fn statement(s: &SqlStatement) -> Result<Statement> {
             let (table, scope) = table_with_joins(one)?;
             Ok(Statement::Delete {
                 table,
-                filter: d
-                    .selection
-                    .as_ref()
-                    .map(|e| expr::expr(e, &scope))
-                    .transpose()?,
+                filter: write_filter(d.selection.as_ref(), &scope)?,
             })
         }
         SqlStatement::CreateTable(t) => ddl::create_table(t),
@@ -262,6 +260,18 @@ pub fn statement(s: &SqlStatement) -> Result<Statement> {
             unsupported(format!("the statement {}", words.join(" ")))
         }
     }
+}
+
+/// The `WHERE` of an `UPDATE` or `DELETE`, translated; aggregates are refused there, as in a
+/// `SELECT`'s `WHERE`.
+fn write_filter(selection: Option<&SqlExpr>, scope: &Scope) -> Result<Option<Expr>> {
+    let filter = selection.map(|e| expr::expr(e, scope)).transpose()?;
+    if filter.as_ref().is_some_and(Expr::has_aggregate) {
+        return Err(QueryError::Translate(
+            "aggregate functions are not allowed in WHERE".to_owned(),
+        ));
+    }
+    Ok(filter)
 }
 
 fn table_with_joins(t: &SqlTableWithJoins) -> Result<(String, Scope)> {
