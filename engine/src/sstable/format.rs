@@ -295,6 +295,21 @@ pub fn block_trailer(contents: &[u8], compression: CompressionType) -> [u8; BLOC
 /// [`Error::ChecksumMismatch`] for a bad CRC; [`Error::Corruption`] for a short block, an
 /// unknown compression type or an LZ4 failure.
 pub fn decode_block(stored: Bytes, file: &Path, offset: u64) -> Result<Bytes> {
+    decode_block_into(stored, file, offset, Vec::new())
+}
+
+/// [`decode_block`], decompressing into `spare` (whose contents are discarded and whose
+/// capacity is reused): a scan that does not cache its blocks hands back the buffer of the
+/// block it has finished with, instead of allocating a fresh one per block.
+///
+/// # Errors
+/// As [`decode_block`].
+pub(crate) fn decode_block_into(
+    stored: Bytes,
+    file: &Path,
+    offset: u64,
+    spare: Vec<u8>,
+) -> Result<Bytes> {
     let corrupt = |reason: String| Error::corruption(file, offset, reason);
     let Some(size) = stored.len().checked_sub(BLOCK_TRAILER_LEN) else {
         return Err(corrupt(format!(
@@ -318,13 +333,13 @@ pub fn decode_block(stored: Bytes, file: &Path, offset: u64) -> Result<Bytes> {
     }
     match CompressionType::try_from(ty) {
         Ok(CompressionType::None) => Ok(contents),
-        Ok(CompressionType::Lz4) => decompress_lz4(&contents).map_err(corrupt),
+        Ok(CompressionType::Lz4) => decompress_lz4(&contents, spare).map_err(corrupt),
         Err(other) => Err(corrupt(format!("unknown compression type {other}"))),
     }
 }
 
-/// Decodes `uncompressed_len: varint | lz4 block`.
-fn decompress_lz4(contents: &[u8]) -> std::result::Result<Bytes, String> {
+/// Decodes `uncompressed_len: varint | lz4 block` into `out` (cleared first).
+fn decompress_lz4(contents: &[u8], mut out: Vec<u8>) -> std::result::Result<Bytes, String> {
     let (len, n) = get_varint64(contents).ok_or("bad LZ4 uncompressed length")?;
     let body = contents.get(n..).ok_or("bad LZ4 uncompressed length")?;
     let limit = (body.len() as u64).saturating_mul(256).saturating_add(64);
@@ -335,7 +350,13 @@ fn decompress_lz4(contents: &[u8]) -> std::result::Result<Bytes, String> {
         ));
     }
     let len = usize::try_from(len).map_err(|_| "LZ4 uncompressed length overflows")?;
-    let mut out = vec![0u8; len];
+    out.clear();
+    if out.capacity() > 0 {
+        // A reused buffer grows with an eighth to spare, so the slightly larger blocks that
+        // follow fit without a reallocation each; a fresh one (a block for the cache) is exact.
+        out.reserve(len + len / 8);
+    }
+    out.resize(len, 0);
     match lz4_flex::block::decompress_into(body, &mut out) {
         Ok(written) if written == len => Ok(Bytes::from(out)),
         Ok(written) => Err(format!(

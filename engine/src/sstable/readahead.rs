@@ -93,7 +93,7 @@ impl Readahead {
             && (self.forward_run >= SEQUENTIAL_READS_BEFORE_READAHEAD
                 || self.backward_run >= SEQUENTIAL_READS_BEFORE_READAHEAD);
         if !going_ahead {
-            return read_exact(file, path, start, len).map(Bytes::from);
+            return read_exact_into(file, path, start, len, Vec::new()).map(Bytes::from);
         }
         let size = match self.next_size {
             0 => INITIAL_READAHEAD.min(self.max),
@@ -108,7 +108,12 @@ impl Readahead {
         };
         let window_len = usize::try_from(to - from)
             .map_err(|_| Error::corruption(path, from, "readahead window overflows"))?;
-        self.window = Bytes::from(read_exact(file, path, from, window_len)?);
+        // The old window's buffer is read into again when no block cut from it is alive.
+        let spare = std::mem::take(&mut self.window)
+            .try_into_mut()
+            .map(Vec::from)
+            .unwrap_or_default();
+        self.window = Bytes::from(read_exact_into(file, path, from, window_len, spare)?);
         self.window_start = from;
         self.window_slice(start, end)
             .ok_or_else(|| Error::corruption(path, start, "readahead window misses its block"))
@@ -157,14 +162,17 @@ impl Readahead {
     }
 }
 
-/// Reads exactly `len` bytes at `offset`; a short file is corruption.
-fn read_exact(
+/// Reads exactly `len` bytes at `offset` into `buf` (its contents replaced, its capacity
+/// reused); a short file is corruption.
+fn read_exact_into(
     file: &dyn RandomAccessFile,
     path: &Path,
     offset: u64,
     len: usize,
+    mut buf: Vec<u8>,
 ) -> Result<Vec<u8>> {
-    let mut buf = vec![0u8; len];
+    buf.clear();
+    buf.resize(len, 0);
     read_at(file, path, &mut buf, offset)?;
     Ok(buf)
 }

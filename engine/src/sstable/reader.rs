@@ -17,7 +17,9 @@ use bytes::Bytes;
 
 use super::block::{Block, BlockIter};
 use super::filter::{Filter, key_hash};
-use super::format::{BlockHandle, FOOTER_LEN, Footer, TableFormat, decode_block};
+use super::format::{
+    BlockHandle, FOOTER_LEN, Footer, TableFormat, decode_block, decode_block_into,
+};
 use super::properties::TableProperties;
 use super::readahead::Readahead;
 use crate::cache::BlockCache;
@@ -190,7 +192,7 @@ impl Table {
         while index.valid() {
             let handle = self.decode_handle(index.value())?;
             let mut it = self
-                .data_block(handle, policy, &mut Readahead::default())?
+                .data_block(handle, policy, &mut Readahead::default(), Vec::new())?
                 .iter();
             it.seek(stored)?;
             if it.valid() {
@@ -265,6 +267,7 @@ impl Table {
             global_seqno: self.global_seqno,
             policy,
             readahead: Readahead::default(),
+            spare: Vec::new(),
         }
     }
 
@@ -378,7 +381,12 @@ impl Table {
     fn count_block_entries(&self, handle_value: &[u8], entries: &mut u64) -> Result<()> {
         let handle = self.decode_handle(handle_value)?;
         let mut it = self
-            .data_block(handle, BlockCachePolicy::Bypass, &mut Readahead::default())?
+            .data_block(
+                handle,
+                BlockCachePolicy::Bypass,
+                &mut Readahead::default(),
+                Vec::new(),
+            )?
             .iter();
         it.seek_to_first()?;
         while it.valid() {
@@ -400,12 +408,15 @@ impl Table {
     /// The data block at `handle`, from the cache or the file as `policy` says; a block read
     /// from the file comes through `readahead` (a point lookup passes a fresh one, which reads
     /// just the block). A block cut from a readahead window is copied out of it before it goes
-    /// into the cache, so the cache never holds a window alive.
+    /// into the cache, so the cache never holds a window alive. A compressed block read from
+    /// the file is decompressed into `spare` (a buffer handed back by [`Block::reclaim`], or
+    /// empty).
     fn data_block(
         &self,
         handle: BlockHandle,
         policy: BlockCachePolicy,
         readahead: &mut Readahead,
+        spare: Vec<u8>,
     ) -> Result<Arc<Block>> {
         if policy != BlockCachePolicy::Bypass
             && let Some(b) = self.cache.get(self.number, handle.offset)
@@ -413,7 +424,7 @@ impl Table {
             return Ok(b);
         }
         let stored = readahead.read(&*self.file, &self.path, handle, self.data_end)?;
-        let mut contents = decode_block(stored, &self.path, handle.offset)?;
+        let mut contents = decode_block_into(stored, &self.path, handle.offset, spare)?;
         if policy == BlockCachePolicy::Fill && readahead.shares_window(&contents) {
             contents = Bytes::copy_from_slice(&contents);
         }
@@ -497,6 +508,9 @@ pub struct TableIter {
     /// Larger reads once the iterator walks blocks in order (off unless
     /// [`TableIter::with_readahead`] turned it on).
     readahead: Readahead,
+    /// The buffer of a block this iterator left that nothing else held (not cached), for the
+    /// next block read from the file to decompress into; see [`Block::reclaim`].
+    spare: Vec<u8>,
 }
 
 impl TableIter {
@@ -508,6 +522,12 @@ impl TableIter {
     pub fn with_readahead(mut self, max_bytes: usize) -> Self {
         self.readahead = Readahead::new(max_bytes);
         self
+    }
+
+    /// Capacity in bytes of the buffer kept for the next block read (see `spare`).
+    #[cfg(test)]
+    pub(super) fn spare_capacity(&self) -> usize {
+        self.spare.capacity()
     }
 
     /// The current value as a zero-copy slice of the cached block. Requires `valid()`.
@@ -526,11 +546,14 @@ impl TableIter {
         }
         let handle = self.table.decode_handle(self.index.value())?;
         if self.data.is_none() || self.data_offset != handle.offset {
-            self.data = Some(
-                self.table
-                    .data_block(handle, self.policy, &mut self.readahead)?
-                    .iter(),
-            );
+            let spare = std::mem::take(&mut self.spare);
+            let block = self
+                .table
+                .data_block(handle, self.policy, &mut self.readahead, spare)?;
+            match &mut self.data {
+                Some(data) => self.spare = Block::reclaim(data.replace_block(block)),
+                None => self.data = Some(block.iter()),
+            }
             self.data_offset = handle.offset;
         }
         Ok(())

@@ -930,3 +930,38 @@ fn byte_cuts_locate_each_share_among_the_tables() {
     assert!(byte_cuts(&[], 4).is_empty());
     assert!(byte_cuts(&[7], 1).is_empty());
 }
+
+#[test]
+fn scans_that_cache_nothing_reuse_block_buffers() -> Result<()> {
+    let dir = tempdir()?;
+    let path = dir.path().join("t.sst");
+    let model = many_blocks_model();
+    write(&path, &model, opts(256, 10, true))?;
+    let t = open(&path)?;
+    for readahead in READAHEADS {
+        let mut it = t
+            .iter_with(BlockCachePolicy::NoFill)
+            .with_readahead(readahead);
+        let mut out = Vec::new();
+        it.seek_to_first()?;
+        let mut reused = 0;
+        while it.valid() {
+            out.push(entry(&it));
+            it.next()?;
+            reused += usize::from(it.spare_capacity() > 0);
+        }
+        assert_eq!(out, model, "readahead {readahead}");
+        assert!(
+            reused > 0,
+            "readahead {readahead}: no block buffer came back"
+        );
+    }
+    // Blocks that go into the cache stay there: their buffers are never taken back.
+    let mut it = t.iter_with(BlockCachePolicy::Fill);
+    it.seek_to_first()?;
+    while it.valid() {
+        it.next()?;
+        assert_eq!(it.spare_capacity(), 0);
+    }
+    Ok(())
+}

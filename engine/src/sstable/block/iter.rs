@@ -91,6 +91,22 @@ impl BlockIter {
         }
     }
 
+    /// Points the cursor at `block` (not positioned until a seek), keeping its buffers'
+    /// capacity, and returns the block it was on, so a scan moving from block to block
+    /// allocates neither a new cursor nor, through [`Block::reclaim`], a new block buffer.
+    pub(crate) fn replace_block(&mut self, block: Arc<Block>) -> Arc<Block> {
+        self.valid = false;
+        self.current = 0;
+        self.next = 0;
+        self.restart_index = 0;
+        self.key.clear();
+        self.value_start = 0;
+        self.value_end = 0;
+        self.prev_entries.clear();
+        self.prev_keys.clear();
+        std::mem::replace(&mut self.block, block)
+    }
+
     /// Remembers the current entry for later `prev` calls.
     fn remember_current(&mut self) {
         let key_start = self.prev_keys.len();

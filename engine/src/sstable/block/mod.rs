@@ -155,6 +155,20 @@ impl Block {
         self.data_end == 0
     }
 
+    /// The buffer of `block` for reuse (contents discarded), when nothing else holds the
+    /// block or its bytes: neither the block cache nor a readahead window it was cut from.
+    /// Otherwise an empty `Vec`.
+    pub(crate) fn reclaim(block: Arc<Block>) -> Vec<u8> {
+        Arc::try_unwrap(block)
+            .ok()
+            .and_then(|b| b.data.try_into_mut().ok())
+            .map(|mut data| {
+                data.clear();
+                Vec::from(data)
+            })
+            .unwrap_or_default()
+    }
+
     /// A cursor over the block's entries (not positioned until a seek).
     pub fn iter(self: &Arc<Self>) -> BlockIter {
         BlockIter::new(Arc::clone(self))
