@@ -539,6 +539,45 @@ fn errors_match_redis_replies() {
         &encode(&[b"FOO", b"a", b"b"]),
         b"-ERR unknown command 'FOO', with args beginning with: 'a' 'b' \r\n",
     );
+    // Arguments are echoed as Redis 7 echoes them: raw bytes (not re-encoded as UTF-8), up to
+    // a NUL byte, cut at 128 bytes of the list even inside a character; CR and LF as spaces.
+    roundtrip(
+        &mut raw,
+        &encode(&[b"FOO", b"\xff", b"a\x00b", b"c\r\nd"]),
+        b"-ERR unknown command 'FOO', with args beginning with: '\xff' 'a' 'c  d' \r\n",
+    );
+    let long = [&b"a"[..]; 127].concat();
+    let mut cut = long.clone();
+    cut.extend_from_slice("\u{e9}".as_bytes());
+    let mut expected = b"-ERR unknown command 'FOO', with args beginning with: '".to_vec();
+    expected.extend_from_slice(&long);
+    expected.extend_from_slice(b"\xc3' \r\n");
+    roundtrip(&mut raw, &encode(&[b"FOO", &cut, b"more"]), &expected);
+    roundtrip(
+        &mut raw,
+        &encode(&[b"CLIENT", b"\xe9"]),
+        b"-ERR unknown subcommand '\xe9'. Try CLIENT HELP.\r\n",
+    );
+    roundtrip(
+        &mut raw,
+        &encode(&[b"HELLO", b"3", b"\xff"]),
+        b"-ERR Syntax error in HELLO option '\xff'\r\n",
+    );
+    // SCAN reads its cursor as Redis's strtoul does: "" and -0 start a scan.
+    for cursor in [&b""[..], b"-0", b"+0", b"0\x00x"] {
+        roundtrip(
+            &mut raw,
+            &encode(&[b"SCAN", cursor]),
+            b"*2\r\n$1\r\n0\r\n*0\r\n",
+        );
+    }
+    for cursor in [&b" 0"[..], b"-", b"0x", b"18446744073709551616"] {
+        roundtrip(
+            &mut raw,
+            &encode(&[b"SCAN", cursor]),
+            b"-ERR invalid cursor\r\n",
+        );
+    }
     roundtrip(
         &mut raw,
         &encode(&[b"GET"]),

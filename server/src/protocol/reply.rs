@@ -17,6 +17,19 @@ use std::fmt::Write as _;
 
 use bytes::BytesMut;
 
+/// An argument as Redis echoes it in an error message (C's `printf("%.*s")` of the argument's
+/// C string): its raw bytes, not re-encoded, up to the first NUL byte and at most `max` bytes
+/// (which may cut a UTF-8 character, as Redis does). Redis 7's `unknown command` and
+/// `unknown subcommand` messages cut at 128 bytes; its other messages only at the NUL.
+pub fn echoed(arg: &[u8], max: usize) -> &[u8] {
+    let end = arg
+        .iter()
+        .position(|&b| b == 0)
+        .unwrap_or(arg.len())
+        .min(max);
+    arg.get(..end).unwrap_or_default()
+}
+
 /// An output buffer that encodes replies in the connection's protocol version.
 #[derive(Debug, Default)]
 pub struct ReplyBuffer {
@@ -82,15 +95,30 @@ impl ReplyBuffer {
     /// `-message`: `message` starts with the error code (`ERR`, `WRONGPASS`, ...). CR and LF
     /// inside are replaced by spaces, as the frame would otherwise break.
     pub fn error(&mut self, message: &str) {
+        self.error_bytes(message.as_bytes());
+    }
+
+    /// [`ReplyBuffer::error`] of a message in raw bytes (one that echoes a client's arguments byte
+    /// for byte, as Redis's do: see [`echoed`]).
+    pub fn error_bytes(&mut self, message: &[u8]) {
         self.buf.reserve(message.len() + 3);
         self.buf.extend_from_slice(b"-");
-        for part in message.split(['\r', '\n']).enumerate() {
-            if part.0 > 0 {
-                self.buf.extend_from_slice(b" ");
-            }
-            self.buf.extend_from_slice(part.1.as_bytes());
-        }
+        self.buf.extend(
+            message
+                .iter()
+                .map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b }),
+        );
         self.buf.extend_from_slice(b"\r\n");
+    }
+
+    /// `-{before}{arg}{after}`: an error echoing one argument as Redis does (see [`echoed`];
+    /// `max` bytes at most).
+    pub fn error_echo(&mut self, before: &str, arg: &[u8], max: usize, after: &str) {
+        let mut message = Vec::with_capacity(before.len() + arg.len().min(max) + after.len());
+        message.extend_from_slice(before.as_bytes());
+        message.extend_from_slice(echoed(arg, max));
+        message.extend_from_slice(after.as_bytes());
+        self.error_bytes(&message);
     }
 
     /// `:n`.

@@ -108,10 +108,9 @@ pub(crate) fn hello(s: &mut Session, args: &[Bytes]) {
             setname = args.get(i + 1).cloned();
             i += 2;
         } else {
-            let text = String::from_utf8_lossy(opt).into_owned();
             return s
                 .out
-                .error(&format!("ERR Syntax error in HELLO option '{text}'"));
+                .error_echo("ERR Syntax error in HELLO option '", opt, usize::MAX, "'");
         }
     }
     if let Some((user, password)) = auth {
@@ -252,10 +251,12 @@ pub(crate) fn subcommand_error(s: &mut Session, command: &str, args: &[Bytes], h
         s.out.simple("    Print this help.");
         return;
     }
-    let sub = String::from_utf8_lossy(sub).into_owned();
-    s.out.error(&format!(
-        "ERR unknown subcommand '{sub}'. Try {command} HELP."
-    ));
+    s.out.error_echo(
+        "ERR unknown subcommand '",
+        sub,
+        128,
+        &format!("'. Try {command} HELP."),
+    );
 }
 
 /// `CLIENT HELP`.
@@ -398,8 +399,9 @@ fn client_list(s: &mut Session, args: &[Bytes]) {
             b"normal" => None,
             b"master" | b"replica" | b"slave" | b"pubsub" => Some(Vec::new()),
             other => {
-                let other = String::from_utf8_lossy(other).into_owned();
-                return s.out.error(&format!("ERR Unknown client type '{other}'"));
+                return s
+                    .out
+                    .error_echo("ERR Unknown client type '", other, usize::MAX, "'");
             }
         },
         (n, b"ID") if n > 3 => {
@@ -468,15 +470,17 @@ fn client_kill(s: &mut Session, args: &[Bytes]) {
                 b"normal" => {}
                 b"master" | b"replica" | b"slave" | b"pubsub" => no_match = true,
                 _ => {
-                    let v = String::from_utf8_lossy(value).into_owned();
-                    return s.out.error(&format!("ERR Unknown client type '{v}'"));
+                    return s
+                        .out
+                        .error_echo("ERR Unknown client type '", value, usize::MAX, "'");
                 }
             },
             // Every connection is the `default` user (`--requirepass` is its password).
             b"USER" if value.as_ref() == b"default" => {}
             b"USER" => {
-                let v = String::from_utf8_lossy(value).into_owned();
-                return s.out.error(&format!("ERR No such user '{v}'"));
+                return s
+                    .out
+                    .error_echo("ERR No such user '", value, usize::MAX, "'");
             }
             b"ADDR" => addr = Some(value),
             b"LADDR" => local = Some(value),

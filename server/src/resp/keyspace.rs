@@ -95,12 +95,30 @@ impl CursorTable {
     }
 }
 
+/// A SCAN cursor read as Redis reads it (C's `strtoul` over the argument up to a NUL byte,
+/// all of it consumed, no leading space, no overflow): decimal digits after an optional `+`
+/// or `-` (negation wraps, so `-0` is 0), and the empty string is 0. `None` is
+/// `ERR invalid cursor`.
+fn parse_cursor(arg: &[u8]) -> Option<u64> {
+    let text = crate::protocol::reply::echoed(arg, usize::MAX);
+    let (negative, digits) = match text.split_first() {
+        None => return Some(0),
+        Some((b'-', rest)) => (true, rest),
+        Some((b'+', rest)) => (false, rest),
+        Some(_) => (false, text),
+    };
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let n = digits.iter().try_fold(0u64, |n, d| {
+        n.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+    })?;
+    Some(if negative { n.wrapping_neg() } else { n })
+}
+
 /// SCAN cursor [MATCH pattern] [COUNT n] [TYPE type]
 pub(crate) fn scan(s: &mut Session, args: &[Bytes]) {
-    let cursor = std::str::from_utf8(arg(args, 1))
-        .ok()
-        .and_then(|c| c.parse::<u64>().ok());
-    let Some(cursor) = cursor else {
+    let Some(cursor) = parse_cursor(arg(args, 1)) else {
         return s.out.error("ERR invalid cursor");
     };
     let mut pattern: Option<&[u8]> = None;
@@ -303,10 +321,12 @@ pub(crate) fn databases(s: &mut Session, args: &[Bytes]) {
             ));
         }
         _ => {
-            let sub = String::from_utf8_lossy(arg(args, 1)).into_owned();
-            s.out.error(&format!(
-                "ERR unknown subcommand '{sub}'. Try DATABASES LIST or DATABASES CREATE name."
-            ));
+            s.out.error_echo(
+                "ERR unknown subcommand '",
+                arg(args, 1),
+                128,
+                "'. Try DATABASES LIST or DATABASES CREATE name.",
+            );
         }
     }
 }

@@ -23,6 +23,7 @@ use super::table::{self, CommandSpec};
 use crate::config::SyncMode;
 use crate::databases::{Database, KvBatch, MAX_REDIS_KEY_SIZE, key_length_error};
 use crate::error::resp_engine_error;
+use crate::protocol::reply::echoed;
 use crate::protocol::{Limits, ReplyBuffer};
 use crate::server::Shared;
 
@@ -301,27 +302,25 @@ impl Session {
         true
     }
 
+    /// Redis 7's reply, byte for byte: the name and the arguments echoed raw (up to a NUL
+    /// byte), the name cut at 128 bytes, arguments added while the list (quotes and spaces
+    /// counted) is under 128 bytes, each cut to the room left.
     fn unknown_command(&mut self, args: &[Bytes]) {
-        let name = args
-            .first()
-            .map(|a| String::from_utf8_lossy(a))
-            .unwrap_or_default();
-        let mut rest = String::new();
+        let mut message = b"ERR unknown command '".to_vec();
+        message.extend_from_slice(echoed(args.first().map_or(&[][..], |a| a), 128));
+        message.extend_from_slice(b"', with args beginning with: ");
+        let mut rest: Vec<u8> = Vec::new();
         for a in args.iter().skip(1) {
             if rest.len() >= 128 {
                 break;
             }
             let room = 128 - rest.len();
-            let text = String::from_utf8_lossy(a);
-            let cut: String = text.chars().take(room).collect();
-            rest.push('\'');
-            rest.push_str(&cut);
-            rest.push_str("' ");
+            rest.push(b'\'');
+            rest.extend_from_slice(echoed(a, room));
+            rest.extend_from_slice(b"' ");
         }
-        let name: String = name.chars().take(128).collect();
-        self.out.error(&format!(
-            "ERR unknown command '{name}', with args beginning with: {rest}"
-        ));
+        message.extend_from_slice(&rest);
+        self.out.error_bytes(&message);
     }
 
     /// Adds a blind `SET key value` (or `MSET`'s pairs) to the pending batch and encodes its
