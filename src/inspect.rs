@@ -234,6 +234,10 @@ pub(crate) fn sst_dump(file: &Path, entries: bool) -> anyhow::Result<ExitCode> {
         p.data_bytes
     )?;
     outln!("bloom bits/key:    {}", p.filter_bits_per_key)?;
+    match p.table_id {
+        Some(id) => outln!("table id:          {id}")?,
+        None => outln!("table id:          none (written before table ids)")?,
+    }
     if entries {
         let mut it = table.iter();
         it.seek_to_first()?;

@@ -431,8 +431,10 @@ impl TableCache {
 }
 
 /// [`Error::Corruption`] unless `table` is the table the manifest describes as `file`: the same
-/// size, entry count, first and last user keys, and sequence number range (an ingested table
-/// stores its entries at 0, so only its other facts are compared).
+/// size, entry count, first and last user keys, sequence number range (an ingested table
+/// stores its entries at 0, so only its other facts are compared) and, when the manifest
+/// records one, table id (`docs/format/manifest.md` section 2.3; the one fact that tells two
+/// ingested tables of the same keys apart).
 fn check_matches_manifest(table: &Table, file: &FileMeta) -> Result<()> {
     let p = table.properties();
     let mut differences = Vec::new();
@@ -473,6 +475,14 @@ fn check_matches_manifest(table: &Table, file: &FileMeta) -> Result<()> {
             file.largest_seqno.get()
         ));
     }
+    if let Some(id) = file.table_id
+        && p.table_id != Some(id)
+    {
+        differences.push(match p.table_id {
+            Some(other) => format!("its table id is {other}, the manifest says {id}"),
+            None => format!("it has no table id, the manifest says {id}"),
+        });
+    }
     if differences.is_empty() {
         return Ok(());
     }
@@ -510,6 +520,7 @@ pub(crate) fn describe_table_file(dir: &std::path::Path, number: FileNumber) -> 
         num_entries: p.num_entries,
         num_deletions: p.num_deletions,
         global_seqno: None,
+        table_id: p.table_id,
     })
 }
 

@@ -572,6 +572,7 @@ impl Outputs {
             num_entries: props.num_entries,
             num_deletions: props.num_deletions,
             global_seqno: None,
+            table_id: props.table_id,
         });
         Ok(())
     }

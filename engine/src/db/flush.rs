@@ -220,6 +220,7 @@ pub(crate) fn write_level0_table(
         num_entries: props.num_entries,
         num_deletions: props.num_deletions,
         global_seqno: None,
+        table_id: props.table_id,
     }))
 }
 

@@ -24,6 +24,7 @@ use crate::filename;
 use crate::fs::FileSystem;
 use crate::iterator::InternalIterator;
 use crate::sstable::Table;
+use crate::sstable::TableId;
 use crate::types::{FileNumber, InternalKey, InternalKeyRef, SeqNo, ValueKind};
 use crate::version::{FileMeta, NUM_LEVELS, Version, VersionEdit};
 
@@ -37,6 +38,8 @@ struct Candidate {
     smallest_kind: ValueKind,
     largest: Bytes,
     largest_kind: ValueKind,
+    /// The id in the file's properties, recorded in the manifest as it is.
+    table_id: Option<TableId>,
 }
 
 impl DbInner {
@@ -103,6 +106,7 @@ impl DbInner {
                 smallest_kind: p.smallest_key.kind,
                 largest: p.largest_key.user_key.clone(),
                 largest_kind: p.largest_key.kind,
+                table_id: p.table_id,
             });
         }
         out.sort_by(|a, b| a.smallest.cmp(&b.smallest));
@@ -218,6 +222,7 @@ impl DbInner {
                     num_entries: c.num_entries,
                     num_deletions: 0,
                     global_seqno: Some(seqno),
+                    table_id: c.table_id,
                 },
             );
         }

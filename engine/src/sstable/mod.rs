@@ -29,7 +29,7 @@ mod reader;
 
 pub use builder::{TableBuilder, TableBuilderOptions};
 pub use format::TableFormat;
-pub use properties::TableProperties;
+pub use properties::{TABLE_ID_LEN, TableId, TableProperties};
 pub use readahead::INITIAL_READAHEAD;
 pub use reader::{BlockCachePolicy, Table, TableIter, byte_cuts};
 

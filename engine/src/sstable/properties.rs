@@ -7,6 +7,7 @@
 //!               | raw_key_bytes | raw_value_bytes | data_bytes | num_data_blocks
 //!               | filter_bits_per_key                          (each a varint)
 //!               | smallest_key_len: varint | smallest_key | largest_key_len: varint | largest_key
+//!               [ | table_id_len: varint (16) | table_id ]           (optional)
 //! ```
 
 use std::path::Path;
@@ -46,6 +47,40 @@ pub struct TableProperties {
     pub num_data_blocks: u64,
     /// Bloom filter bits per key the table was built with; 0 = no filter block.
     pub filter_bits_per_key: u32,
+    /// The table's identity: 16 random bytes its builder drew (`docs/format/sstable.md`
+    /// section 5), recorded in the manifest and compared with it when the table is opened.
+    /// `None` for tables written before table ids existed.
+    pub table_id: Option<TableId>,
+}
+
+/// A table's identity (`docs/format/sstable.md` section 5, `docs/format/manifest.md` tag 12):
+/// 16 bytes drawn at random when the table's builder is created, as RocksDB's unique table
+/// ids, so that a file swapped for another table, even one with the same size, entry count
+/// and key range, is not taken for the table the manifest lists.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TableId(pub [u8; TABLE_ID_LEN]);
+
+/// Bytes of a [`TableId`].
+pub const TABLE_ID_LEN: usize = 16;
+
+impl TableId {
+    /// A fresh id from the thread's OS-seeded generator.
+    pub fn random() -> TableId {
+        TableId(rand::random())
+    }
+}
+
+impl std::fmt::Debug for TableId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "TableId({self})")
+    }
+}
+
+impl std::fmt::Display for TableId {
+    /// Lowercase hex, 32 digits.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.iter().try_for_each(|b| write!(f, "{b:02x}"))
+    }
 }
 
 impl Default for TableProperties {
@@ -64,6 +99,7 @@ impl Default for TableProperties {
             data_bytes: 0,
             num_data_blocks: 0,
             filter_bits_per_key: 0,
+            table_id: None,
         }
     }
 }
@@ -111,6 +147,9 @@ impl TableProperties {
             put_length_prefixed(dst, &self.smallest_key.as_ref().encode());
             put_length_prefixed(dst, &self.largest_key.as_ref().encode());
         }
+        if let Some(id) = &self.table_id {
+            put_length_prefixed(dst, &id.0);
+        }
     }
 
     /// Decodes a properties block's contents read at `offset` of `file`.
@@ -149,6 +188,14 @@ impl TableProperties {
             Ok(k)
         };
         let (smallest, largest) = (key()?, key()?);
+        let (smallest, largest, table_id) = (smallest, largest, key().ok());
+        let table_id = table_id
+            .map(|id| {
+                id.try_into()
+                    .map(TableId)
+                    .map_err(|_| corrupt("table id is not 16 bytes"))
+            })
+            .transpose()?;
         if pos != src.len() {
             return Err(corrupt("trailing bytes"));
         }
@@ -163,6 +210,7 @@ impl TableProperties {
             data_bytes,
             num_data_blocks,
             filter_bits_per_key,
+            table_id,
             ..TableProperties::default()
         };
         if num_entries == 0 {
@@ -231,5 +279,34 @@ mod tests {
         }
         buf.push(0);
         assert!(TableProperties::decode(&buf, Path::new("t"), 0).is_err());
+    }
+
+    #[test]
+    fn table_ids_round_trip_and_only_sixteen_bytes_decode() -> Result<()> {
+        let mut p = sample();
+        let without = {
+            let mut buf = Vec::new();
+            p.encode_into(&mut buf);
+            buf
+        };
+        p.table_id = Some(TableId(*b"0123456789abcdef"));
+        let mut buf = Vec::new();
+        p.encode_into(&mut buf);
+        assert_eq!(buf.len(), without.len() + 17);
+        assert_eq!(TableProperties::decode(&buf, Path::new("t"), 0)?, p);
+        assert_eq!(
+            p.table_id.map(|id| id.to_string()).as_deref(),
+            Some("30313233343536373839616263646566")
+        );
+        // Cut inside the id, or an id of another length: corruption, never a shorter id.
+        for cut in without.len() + 1..buf.len() {
+            assert!(TableProperties::decode(&buf[..cut], Path::new("t"), 0).is_err());
+        }
+        let mut long = without.clone();
+        put_length_prefixed(&mut long, &[7; 17]);
+        assert!(TableProperties::decode(&long, Path::new("t"), 0).is_err());
+        // Two builders never draw the same id (2^-128).
+        assert_ne!(TableId::random(), TableId::random());
+        Ok(())
     }
 }

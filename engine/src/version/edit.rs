@@ -17,7 +17,8 @@
 //!   9 keyspace          id: varint             (the edit applies to it; absent = 0, default)
 //!  10 keyspace_drop     (no payload)           (drops the keyspace of tag 9)
 //!  11 max_keyspace_id   id: varint             (largest id ever assigned; never reused)
-//!   7, 12..=31 reserved; 0 and everything else invalid
+//!  12 table_id          id: bytes (16 bytes)   (the id of the new file just before it)
+//!   7, 13..=31 reserved; 0 and everything else invalid
 //! bytes  := len: varint, byte{len}
 //! ```
 #![deny(clippy::indexing_slicing)]
@@ -25,6 +26,7 @@
 use std::fmt;
 
 use crate::coding::{get_length_prefixed, get_varint64, put_length_prefixed, put_varint64};
+use crate::sstable::TableId;
 use crate::types::{FileNumber, InternalKey, InternalKeyRef, SeqNo};
 
 /// Number of LSM levels, L0 through L6.
@@ -48,9 +50,12 @@ enum Tag {
     KeyspaceDrop,
     /// The largest keyspace id ever assigned.
     MaxKeyspaceId,
+    /// The table id of the new file just before it.
+    TableId,
 }
 
-/// Tags 7 and 12..=31 are reserved for later formats (7: compaction pointer).
+/// Tags 7 and 13..=31 are reserved for later formats (7: compaction pointer); 8..=12 are
+/// assigned and matched before this range is looked at.
 const RESERVED_TAGS: std::ops::RangeInclusive<u64> = 7..=31;
 
 impl From<Tag> for u64 {
@@ -67,6 +72,7 @@ impl From<Tag> for u64 {
             Tag::Keyspace => 9,
             Tag::KeyspaceDrop => 10,
             Tag::MaxKeyspaceId => 11,
+            Tag::TableId => 12,
         }
     }
 }
@@ -86,6 +92,7 @@ impl TryFrom<u64> for Tag {
             9 => Ok(Tag::Keyspace),
             10 => Ok(Tag::KeyspaceDrop),
             11 => Ok(Tag::MaxKeyspaceId),
+            12 => Ok(Tag::TableId),
             other => Err(other),
         }
     }
@@ -115,6 +122,9 @@ pub struct FileMeta {
     /// `smallest_seqno` and `largest_seqno` then describe the entries as read, at `S`. `None`
     /// for every table written by a flush or compaction.
     pub global_seqno: Option<SeqNo>,
+    /// The id in the table's properties (manifest tag 12), compared with the file whenever it
+    /// is opened; `None` for tables written before table ids existed.
+    pub table_id: Option<TableId>,
 }
 
 impl FileMeta {
@@ -238,6 +248,10 @@ impl VersionEdit {
             if let Some(s) = f.global_seqno {
                 put_varint64(dst, s.0);
             }
+            if let Some(id) = &f.table_id {
+                put_varint64(dst, Tag::TableId.into());
+                put_length_prefixed(dst, &id.0);
+            }
         }
     }
 
@@ -253,6 +267,8 @@ impl VersionEdit {
         let mut input = Input { src, pos: 0 };
         let mut edit = VersionEdit::default();
         let mut seen_keyspace = false;
+        // The tag before this one, for tag 12 (which must follow a new file directly).
+        let mut previous = None;
         while !input.is_empty() {
             let at = input.pos;
             let raw = input.varint("tag")?;
@@ -293,6 +309,7 @@ impl VersionEdit {
                         num_entries: input.varint("new_file num_entries")?,
                         num_deletions: input.varint("new_file num_deletions")?,
                         global_seqno: None,
+                        table_id: None,
                     };
                     if tag == Tag::NewFileGlobal {
                         meta.global_seqno = Some(input.seqno("new_file global_seqno")?);
@@ -320,7 +337,19 @@ impl VersionEdit {
                     let id = input.keyspace_id("max_keyspace_id")?;
                     set_once(&mut edit.max_keyspace_id, id, "max_keyspace_id", at)?;
                 }
+                Tag::TableId => {
+                    let id = input.table_id()?;
+                    let file = edit
+                        .new_files
+                        .last_mut()
+                        .filter(|_| matches!(previous, Some(Tag::NewFile | Tag::NewFileGlobal)))
+                        .ok_or_else(|| {
+                            format!("table_id at byte {at} does not follow a new file")
+                        })?;
+                    file.1.table_id = Some(id);
+                }
             }
+            previous = Some(tag);
         }
         Ok(edit)
     }
@@ -416,6 +445,17 @@ impl<'a> Input<'a> {
         Ok(name.to_owned())
     }
 
+    fn table_id(&mut self) -> Result<TableId, String> {
+        let at = self.pos;
+        let (bytes, n) = get_length_prefixed(self.rest())
+            .ok_or_else(|| format!("truncated table_id at byte {at}"))?;
+        let id = bytes
+            .try_into()
+            .map_err(|_| format!("table_id at byte {at} is not 16 bytes"))?;
+        self.pos += n;
+        Ok(TableId(id))
+    }
+
     fn level(&mut self, what: &str) -> Result<usize, String> {
         let at = self.pos;
         let v = self.varint(what)?;
@@ -466,6 +506,7 @@ mod tests {
             num_entries: 20,
             num_deletions: 1,
             global_seqno: None,
+            table_id: None,
         }
     }
 
@@ -519,6 +560,7 @@ mod tests {
                 num_entries: 1000,
                 num_deletions: 0,
                 global_seqno: Some(s),
+                table_id: None,
             },
         );
         e
@@ -615,13 +657,45 @@ mod tests {
 
     #[test]
     fn unknown_reserved_and_zero_tags_are_errors() {
-        for tag in [0_u64, 7, 12, 31, 32, 1000] {
+        for tag in [0_u64, 7, 13, 31, 32, 1000] {
             let mut buf = Vec::new();
             put_varint64(&mut buf, tag);
             put_varint64(&mut buf, 1);
             let err = VersionEdit::decode(&buf).expect_err("bad tag must fail");
             assert!(err.contains(&tag.to_string()), "{err}");
         }
+    }
+
+    #[test]
+    fn table_id_follows_its_new_file_and_is_sixteen_bytes() {
+        let id = TableId(*b"0123456789abcdef");
+        let mut e = flush_edit();
+        e.new_files[0].1.table_id = Some(id);
+        e.add_file(1, meta(10, b"d", b"e", (1, 2)));
+        let mut buf = Vec::new();
+        e.encode(&mut buf);
+        let decoded = VersionEdit::decode(&buf);
+        assert_eq!(decoded, Ok(e.clone()));
+        // Tag 12 then 16 bytes, right after the first new file.
+        let mut plain = Vec::new();
+        flush_edit().encode(&mut plain);
+        assert_eq!(buf.get(plain.len()..plain.len() + 2), Some(&[12, 16][..]));
+        // Alone, after a scalar field, after another table id, or of another length: errors.
+        let mut alone = Vec::new();
+        put_varint64(&mut alone, 12);
+        put_length_prefixed(&mut alone, &id.0);
+        assert!(VersionEdit::decode(&alone).is_err());
+        let mut after_scalar = vec![0x01, 0x07];
+        after_scalar.extend_from_slice(&alone);
+        assert!(VersionEdit::decode(&after_scalar).is_err());
+        let mut twice = plain.clone();
+        twice.extend_from_slice(&alone);
+        twice.extend_from_slice(&alone);
+        assert!(VersionEdit::decode(&twice).is_err());
+        let mut short = plain.clone();
+        put_varint64(&mut short, 12);
+        put_length_prefixed(&mut short, &id.0[..15]);
+        assert!(VersionEdit::decode(&short).is_err());
     }
 
     #[test]
@@ -694,9 +768,12 @@ mod tests {
             0..=SeqNo::MAX.0,
             any::<u64>(),
             any::<u64>(),
-            proptest::option::of(0..=SeqNo::MAX.0),
+            (
+                proptest::option::of(0..=SeqNo::MAX.0),
+                proptest::option::of(any::<[u8; 16]>()),
+            ),
         )
-            .prop_map(|(n, size, a, b, s1, s2, ne, nd, g)| FileMeta {
+            .prop_map(|(n, size, a, b, s1, s2, ne, nd, (g, id))| FileMeta {
                 number: FileNumber(n),
                 size,
                 smallest: a,
@@ -706,6 +783,7 @@ mod tests {
                 num_entries: ne,
                 num_deletions: nd,
                 global_seqno: g.map(SeqNo),
+                table_id: id.map(TableId),
             })
     }
 

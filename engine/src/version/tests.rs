@@ -21,6 +21,7 @@ fn table(number: u64, smallest: &[u8], largest: &[u8], seqs: (u64, u64)) -> File
         num_entries: 10,
         num_deletions: 2,
         global_seqno: None,
+        table_id: None,
     }
 }
 

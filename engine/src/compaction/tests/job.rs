@@ -111,6 +111,7 @@ impl Fixture {
             num_entries: props.num_entries,
             num_deletions: props.num_deletions,
             global_seqno: None,
+            table_id: None,
         }))
     }
 
@@ -448,6 +449,7 @@ fn outputs_are_cut_where_the_grandparent_overlap_grows_too_large() -> Result<()>
                 num_entries: 1,
                 num_deletions: 0,
                 global_seqno: None,
+                table_id: None,
             })
         })
         .collect();

@@ -28,6 +28,7 @@ fn t(number: u64, lo: &str, hi: &str, size: u64, seqs: (u64, u64)) -> FileMeta {
         num_entries: 100,
         num_deletions: 0,
         global_seqno: None,
+        table_id: None,
     }
 }
 

@@ -45,6 +45,7 @@ pub(super) fn table(number: u64, lo: u64, hi: u64, size: u64, seqs: (u64, u64)) 
         num_entries: size / 24 + 1,
         num_deletions: 0,
         global_seqno: None,
+        table_id: None,
     }
 }
 
