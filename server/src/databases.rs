@@ -510,10 +510,19 @@ impl Drop for BusyClaim<'_> {
     }
 }
 
+/// The file in a server's directory that the running server holds an exclusive `flock` on,
+/// so a second server on the same directory is refused at start, not only while the first
+/// has a database open (each database's own `LOCK` is released when it closes, and an idle
+/// one closes after `--close-idle-databases`).
+pub const SERVER_LOCK: &str = "strata-serve.lock";
+
 /// All databases of one server.
 #[derive(Debug)]
 pub struct Databases {
     root: PathBuf,
+    /// [`SERVER_LOCK`], locked for as long as the registry lives (closing the file, also
+    /// when the process dies, releases it).
+    _dir_lock: std::fs::File,
     options: Options,
     sync: SyncMode,
     open: Mutex<BTreeMap<String, Slot>>,
@@ -529,7 +538,8 @@ impl Databases {
     ///
     /// # Errors
     /// [`ServerError::DirIsDatabase`] when the directory is itself a database;
-    /// [`ServerError::Dir`] when it cannot be created.
+    /// [`ServerError::Dir`] when it (or its [`SERVER_LOCK`]) cannot be created;
+    /// [`ServerError::DirInUse`] when another server holds its [`SERVER_LOCK`].
     pub fn new(config: &Config) -> Result<Databases, ServerError> {
         if holds_database(&config.dir) {
             // Named as `mv` needs it: `db/.` or a symbolic link resolved.
@@ -541,6 +551,31 @@ impl Databases {
             path: config.dir.clone(),
             source,
         })?;
+        let lock_path = config.dir.join(SERVER_LOCK);
+        let dir_lock = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&lock_path)
+            .map_err(|source| ServerError::Dir {
+                path: lock_path.clone(),
+                source,
+            })?;
+        match dir_lock.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(ServerError::DirInUse {
+                    path: config.dir.clone(),
+                });
+            }
+            Err(std::fs::TryLockError::Error(source)) => {
+                return Err(ServerError::Dir {
+                    path: lock_path,
+                    source,
+                });
+            }
+        }
         let options = Options::default()
             .write_buffer_size(config.write_buffer_size)
             .min_write_buffer_number_to_merge(config.memtables_per_flush)
@@ -553,6 +588,7 @@ impl Databases {
             .max_value_size(config.limits.max_bulk_bytes.min(u32::MAX as usize - 1));
         Ok(Databases {
             root: config.dir.clone(),
+            _dir_lock: dir_lock,
             options,
             sync: config.sync,
             open: Mutex::new(BTreeMap::new()),
@@ -855,6 +891,18 @@ impl Databases {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_second_server_on_the_directory_is_refused_until_the_first_is_gone() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let first = Databases::new(&Config::ephemeral(dir.path())).expect("registry");
+        // No database is open: the directory lock alone refuses the second.
+        let e = Databases::new(&Config::ephemeral(dir.path())).expect_err("refused");
+        assert!(matches!(e, ServerError::DirInUse { .. }), "{e}");
+        assert!(e.to_string().contains("another `strata serve`"), "{e}");
+        drop(first);
+        Databases::new(&Config::ephemeral(dir.path())).expect("the lock went with the first");
+    }
 
     #[test]
     fn a_busy_entry_is_settled_when_its_thread_panics() {

@@ -33,6 +33,17 @@ pub enum ServerError {
         /// The directory.
         path: PathBuf,
     },
+    /// Another server serves the directory (it holds [`crate::databases::SERVER_LOCK`]).
+    #[error(
+        "another `strata serve` is serving {} (it holds {}); stop it first, or give this one \
+         another --dir",
+        path.display(),
+        crate::databases::SERVER_LOCK
+    )]
+    DirInUse {
+        /// The directory.
+        path: PathBuf,
+    },
     /// A listener could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {

@@ -21,4 +21,11 @@ echo "$err" | grep -q "not supported" || { echo "\\d said: $err"; exit 1; }
 # Transactions are accepted.
 $P -c "BEGIN" -c "UPDATE reads SET count = 13 WHERE seq = 'ACGTACGTAC'" -c "COMMIT"
 [ "$($P -At -c "SELECT count FROM reads WHERE seq = 'ACGTACGTAC'")" = 13 ]
+# Text that is not UTF-8 is refused (22021), never stored as U+FFFD; so is a client encoding
+# the server would not convert (it converts none).
+err=$(printf "SELECT 'caf\xe9';" | $P -v VERBOSITY=verbose 2>&1 || true)
+echo "$err" | grep -q "22021" || { echo "no 22021 in: $err"; exit 1; }
+err=$(PGCLIENTENCODING=LATIN1 $P -c "SELECT 1" 2>&1 || true)
+echo "$err" | grep -q 'client_encoding "LATIN1" is not supported' || { echo "LATIN1: $err"; exit 1; }
+[ "$(PGCLIENTENCODING=SQL_ASCII $P -At -c "SELECT 'ok'")" = ok ]
 echo "psql ok"

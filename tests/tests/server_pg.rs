@@ -230,7 +230,11 @@ async fn an_invalid_database_name_fails_at_connect() -> TestResult {
         assert_eq!(db.severity(), "FATAL");
         assert!(db.message().contains("does not exist"), "{}", db.message());
     }
-    assert_eq!(std::fs::read_dir(server.dir.path())?.count(), 1, "only db0");
+    let mut entries = std::fs::read_dir(server.dir.path())?
+        .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
+        .collect::<std::io::Result<Vec<_>>>()?;
+    entries.sort();
+    assert_eq!(entries, ["db0", "strata-serve.lock"], "only db0");
     // A valid name still works (and creates the database).
     connect(&server, "fine_name")
         .await?
@@ -771,4 +775,80 @@ async fn a_statement_still_running_after_the_grace_period_is_stopped_and_changes
         "the UPDATE changed nothing"
     );
     Ok(())
+}
+
+/// One frontend message: type byte, then the big-endian length (itself included) and body.
+#[expect(clippy::big_endian_bytes, reason = "PostgreSQL's wire format")]
+fn pg_message(kind: u8, body: &[u8]) -> Vec<u8> {
+    let mut m = vec![kind];
+    m.extend_from_slice(&u32::try_from(body.len() + 4).unwrap().to_be_bytes());
+    m.extend_from_slice(body);
+    m
+}
+
+/// Backend messages read up to and including ReadyForQuery, as (type, body).
+#[expect(clippy::big_endian_bytes, reason = "PostgreSQL's wire format")]
+fn read_until_ready(stream: &mut std::net::TcpStream) -> Vec<(u8, Vec<u8>)> {
+    use std::io::Read;
+    let mut messages = Vec::new();
+    loop {
+        let mut head = [0u8; 5];
+        stream.read_exact(&mut head).expect("a message");
+        let len = u32::from_be_bytes([head[1], head[2], head[3], head[4]]) as usize;
+        let mut body = vec![0u8; len - 4];
+        stream.read_exact(&mut body).expect("its body");
+        messages.push((head[0], body));
+        if head[0] == b'Z' {
+            return messages;
+        }
+    }
+}
+
+#[test]
+#[expect(clippy::big_endian_bytes, reason = "PostgreSQL's wire format")]
+fn a_bind_with_result_formats_for_the_wrong_number_of_columns_is_an_error() {
+    use std::io::Write;
+    let server = TestServer::start(|_| {});
+    let mut stream = std::net::TcpStream::connect(server.pg_addr()).expect("connect");
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .expect("timeout");
+    let mut startup = Vec::new();
+    startup.extend_from_slice(&196_608u32.to_be_bytes());
+    startup.extend_from_slice(b"user\0tester\0database\0fmt\0\0");
+    let mut packet = u32::try_from(startup.len() + 4)
+        .unwrap()
+        .to_be_bytes()
+        .to_vec();
+    packet.extend_from_slice(&startup);
+    stream.write_all(&packet).expect("startup");
+    read_until_ready(&mut stream);
+    for round in 0..2 {
+        let mut bytes = pg_message(b'P', b"\0SELECT 1, 2, 3\0\0\0");
+        // Portal "", statement "", no parameter formats, no parameters, two result formats
+        // (binary, text) for three columns; then in the second round a code that is neither.
+        let codes: &[u8] = if round == 0 {
+            &[0, 1, 0, 0]
+        } else {
+            &[0, 7, 0, 0]
+        };
+        let mut bind = b"\0\0\0\0\0\0\0\x02".to_vec();
+        bind.extend_from_slice(codes);
+        bytes.extend(pg_message(b'B', &bind));
+        bytes.extend(pg_message(b'E', b"\0\0\0\0\0"));
+        bytes.extend(pg_message(b'S', b""));
+        stream.write_all(&bytes).expect("extended query");
+        let replies = read_until_ready(&mut stream);
+        let error = replies
+            .iter()
+            .find(|(kind, _)| *kind == b'E')
+            .map(|(_, body)| String::from_utf8_lossy(body).into_owned())
+            .expect("an ErrorResponse, the connection kept");
+        let expected = if round == 0 { "C08P01" } else { "C22023" };
+        assert!(error.contains(expected), "{error}");
+        assert!(
+            !replies.iter().any(|(kind, _)| *kind == b'D'),
+            "no row sent"
+        );
+    }
 }

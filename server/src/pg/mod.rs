@@ -458,6 +458,19 @@ impl StartupHandler for PgStartup {
                     ),
                 ))));
             }
+            // The server converts no encodings: a client asking for another one than UTF8
+            // would have its text read wrongly (pgwire turns bytes that are not UTF-8 into
+            // U+FFFD).
+            if let Some(Err(e)) = p
+                .get("client_encoding")
+                .map(|e| sql::check_client_encoding(e))
+            {
+                return Err(PgWireError::UserError(Box::new(ErrorInfo::new(
+                    "FATAL".to_owned(),
+                    e.sqlstate().to_owned(),
+                    e.to_string(),
+                ))));
+            }
             // `options='-c statement_timeout=2000'` (libpq, PGOPTIONS); a bad value fails the
             // connection, as in PostgreSQL.
             if let Some(set) = p
@@ -516,6 +529,7 @@ impl QueryParser for PgParser {
     where
         C: ClientInfo + Unpin + Send + Sync,
     {
+        sql::check_statement_text(sql).map_err(|e| sql_error(&e))?;
         match sql::text::split_statements(sql).as_slice() {
             [] => Ok(None),
             [one] => {
@@ -554,6 +568,32 @@ impl QueryParser for PgParser {
         // Described by PgQuery::do_describe_*, which can reach the database.
         Ok(Vec::new())
     }
+}
+
+/// Refuses result format codes a Bind gave one per column when their number is not the
+/// statement's column count, and codes other than 0 (text) and 1 (binary), with PostgreSQL's
+/// messages (08P01, 22023): pgwire would index past the codes (a panic that drops the
+/// connection) or read an unknown code as text.
+fn check_result_formats(format: &Format, columns: usize) -> PgWireResult<()> {
+    let Format::Individual(codes) = format else {
+        return Ok(());
+    };
+    if let Some(bad) = codes.iter().find(|&&c| c != 0 && c != 1) {
+        return Err(user_error(
+            "22023",
+            format!("unsupported format code: {bad}"),
+        ));
+    }
+    if codes.len() != columns {
+        return Err(user_error(
+            "08P01",
+            format!(
+                "bind message has {} result formats but query has {columns} columns",
+                codes.len()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn user_error(code: &str, message: String) -> PgWireError {
@@ -897,6 +937,13 @@ impl SimpleQueryHandler for PgQuery {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
+        if let Err(e) = sql::check_statement_text(query) {
+            return Ok(vec![Response::Error(Box::new(ErrorInfo::new(
+                "ERROR".to_owned(),
+                e.sqlstate().to_owned(),
+                e.to_string(),
+            )))]);
+        }
         let statements: Vec<String> = sql::text::split_statements(query)
             .into_iter()
             .map(str::to_owned)
@@ -1067,11 +1114,12 @@ impl ExtendedQueryHandler for PgQuery {
             .blocking(client, move |db| sql::describe(db, &sql))
             .await?
             .map_err(|e| sql_error(&e))?;
-        Ok(DescribePortalResponse::new(
-            columns
-                .map(|c| values::fields(&c, &portal.result_column_format))
-                .unwrap_or_default(),
-        ))
+        let columns = columns.unwrap_or_default();
+        check_result_formats(&portal.result_column_format, columns.len())?;
+        Ok(DescribePortalResponse::new(values::fields(
+            &columns,
+            &portal.result_column_format,
+        )))
     }
 
     async fn do_query<C>(
@@ -1094,6 +1142,16 @@ impl ExtendedQueryHandler for PgQuery {
             .map_err(|m| user_error("22P02", m))?;
         let sql = sql::text::substitute_params(&stmt.sql, &literals)
             .map_err(|m| user_error("08P01", m))?;
+        // Result formats given one per column must match the columns, checked before the
+        // statement runs (as PostgreSQL checks them at Bind): pgwire indexes them by column.
+        if let Format::Individual(_) = &portal.result_column_format {
+            let planned = sql.clone();
+            let columns = self
+                .blocking(client, move |db| sql::describe(db, &planned))
+                .await?
+                .map_err(|e| sql_error(&e))?;
+            check_result_formats(&portal.result_column_format, columns.map_or(0, |c| c.len()))?;
+        }
         let outcome = self
             .run_statement(client, sql)
             .await?

@@ -71,6 +71,9 @@ pub enum SqlError {
     /// The statement ran past the connection's `statement_timeout` and was stopped; it
     /// changed nothing.
     StatementTimeout,
+    /// Text that is not what the client sent or cannot be read as UTF-8 (SQLSTATE 22021):
+    /// see [`check_statement_text`].
+    BadEncoding(String),
 }
 
 impl fmt::Display for SqlError {
@@ -84,7 +87,9 @@ impl fmt::Display for SqlError {
             SqlError::UnknownSetting(name) => {
                 write!(f, "unrecognized configuration parameter \"{name}\"")
             }
-            SqlError::Params(msg) | SqlError::InvalidSetting(msg) => f.write_str(msg),
+            SqlError::Params(msg) | SqlError::InvalidSetting(msg) | SqlError::BadEncoding(msg) => {
+                f.write_str(msg)
+            }
             SqlError::Server(e) => write!(f, "{e}"),
             SqlError::StatementTimeout => f.write_str(
                 "canceling statement due to statement timeout; the statement changed nothing",
@@ -124,12 +129,82 @@ impl SqlError {
             SqlError::Params(_) => "08P01",
             SqlError::InvalidSetting(_) => "22023",
             SqlError::StatementTimeout => "57014",
+            SqlError::BadEncoding(_) => "22021",
             SqlError::Server(ServerError::BadName(_)) => "3D000",
             SqlError::Server(ServerError::ShuttingDown) => "57P01",
             SqlError::Server(ServerError::TooManyDatabases { .. }) => "53000",
             SqlError::Server(_) => "58000",
         }
     }
+}
+
+/// Refuses statement text holding U+FFFD, the replacement character. pgwire reads the text of
+/// a Query or Parse message with `String::from_utf8_lossy`, so bytes that are not UTF-8 (a
+/// client sending Latin-1, say) reach us as U+FFFD and would be stored as such: wrong data,
+/// silently. PostgreSQL refuses such bytes (`invalid byte sequence for encoding "UTF8"`,
+/// 22021); since the two cannot be told apart here, a literal U+FFFD in statement text is
+/// refused too, and goes through as a parameter value (parameters arrive as bytes, which
+/// are checked as UTF-8 themselves).
+///
+/// # Errors
+/// [`SqlError::BadEncoding`] when `sql` holds U+FFFD.
+pub fn check_statement_text(sql: &str) -> Result<(), SqlError> {
+    match sql
+        .char_indices()
+        .find(|&(_, c)| c == char::REPLACEMENT_CHARACTER)
+    {
+        None => Ok(()),
+        Some((at, _)) => Err(SqlError::BadEncoding(format!(
+            "invalid byte sequence for encoding \"UTF8\" in the statement text near byte {at}, \
+             or a literal U+FFFD there (indistinguishable after decoding): send text that is \
+             not UTF-8 converted to UTF-8, and a U+FFFD character as a parameter"
+        ))),
+    }
+}
+
+/// Checks a client encoding a client asks for (the `client_encoding` startup parameter, `SET
+/// client_encoding`, `SET NAMES`): the server speaks UTF8 and converts nothing, so only
+/// UTF8 (`UTF8`, `UTF-8`, `UNICODE`), `SQL_ASCII` (no conversion: libpq's choice in the C
+/// locale) and `DEFAULT` are accepted, in any case.
+///
+/// # Errors
+/// [`SqlError::InvalidSetting`] (22023) for any other encoding.
+pub fn check_client_encoding(value: &str) -> Result<(), SqlError> {
+    let shown = value.trim().trim_matches(|c| c == '\'' || c == '"');
+    let name = shown.to_ascii_uppercase();
+    if matches!(
+        name.as_str(),
+        "UTF8" | "UTF-8" | "UNICODE" | "SQL_ASCII" | "DEFAULT"
+    ) {
+        return Ok(());
+    }
+    Err(SqlError::InvalidSetting(format!(
+        "client_encoding \"{shown}\" is not supported: Strata speaks UTF8 only and converts \
+         nothing (convert on the client, e.g. psql's \\encoding UTF8)"
+    )))
+}
+
+/// The encoding a `SET client_encoding TO x` / `SET client_encoding = x` / `SET NAMES x`
+/// statement asks for (`SESSION` or `LOCAL` allowed), unquoted; `None` for other statements.
+fn client_encoding_in_set(stmt: &str) -> Option<String> {
+    let spaced = stmt.trim().trim_end_matches(';').replace('=', " = ");
+    let mut words = spaced.split_whitespace();
+    if !words.next()?.eq_ignore_ascii_case("SET") {
+        return None;
+    }
+    let mut word = words.next()?;
+    if word.eq_ignore_ascii_case("SESSION") || word.eq_ignore_ascii_case("LOCAL") {
+        word = words.next()?;
+    }
+    if word.eq_ignore_ascii_case("CLIENT_ENCODING") {
+        let sep = words.next()?;
+        if !(sep.eq_ignore_ascii_case("TO") || sep == "=") {
+            return None;
+        }
+    } else if !word.eq_ignore_ascii_case("NAMES") {
+        return None;
+    }
+    Some(words.collect::<Vec<_>>().join(" "))
 }
 
 /// The PostgreSQL version clients are told (they pick features by it).
@@ -179,12 +254,19 @@ fn intercept(database: &Database, stmt: &str) -> Option<Result<Outcome, SqlError
         ("ROLLBACK" | "ABORT", _) => Outcome::Rollback,
         ("SAVEPOINT", _) => Outcome::Command("SAVEPOINT".into()),
         ("RELEASE", _) => Outcome::Command("RELEASE".into()),
-        ("SET", _) => Outcome::Command("SET".into()),
+        ("SET", _) => match client_encoding_in_set(stmt).map(|e| check_client_encoding(&e)) {
+            Some(Err(e)) => return Some(Err(e)),
+            _ => Outcome::Command("SET".into()),
+        },
         ("RESET", _) => Outcome::Command("RESET".into()),
         ("DISCARD", _) => Outcome::Command("DISCARD ALL".into()),
         ("DEALLOCATE", _) => return Some(deallocate(stmt)),
         ("SHOW", "TABLES") => return None,
         ("SHOW", "ALL") => return Some(Err(SqlError::UnknownSetting("all".into()))),
+        // PostgreSQL's spelling of `SHOW transaction_isolation` (SQLAlchemy sends it first).
+        ("SHOW", "TRANSACTION") if words.get(2).is_some_and(|w| w == "ISOLATION") => {
+            text_row("transaction_isolation", "read committed".into())
+        }
         ("SHOW", name) => match setting(name) {
             Some(v) => text_row(&name.to_ascii_lowercase(), v),
             None => {

@@ -106,6 +106,10 @@ fn session_statements_are_answered() -> Result<(), SqlError> {
         run(&db, "SET datestyle = 'ISO'")?,
         Outcome::Command("SET".into())
     );
+    let Outcome::Rows { rows, .. } = run(&db, "show transaction isolation level")? else {
+        panic!("no rows");
+    };
+    assert_eq!(rows, vec![vec![Value::Text("read committed".into())]]);
     let Outcome::Rows { rows, .. } = run(&db, "SHOW standard_conforming_strings")? else {
         panic!("no rows");
     };
@@ -169,4 +173,44 @@ fn errors_carry_postgres_sqlstates() {
     assert_eq!(state("SELECT k FROM u GROUP BY 3"), Some("42P10"));
     assert_eq!(state("SELECT k FROM u LIMIT -1"), Some("2201W"));
     assert_eq!(state("SELECT k FROM u OFFSET -1"), Some("2201X"));
+}
+
+#[test]
+fn only_utf8_client_encodings_are_accepted() -> Result<(), SqlError> {
+    let (_dir, _dbs, db) = open();
+    for ok in [
+        "SET client_encoding TO 'UTF8'",
+        "set client_encoding = utf8",
+        "SET client_encoding='UNICODE';",
+        "SET SESSION client_encoding TO DEFAULT",
+        "SET NAMES 'SQL_ASCII'",
+        "SET names \"utf-8\"",
+    ] {
+        assert_eq!(run(&db, ok)?, Outcome::Command("SET".into()), "{ok}");
+    }
+    for bad in [
+        "SET client_encoding TO 'LATIN1'",
+        "set client_encoding=win1252",
+        "SET LOCAL client_encoding = 'euc_jp'",
+        "SET NAMES 'LATIN9'",
+    ] {
+        let e = run(&db, bad).expect_err(bad);
+        assert_eq!(e.sqlstate(), "22023", "{bad}");
+        assert!(e.to_string().contains("not supported"), "{e}");
+    }
+    // Other settings are still accepted as before.
+    assert_eq!(
+        run(&db, "SET application_name = 'latin1'")?,
+        Outcome::Command("SET".into())
+    );
+    Ok(())
+}
+
+#[test]
+fn statement_text_with_the_replacement_character_is_refused() {
+    assert!(super::check_statement_text("SELECT 'café'").is_ok());
+    let e = super::check_statement_text("INSERT INTO t VALUES ('caf\u{fffd}')")
+        .expect_err("U+FFFD is what pgwire makes of bytes that are not UTF-8");
+    assert_eq!(e.sqlstate(), "22021");
+    assert!(e.to_string().contains("near byte 26"), "{e}");
 }

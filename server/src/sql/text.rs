@@ -249,7 +249,11 @@ pub fn leading_words(sql: &str, n: usize) -> Vec<String> {
     words
 }
 
-/// True when the statement's code (outside strings) mentions a PostgreSQL system catalog.
+/// True when the statement's code (outside strings) reads a PostgreSQL system catalog: a name
+/// qualified by `pg_catalog.` or `information_schema.`, or one of the catalogs psql and
+/// drivers query (`pg_class`, `pg_type`, ...) as the table after `FROM` or `JOIN`, where
+/// PostgreSQL would find the catalog first. Elsewhere such a word is an ordinary name: a
+/// column or alias `pg_class`, `CREATE TABLE pg_type (...)`.
 pub fn mentions_system_catalog(sql: &str) -> bool {
     const CATALOGS: [&str; 9] = [
         "pg_catalog",
@@ -262,14 +266,31 @@ pub fn mentions_system_catalog(sql: &str) -> bool {
         "pg_roles",
         "pg_attribute",
     ];
-    scan(sql).into_iter().any(|(piece, s, e)| {
-        piece == Piece::Code
-            && sql.get(s..e).is_some_and(|t| {
-                // Whole identifiers only: a column `jpg_type` is not the catalog `pg_type`.
-                t.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '$'))
-                    .any(|word| CATALOGS.iter().any(|c| word.eq_ignore_ascii_case(c)))
-            })
-    })
+    const SCHEMAS: [&str; 2] = ["pg_catalog.", "information_schema."];
+    // The previous word of the statement's code; a string or quoted name in between resets it.
+    let mut previous: Option<&str> = None;
+    for (piece, s, e) in scan(sql) {
+        if piece != Piece::Code {
+            previous = None;
+            continue;
+        }
+        let text = sql.get(s..e).unwrap_or_default();
+        // Whole identifiers, dots kept: a column `jpg_type` is not the catalog `pg_type`.
+        for word in text
+            .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '$' || c == '.'))
+            .filter(|w| !w.is_empty())
+        {
+            let lower = word.to_ascii_lowercase();
+            let qualified = SCHEMAS.iter().any(|schema| lower.starts_with(schema));
+            let after_from = previous
+                .is_some_and(|p| p.eq_ignore_ascii_case("FROM") || p.eq_ignore_ascii_case("JOIN"));
+            if qualified || (after_from && CATALOGS.contains(&lower.as_str())) {
+                return true;
+            }
+            previous = Some(word);
+        }
+    }
+    false
 }
 
 #[cfg(test)]
@@ -321,6 +342,26 @@ mod tests {
         assert!(!mentions_system_catalog(
             "CREATE TABLE images (id BIGINT PRIMARY KEY, jpg_type TEXT, pg_types_seen BIGINT)"
         ));
+        // What psql's \\d and \\l send, and drivers' type lookups.
+        assert!(mentions_system_catalog(
+            "SELECT n.nspname FROM pg_catalog.pg_class c LEFT JOIN pg_catalog.pg_namespace n"
+        ));
+        assert!(mentions_system_catalog(
+            "SELECT * FROM information_schema.tables"
+        ));
+        assert!(mentions_system_catalog(
+            "SELECT oid FROM x JOIN pg_type ON true"
+        ));
+        // Ordinary names that happen to be catalog names.
+        assert!(!mentions_system_catalog("SELECT 1 AS pg_class"));
+        assert!(!mentions_system_catalog(
+            "CREATE TABLE t2 (id BIGINT PRIMARY KEY, pg_class TEXT)"
+        ));
+        assert!(!mentions_system_catalog(
+            "CREATE TABLE pg_type (id BIGINT PRIMARY KEY)"
+        ));
+        assert!(!mentions_system_catalog("SELECT pg_roles FROM t"));
+        assert!(!mentions_system_catalog("SELECT * FROM 'x' pg_type"));
     }
 
     #[test]
