@@ -54,7 +54,7 @@ mod tests;
 mod tests_resp;
 
 use std::io::{BufReader, IsTerminal, Read};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -343,6 +343,37 @@ impl LoadTrace {
     }
 }
 
+/// Refuses an input file that starts with the gzip, zstd, bzip2 or xz magic bytes: loaded
+/// as text, compressed bytes fail at some line with a misleading message ("no tab"), or with
+/// `--skip-bad` load as garbage pairs. Reads the first bytes at offset 0 without moving the
+/// file position.
+fn refuse_compressed(input: &std::fs::File, file: &Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::FileExt;
+    const MAGIC: [(&[u8], &str, &str); 4] = [
+        (b"\x1f\x8b", "gzip", "zcat"),
+        (b"\x28\xb5\x2f\xfd", "zstd", "zstdcat"),
+        (b"BZh", "bzip2", "bzcat"),
+        (b"\xfd7zXZ\x00", "xz", "xzcat"),
+    ];
+    let mut head = [0u8; 6];
+    let n = input.read_at(&mut head, 0).unwrap_or(0);
+    let head = head.get(..n).unwrap_or_default();
+    for (magic, format, cat) in MAGIC {
+        // bzip2's "BZh" is text; it counts only with its block-size digit after it.
+        let bzip2_digit =
+            format != "bzip2" || head.get(3).is_some_and(|d| (b'1'..=b'9').contains(d));
+        if head.starts_with(magic) && bzip2_digit {
+            anyhow::bail!(
+                "{} looks {format}-compressed (it starts with {format}'s magic bytes): \
+                 decompress it first, for example `{cat} {} | strata load DB -`",
+                file.display(),
+                file.display()
+            );
+        }
+    }
+    Ok(())
+}
+
 /// `strata load`: opens the database (or connects to `--resp`), loads, prints the final
 /// line.
 pub(crate) fn run(args: &LoadArgs) -> anyhow::Result<ExitCode> {
@@ -366,6 +397,7 @@ pub(crate) fn run(args: &LoadArgs) -> anyhow::Result<ExitCode> {
             .metadata()
             .with_context(|| format!("reading the metadata of {}", file.display()))?;
         anyhow::ensure!(!meta.is_dir(), "{} is a directory", file.display());
+        refuse_compressed(&input, file)?;
         Some((input, meta))
     };
     let mut options = Options::default();

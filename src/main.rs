@@ -163,16 +163,23 @@ enum BenchCommand {
 }
 
 fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // Without STRATA_LOG: warnings only, except that a server also says what it listens on,
+    // which databases it opens and closes, and when it shuts down (as redis-server does).
+    let default_filter = match cli.command {
+        Command::Serve(_) => "warn,strata_server=info",
+        _ => "warn",
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("STRATA_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter)),
         )
         .with_writer(std::io::stderr)
         // Colour only on a terminal: a log redirected to a file gets no escape codes.
         .with_ansi(std::io::stderr().is_terminal())
         .init();
-    match run(Cli::parse()) {
+    match run(cli) {
         Ok(code) => code,
         // The reader of our output went away (`strata scan ... | head`): stop quietly, as
         // cat and grep do.
@@ -198,6 +205,14 @@ fn error_message(e: &anyhow::Error) -> String {
             message.push_str(": ");
         }
         message.push_str(&text);
+    }
+    // The engine's `Error::Locked`, however the caller wrapped it (the SQL layer keeps only
+    // its text).
+    if message.contains("is locked by another open instance") {
+        message.push_str(
+            " (a `strata serve`, `repl` or `load` has it open: stop it, or read beside it with \
+             `strata repl --read-only`, `get`, `scan` or `check`)",
+        );
     }
     message
 }
@@ -504,6 +519,15 @@ mod tests {
             .to_string();
         assert!(err.contains("afile is not a directory"), "{err}");
         super::check_database_dir(std::path::Path::new("relative-new")).expect("cwd parent");
+    }
+
+    #[test]
+    fn a_locked_database_says_who_may_hold_it() {
+        let e = anyhow::anyhow!("database at db/LOCK is locked by another open instance")
+            .context("opening database at db");
+        let text = error_message(&e);
+        assert!(text.contains("`strata repl --read-only`"), "{text}");
+        assert!(!error_message(&anyhow::anyhow!("other")).contains("read-only"));
     }
 
     #[test]

@@ -757,3 +757,30 @@ fn sigint_stops_the_command_and_leaves_no_database() {
     );
     assert!(!db.exists(), "the database the load created is left behind");
 }
+
+#[test]
+fn compressed_input_is_refused_before_anything_is_loaded() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    for (bytes, format) in [
+        (&b"\x1f\x8b\x08\x00rest"[..], "gzip"),
+        (b"\x28\xb5\x2f\xfdrest", "zstd"),
+        (b"BZh91AY&SY", "bzip2"),
+        (b"\xfd7zXZ\x00rest", "xz"),
+    ] {
+        let path = dir.path().join(format);
+        std::fs::write(&path, bytes)?;
+        let e = refuse_compressed(&std::fs::File::open(&path)?, &path).expect_err(format);
+        assert!(
+            e.to_string()
+                .contains(&format!("looks {format}-compressed")),
+            "{e}"
+        );
+    }
+    // Text that merely starts like a magic number loads.
+    for text in [&b"BZh is a key\t1\n"[..], b"", b"\x1f"] {
+        let path = dir.path().join("text.tsv");
+        std::fs::write(&path, text)?;
+        refuse_compressed(&std::fs::File::open(&path)?, &path)?;
+    }
+    Ok(())
+}
