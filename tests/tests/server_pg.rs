@@ -852,3 +852,51 @@ fn a_bind_with_result_formats_for_the_wrong_number_of_columns_is_an_error() {
         );
     }
 }
+
+#[test]
+#[expect(clippy::big_endian_bytes, reason = "PostgreSQL's wire format")]
+fn text_integers_outside_their_declared_type_are_out_of_range() {
+    use std::io::Write;
+    let server = TestServer::start(|_| {});
+    let mut stream = std::net::TcpStream::connect(server.pg_addr()).expect("connect");
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .expect("timeout");
+    let mut startup = 196_608u32.to_be_bytes().to_vec();
+    startup.extend_from_slice(b"user\0tester\0database\0ints\0\0");
+    let mut packet = u32::try_from(startup.len() + 4)
+        .unwrap()
+        .to_be_bytes()
+        .to_vec();
+    packet.extend_from_slice(&startup);
+    stream.write_all(&packet).expect("startup");
+    read_until_ready(&mut stream);
+    for (oid, text, expected) in [
+        (21u32, &b"70000"[..], "C22003"),
+        (23, b"3000000000", "C22003"),
+        (21, b"12x", "C22P02"),
+        (21, b"-32768", ""),
+    ] {
+        // Parse "SELECT $1 + 1" with one parameter of type `oid`; Bind it as text.
+        let mut parse = b"\0SELECT $1 + 1\0\0\x01".to_vec();
+        parse.extend_from_slice(&oid.to_be_bytes());
+        let mut bytes = pg_message(b'P', &parse);
+        let mut bind = b"\0\0\0\0\0\x01".to_vec();
+        bind.extend_from_slice(&u32::try_from(text.len()).unwrap().to_be_bytes());
+        bind.extend_from_slice(text);
+        bind.extend_from_slice(b"\0\0");
+        bytes.extend(pg_message(b'B', &bind));
+        bytes.extend(pg_message(b'E', b"\0\0\0\0\0"));
+        bytes.extend(pg_message(b'S', b""));
+        stream.write_all(&bytes).expect("extended query");
+        let replies = read_until_ready(&mut stream);
+        let error = replies
+            .iter()
+            .find(|(kind, _)| *kind == b'E')
+            .map(|(_, body)| String::from_utf8_lossy(body).into_owned());
+        match error {
+            Some(e) => assert!(!expected.is_empty() && e.contains(expected), "{oid} {e}"),
+            None => assert!(expected.is_empty(), "{oid}: no error"),
+        }
+    }
+}

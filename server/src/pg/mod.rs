@@ -1138,8 +1138,8 @@ impl ExtendedQueryHandler for PgQuery {
         check_bind_count(portal).map_err(|m| user_error("08P01", m))?;
         let literals = (0..stmt.params)
             .map(|i| values::param_literal(portal, i))
-            .collect::<Result<Vec<String>, String>>()
-            .map_err(|m| user_error("22P02", m))?;
+            .collect::<Result<Vec<String>, values::ParamError>>()
+            .map_err(|e| user_error(e.code, e.message))?;
         let sql = sql::text::substitute_params(&stmt.sql, &literals)
             .map_err(|m| user_error("08P01", m))?;
         // Result formats given one per column must match the columns, checked before the

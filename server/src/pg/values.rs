@@ -174,12 +174,23 @@ pub fn placeholder_literal(ty: Option<&Type>) -> &'static str {
     }
 }
 
+/// Why a parameter could not become a literal: the SQLSTATE and PostgreSQL-style message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParamError {
+    /// `22P02` (invalid text representation, bad bytes, unsupported type) or `22003` (a
+    /// number outside its declared type: `70000` as `int2`).
+    pub code: &'static str,
+    /// What is wrong, naming the parameter (`parameter $2: ...`).
+    pub message: String,
+}
+
 /// The SQL literal for parameter `i` of `portal` (its type from the Parse message, `text`
 /// when the client gave none).
 ///
 /// # Errors
-/// A message for an undecodable parameter or an unsupported type.
-pub fn param_literal(portal: &Portal<super::PgStatement>, i: usize) -> Result<String, String> {
+/// [`ParamError`] for an undecodable parameter, an unsupported type (22P02), or a text
+/// integer outside its declared `int2`/`int4` type (22003, as PostgreSQL).
+pub fn param_literal(portal: &Portal<super::PgStatement>, i: usize) -> Result<String, ParamError> {
     let ty = portal
         .statement
         .parameter_types
@@ -190,13 +201,32 @@ pub fn param_literal(portal: &Portal<super::PgStatement>, i: usize) -> Result<St
     let Some(Some(raw)) = portal.parameters.get(i) else {
         return Ok("NULL".to_owned());
     };
-    let bad = |e: &dyn std::fmt::Display| format!("parameter ${}: {e}", i + 1);
+    let bad = |e: &dyn std::fmt::Display| ParamError {
+        code: "22P02",
+        message: format!("parameter ${}: {e}", i + 1),
+    };
     let binary = portal.parameter_format.is_binary(i);
     if !binary {
         let text = std::str::from_utf8(raw).map_err(|e| bad(&e))?;
         return Ok(match ty {
             Type::INT2 | Type::INT4 | Type::INT8 | Type::OID => {
                 let n: i64 = text.trim().parse().map_err(|e| bad(&e))?;
+                let (name, fits) = match ty {
+                    Type::INT2 => ("smallint", i16::try_from(n).is_ok()),
+                    Type::INT4 => ("integer", i32::try_from(n).is_ok()),
+                    Type::OID => ("oid", u32::try_from(n).is_ok()),
+                    _ => ("bigint", true),
+                };
+                if !fits {
+                    return Err(ParamError {
+                        code: "22003",
+                        message: format!(
+                            "parameter ${}: value \"{}\" is out of range for type {name}",
+                            i + 1,
+                            text.trim()
+                        ),
+                    });
+                }
                 number_literal(n.to_string())
             }
             Type::FLOAT4 | Type::FLOAT8 | Type::NUMERIC => {
