@@ -424,6 +424,13 @@ impl Table {
             return Ok(b);
         }
         let stored = readahead.read(&*self.file, &self.path, handle, self.data_end)?;
+        // A block for the cache gets an exact fresh buffer: the cache charges its length, and
+        // a reused one may be larger.
+        let spare = if policy == BlockCachePolicy::Fill {
+            Vec::new()
+        } else {
+            spare
+        };
         let mut contents = decode_block_into(stored, &self.path, handle.offset, spare)?;
         if policy == BlockCachePolicy::Fill && readahead.shares_window(&contents) {
             contents = Bytes::copy_from_slice(&contents);
