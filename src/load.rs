@@ -101,6 +101,12 @@ pub(crate) struct LoadArgs {
     /// `redis_auth` of a twemproxy pool). Visible to other users in the process list.
     #[arg(long, requires = "resp")]
     password: Option<String>,
+    /// With --resp, the database to load into: `SELECT NAME` is sent after connecting (a
+    /// number 0-15, or with `strata serve` the name of a database that exists: create it with
+    /// `DATABASES CREATE NAME` or a PostgreSQL connection naming it). Default: the server's
+    /// first database (db0).
+    #[arg(long, value_name = "NAME", requires = "resp")]
+    select: Option<String>,
     /// Memory for sorting, in MiB; larger inputs are sorted in runs spilled to disk.
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
     memory: u32,
@@ -504,11 +510,18 @@ fn run_resp(args: &LoadArgs, addr: &str) -> anyhow::Result<ExitCode> {
         password: args.password.clone(),
     };
     let mut conn = client::connect(addr, &login)?;
+    if let Some(name) = &args.select {
+        redis::cmd("SELECT")
+            .arg(name)
+            .query::<()>(&mut conn)
+            .with_context(|| format!("selecting database {name} on {addr}"))?;
+    }
     let report = if file.as_os_str() == "-" {
         load_resp(&mut conn, addr, &mut std::io::stdin().lock(), None, &config)
     } else {
         let input =
             std::fs::File::open(file).with_context(|| format!("opening {}", file.display()))?;
+        refuse_compressed(&input, file)?;
         let len = input.metadata().ok().map(|m| m.len());
         let mut input = BufReader::with_capacity(1 << 20, input);
         load_resp(&mut conn, addr, &mut input, len, &config)

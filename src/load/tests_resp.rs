@@ -327,3 +327,40 @@ fn rebalance_works_in_the_database_the_pool_selects() {
     assert_eq!(nodes[1].keys().len(), 0, "database 0 of node 1 untouched");
     assert_eq!(nodes[0].keys().len(), 1, "database 0 of node 0 untouched");
 }
+
+#[test]
+fn resp_load_selects_the_database_named() {
+    let node = Node::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = dir.path().join("in.tsv");
+    std::fs::write(&input, "a\t1\nb\t2\n").expect("input");
+    let input = input.to_str().expect("utf-8 path");
+    let addr = node.addr();
+    let load = |name: &str| {
+        let cli = Cli::try_parse_from(["load", "--resp", &addr, "--select", name, input])
+            .expect("parses");
+        run(&cli.load)
+    };
+    // SELECT never creates a named database: a missing one fails the load, naming it.
+    let err = load("run42").expect_err("no such database");
+    assert!(
+        format!("{err:#}").contains("selecting database run42"),
+        "{err:#}"
+    );
+    let mut conn = node.conn();
+    let () = redis::cmd("DATABASES")
+        .arg("CREATE")
+        .arg("run42")
+        .query(&mut conn)
+        .expect("create");
+    load("run42").expect("load into run42");
+    let dbsize =
+        |conn: &mut redis::Connection| -> i64 { redis::cmd("DBSIZE").query(conn).expect("DBSIZE") };
+    assert_eq!(dbsize(&mut conn), 0, "db0 untouched");
+    let () = redis::cmd("SELECT")
+        .arg("run42")
+        .query(&mut conn)
+        .expect("select");
+    assert_eq!(dbsize(&mut conn), 2);
+    assert!(Cli::try_parse_from(["load", "--select", "x", "db", "in.tsv"]).is_err());
+}
