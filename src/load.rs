@@ -349,35 +349,63 @@ impl LoadTrace {
     }
 }
 
-/// Refuses an input file that starts with the gzip, zstd, bzip2 or xz magic bytes: loaded
-/// as text, compressed bytes fail at some line with a misleading message ("no tab"), or with
-/// `--skip-bad` load as garbage pairs. Reads the first bytes at offset 0 without moving the
-/// file position.
+/// Refuses an input file that starts with the gzip, zstd, bzip2 or xz magic bytes (see
+/// [`refuse_compressed_head`]). Reads the first bytes at offset 0 without moving the file
+/// position.
 fn refuse_compressed(input: &std::fs::File, file: &Path) -> anyhow::Result<()> {
     use std::os::unix::fs::FileExt;
+    let mut head = [0u8; 10];
+    let n = input.read_at(&mut head, 0).unwrap_or(0);
+    refuse_compressed_head(
+        head.get(..n).unwrap_or_default(),
+        &file.display().to_string(),
+    )
+}
+
+/// Refuses input whose first bytes `head` are the gzip, zstd, bzip2 or xz magic bytes: loaded
+/// as text, compressed bytes fail at some line with a misleading message ("no tab"), or with
+/// `--skip-bad` load as garbage pairs. `name` is the file as the message shows it (`-` for
+/// standard input).
+fn refuse_compressed_head(head: &[u8], name: &str) -> anyhow::Result<()> {
     const MAGIC: [(&[u8], &str, &str); 4] = [
         (b"\x1f\x8b", "gzip", "zcat"),
         (b"\x28\xb5\x2f\xfd", "zstd", "zstdcat"),
         (b"BZh", "bzip2", "bzcat"),
         (b"\xfd7zXZ\x00", "xz", "xzcat"),
     ];
-    let mut head = [0u8; 6];
-    let n = input.read_at(&mut head, 0).unwrap_or(0);
-    let head = head.get(..n).unwrap_or_default();
     for (magic, format, cat) in MAGIC {
-        // bzip2's "BZh" is text; it counts only with its block-size digit after it.
-        let bzip2_digit =
-            format != "bzip2" || head.get(3).is_some_and(|d| (b'1'..=b'9').contains(d));
-        if head.starts_with(magic) && bzip2_digit {
+        // bzip2's "BZh" is text; it counts only with its block-size digit and then the
+        // first block's magic (0x314159265359, "1AY&SY") or the end-of-stream one.
+        let bzip2_block = format != "bzip2"
+            || (head.get(3).is_some_and(|d| (b'1'..=b'9').contains(d))
+                && head
+                    .get(4..10)
+                    .is_some_and(|m| m == b"1AY&SY" || m == b"\x17\x72\x45\x38\x50\x90"));
+        if head.starts_with(magic) && bzip2_block {
+            let (what, example) = if name == "-" {
+                (
+                    "standard input".to_owned(),
+                    format!("{cat} FILE | strata load DB -"),
+                )
+            } else {
+                (name.to_owned(), format!("{cat} {name} | strata load DB -"))
+            };
             anyhow::bail!(
-                "{} looks {format}-compressed (it starts with {format}'s magic bytes): \
-                 decompress it first, for example `{cat} {} | strata load DB -`",
-                file.display(),
-                file.display()
+                "{what} looks {format}-compressed (it starts with {format}'s magic bytes): \
+                 decompress it first, for example `{example}`"
             );
         }
     }
     Ok(())
+}
+
+/// The first bytes of standard input, for [`refuse_compressed_head`], left unread.
+fn stdin_head(stdin: &mut std::io::StdinLock<'_>) -> Vec<u8> {
+    use std::io::BufRead;
+    stdin
+        .fill_buf()
+        .map(|b| b.get(..10).unwrap_or(b).to_vec())
+        .unwrap_or_default()
 }
 
 /// `strata load`: opens the database (or connects to `--resp`), loads, prints the final
@@ -395,6 +423,9 @@ pub(crate) fn run(args: &LoadArgs) -> anyhow::Result<ExitCode> {
     // The input is opened before the database, so a missing or unreadable file creates
     // nothing.
     let mut input = if file.as_os_str() == "-" {
+        // Standard input keeps its buffer across locks: the bytes looked at here are read
+        // again by the load.
+        refuse_compressed_head(&stdin_head(&mut std::io::stdin().lock()), "-")?;
         None
     } else {
         let input =
@@ -517,7 +548,9 @@ fn run_resp(args: &LoadArgs, addr: &str) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("selecting database {name} on {addr}"))?;
     }
     let report = if file.as_os_str() == "-" {
-        load_resp(&mut conn, addr, &mut std::io::stdin().lock(), None, &config)
+        let stdin = &mut std::io::stdin().lock();
+        refuse_compressed_head(&stdin_head(stdin), "-")?;
+        load_resp(&mut conn, addr, stdin, None, &config)
     } else {
         let input =
             std::fs::File::open(file).with_context(|| format!("opening {}", file.display()))?;

@@ -764,7 +764,7 @@ fn compressed_input_is_refused_before_anything_is_loaded() -> anyhow::Result<()>
     for (bytes, format) in [
         (&b"\x1f\x8b\x08\x00rest"[..], "gzip"),
         (b"\x28\xb5\x2f\xfdrest", "zstd"),
-        (b"BZh91AY&SY", "bzip2"),
+        (b"BZh91AY&SY\x14", "bzip2"),
         (b"\xfd7zXZ\x00rest", "xz"),
     ] {
         let path = dir.path().join(format);
@@ -777,7 +777,7 @@ fn compressed_input_is_refused_before_anything_is_loaded() -> anyhow::Result<()>
         );
     }
     // Text that merely starts like a magic number loads.
-    for text in [&b"BZh is a key\t1\n"[..], b"", b"\x1f"] {
+    for text in [&b"BZh is a key\t1\n"[..], b"BZh91AY\t1\n", b"", b"\x1f"] {
         let path = dir.path().join("text.tsv");
         std::fs::write(&path, text)?;
         refuse_compressed(&std::fs::File::open(&path)?, &path)?;

@@ -201,7 +201,11 @@ fn binary(op: BinaryOp, l: Option<DataType>, r: Option<DataType>) -> Result<Opti
                     b.name()
                 ));
             }
-            (l, r) => l.or(r),
+            // `t || NULL` is a TEXT (or BLOB) NULL; `id || NULL`, with an operand `||` would
+            // refuse, is a NULL of no type (an assignment of it stores NULL anywhere).
+            (l, r) => l
+                .or(r)
+                .filter(|t| matches!(t, DataType::Text | DataType::Blob)),
         },
         BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div | BinaryOp::Mod => {
             match (l, r) {

@@ -461,9 +461,17 @@ impl StartupHandler for PgStartup {
             // The server converts no encodings: a client asking for another one than UTF8
             // would have its text read wrongly (pgwire turns bytes that are not UTF-8 into
             // U+FFFD).
+            // Also `options='-c client_encoding=LATIN1'` (PGOPTIONS).
+            let in_options = p
+                .get("options")
+                .and_then(|o| sql::timeout::startup_option(o, "client_encoding"));
             if let Some(Err(e)) = p
                 .get("client_encoding")
-                .map(|e| sql::check_client_encoding(e))
+                .map(String::as_str)
+                .into_iter()
+                .chain(in_options)
+                .map(sql::check_client_encoding)
+                .find(Result::is_err)
             {
                 return Err(PgWireError::UserError(Box::new(ErrorInfo::new(
                     "FATAL".to_owned(),

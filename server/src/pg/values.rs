@@ -177,19 +177,32 @@ pub fn placeholder_literal(ty: Option<&Type>) -> &'static str {
 /// Why a parameter could not become a literal: the SQLSTATE and PostgreSQL-style message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ParamError {
-    /// `22P02` (invalid text representation, bad bytes, unsupported type) or `22003` (a
-    /// number outside its declared type: `70000` as `int2`).
+    /// `22P02` (invalid text representation, bad bytes, unsupported type), `22021` (text
+    /// that is not UTF-8) or `22003` (a number outside its declared type: `70000` as `int2`).
     pub code: &'static str,
     /// What is wrong, naming the parameter (`parameter $2: ...`).
     pub message: String,
+}
+
+/// A text parameter (`i` from 0) that is not UTF-8: 22021, as PostgreSQL's `invalid byte
+/// sequence for encoding "UTF8"`.
+fn not_utf8(i: usize, e: &std::str::Utf8Error) -> ParamError {
+    ParamError {
+        code: "22021",
+        message: format!(
+            "parameter ${}: invalid byte sequence for encoding \"UTF8\" ({e})",
+            i + 1
+        ),
+    }
 }
 
 /// The SQL literal for parameter `i` of `portal` (its type from the Parse message, `text`
 /// when the client gave none).
 ///
 /// # Errors
-/// [`ParamError`] for an undecodable parameter, an unsupported type (22P02), or a text
-/// integer outside its declared `int2`/`int4` type (22003, as PostgreSQL).
+/// [`ParamError`] for an undecodable parameter, an unsupported type (22P02), text that is not
+/// UTF-8 (22021), or a text integer outside its declared `int2`/`int4` type (22003), as
+/// PostgreSQL.
 pub fn param_literal(portal: &Portal<super::PgStatement>, i: usize) -> Result<String, ParamError> {
     let ty = portal
         .statement
@@ -207,7 +220,7 @@ pub fn param_literal(portal: &Portal<super::PgStatement>, i: usize) -> Result<St
     };
     let binary = portal.parameter_format.is_binary(i);
     if !binary {
-        let text = std::str::from_utf8(raw).map_err(|e| bad(&e))?;
+        let text = std::str::from_utf8(raw).map_err(|e| not_utf8(i, &e))?;
         return Ok(match ty {
             Type::INT2 | Type::INT4 | Type::INT8 | Type::OID => {
                 let n: i64 = text.trim().parse().map_err(|e| bad(&e))?;
@@ -298,7 +311,7 @@ pub fn param_literal(portal: &Portal<super::PgStatement>, i: usize) -> Result<St
         }
         Type::BYTEA => hex_literal(raw),
         Type::TEXT | Type::VARCHAR | Type::BPCHAR | Type::NAME | Type::UNKNOWN | Type::JSON => {
-            quote(std::str::from_utf8(raw).map_err(|e| bad(&e))?)
+            quote(std::str::from_utf8(raw).map_err(|e| not_utf8(i, &e))?)
         }
         other => {
             return Err(bad(&format!(

@@ -73,6 +73,14 @@ fn unquote(value: &str) -> &str {
 /// (`-c statement_timeout=2000` or `--statement_timeout=2s`, as libpq's `options` connection
 /// setting and `PGOPTIONS` send it; other options are ignored), if any.
 pub fn from_startup_options(options: &str) -> Option<Result<Option<Duration>, SqlError>> {
+    let value = startup_option(options, "statement_timeout")?;
+    Some(parse(value).map_err(|msg| invalid(value, msg)))
+}
+
+/// The value the startup `options` parameter (`-c name=value`, `-cname=value` or
+/// `--name=value`, space-separated, as libpq's `PGOPTIONS`) gives setting `name` (the last
+/// one, case-insensitive), if any.
+pub fn startup_option<'a>(options: &'a str, name: &str) -> Option<&'a str> {
     let mut words = options.split_whitespace();
     let mut found = None;
     while let Some(w) = words.next() {
@@ -81,13 +89,12 @@ pub fn from_startup_options(options: &str) -> Option<Result<Option<Duration>, Sq
             _ => w.strip_prefix("--").or_else(|| w.strip_prefix("-c")),
         };
         if let Some((key, value)) = setting.and_then(|s| s.split_once('='))
-            && key.eq_ignore_ascii_case("statement_timeout")
+            && key.eq_ignore_ascii_case(name)
         {
             found = Some(value);
         }
     }
-    let value = found?;
-    Some(parse(value).map_err(|msg| invalid(value, msg)))
+    found
 }
 
 /// True for `SHOW statement_timeout` (comments ignored, the name may be double-quoted).
@@ -156,6 +163,17 @@ pub fn show(limit: Option<Duration>) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn startup_options_are_found_in_each_spelling() {
+        let options = "-c statement_timeout=5 -cclient_encoding=LATIN1 --search_path=x";
+        assert_eq!(startup_option(options, "statement_timeout"), Some("5"));
+        assert_eq!(startup_option(options, "CLIENT_ENCODING"), Some("LATIN1"));
+        assert_eq!(startup_option(options, "search_path"), Some("x"));
+        assert_eq!(startup_option(options, "datestyle"), None);
+        assert_eq!(startup_option("-c a=1 -c a=2", "a"), Some("2"));
+    }
+
     use super::*;
 
     fn set(stmt: &str) -> Option<Duration> {
