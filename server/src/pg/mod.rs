@@ -879,10 +879,12 @@ fn rows_response(
 ) -> Response {
     let schema = Arc::new(values::fields(columns, format));
     let mut encoder = DataRowEncoder::new(Arc::clone(&schema));
-    let encoded: Vec<PgWireResult<_>> = rows
-        .iter()
-        .map(|row| values::encode_row(&mut encoder, row, columns))
-        .collect();
+    let columns = columns.to_vec();
+    // Encoded as pgwire sends them, each row freed once encoded: the result is never held
+    // twice (as values and as DataRows) at once.
+    let encoded = rows
+        .into_iter()
+        .map(move |row| values::encode_row(&mut encoder, &row, &columns));
     Response::Query(QueryResponse::new(schema, stream::iter(encoded)))
 }
 
