@@ -54,6 +54,28 @@ pub fn matches(pattern: &[u8], key: &[u8]) -> bool {
         .all(|&c| c == b'*')
 }
 
+/// The bytes every key matching `pattern` starts with: the pattern up to its first `*`, `?`
+/// or `[`, with `\x` read as `x` (a trailing `\` is itself, as in [`matches`]). `KEYS` and
+/// `SCAN` scan only the keys with this prefix, which are contiguous in key order.
+pub fn literal_prefix(pattern: &[u8]) -> Vec<u8> {
+    let mut prefix = Vec::new();
+    let mut p = 0;
+    while let Some(&c) = pattern.get(p) {
+        match c {
+            b'*' | b'?' | b'[' => break,
+            b'\\' if p + 1 < pattern.len() => {
+                prefix.extend(pattern.get(p + 1));
+                p += 2;
+            }
+            c => {
+                prefix.push(c);
+                p += 1;
+            }
+        }
+    }
+    prefix
+}
+
 /// Matches byte `c` against the class starting at `pattern[start] == b'['`; returns the
 /// pattern position after the class when it matches.
 fn match_class(pattern: &[u8], start: usize, c: Option<u8>) -> Option<usize> {
@@ -92,7 +114,37 @@ fn match_class(pattern: &[u8], start: usize, c: Option<u8>) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
-    use super::matches;
+    use super::{literal_prefix, matches};
+
+    #[test]
+    fn literal_prefixes_stop_at_the_first_wildcard() {
+        for (pattern, prefix) in [
+            (&b"read:ACGT*"[..], &b"read:ACGT"[..]),
+            (b"a?c", b"a"),
+            (b"ab[cd]*", b"ab"),
+            (b"a\\*b*", b"a*b"),
+            (b"exact", b"exact"),
+            (b"*", b""),
+            (b"", b""),
+            (b"tail\\", b"tail\\"),
+        ] {
+            assert_eq!(
+                literal_prefix(pattern),
+                prefix,
+                "{}",
+                pattern.escape_ascii()
+            );
+        }
+        // Every key a pattern matches starts with its prefix.
+        for (pattern, key) in [
+            (&b"a\\*b*"[..], &b"a*bc"[..]),
+            (b"ab[cd]*", b"abd"),
+            (b"tail\\", b"tail\\"),
+        ] {
+            assert!(matches(pattern, key));
+            assert!(key.starts_with(&literal_prefix(pattern)));
+        }
+    }
 
     #[test]
     fn wildcards_classes_and_escapes() {

@@ -1929,3 +1929,86 @@ fn a_sql_command_still_running_after_the_grace_period_is_stopped() -> TestResult
     );
     Ok(())
 }
+
+#[test]
+fn prefix_patterns_scan_only_their_range_and_miss_nothing() -> TestResult {
+    let server = TestServer::start(|_| {});
+    let mut c = server.client();
+    let keys = [
+        "read:",
+        "read:A",
+        "read:AC",
+        "read:ACG",
+        "read:ACGT",
+        "read:ACGTA",
+        "read:ACGU",
+        "read;",
+        "reac",
+        "r*ad",
+        "r*adx",
+        "",
+        "zzz",
+    ];
+    for k in keys {
+        let () = redis::cmd("SET").arg(k).arg("1").query(&mut c)?;
+    }
+    for pattern in [
+        "read:ACG*",
+        "read:*",
+        "read:ACGT",
+        "r\\*ad*",
+        "read:A?G*",
+        "*",
+        "read;*",
+        "x*",
+    ] {
+        let expected: std::collections::BTreeSet<String> = keys
+            .iter()
+            .filter(|k| !k.is_empty() || pattern == "*")
+            .filter(|k| glob_like(pattern, k))
+            .map(ToString::to_string)
+            .collect();
+        let got: Vec<String> = redis::cmd("KEYS").arg(pattern).query(&mut c)?;
+        assert_eq!(
+            got.into_iter().collect::<std::collections::BTreeSet<_>>(),
+            expected,
+            "KEYS {pattern}"
+        );
+        // SCAN with a small COUNT, resuming until the cursor is 0.
+        let mut cursor = 0u64;
+        let mut scanned = std::collections::BTreeSet::new();
+        loop {
+            let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(pattern)
+                .arg("COUNT")
+                .arg(2)
+                .query(&mut c)?;
+            for k in batch {
+                assert!(scanned.insert(k), "SCAN {pattern} returned a key twice");
+            }
+            if next == 0 {
+                break;
+            }
+            cursor = next;
+        }
+        assert_eq!(scanned, expected, "SCAN {pattern}");
+    }
+    Ok(())
+}
+
+/// The test's own reading of the few glob forms it uses (`*`, `?`, `\*`).
+fn glob_like(pattern: &str, key: &str) -> bool {
+    fn go(p: &[u8], k: &[u8]) -> bool {
+        match (p.first(), k.first()) {
+            (None, None) => true,
+            (Some(b'*'), _) => go(&p[1..], k) || (!k.is_empty() && go(p, &k[1..])),
+            (Some(b'?'), Some(_)) => go(&p[1..], &k[1..]),
+            (Some(b'\\'), Some(c)) if p.get(1) == Some(c) => go(&p[2..], &k[1..]),
+            (Some(a), Some(b)) if a == b && *a != b'\\' => go(&p[1..], &k[1..]),
+            _ => false,
+        }
+    }
+    go(pattern.as_bytes(), key.as_bytes())
+}

@@ -149,6 +149,13 @@ pub(crate) fn scan(s: &mut Session, args: &[Bytes]) {
             None => return s.out.error("ERR invalid cursor"),
         }
     };
+    // Keys matching the pattern share its literal prefix and lie together in key order: the
+    // scan starts there (or at the cursor, if later) and ends past them.
+    let prefix = pattern.map(glob::literal_prefix).unwrap_or_default();
+    let start = match start {
+        Some(k) if k.as_ref() >= prefix.as_slice() => Some(k.to_vec()),
+        _ => Some(prefix.clone()).filter(|p| !p.is_empty()),
+    };
     let mut found = Vec::new();
     let mut next = None;
     for (examined, kv) in s.db.scan_from(start.as_deref()).enumerate() {
@@ -156,6 +163,9 @@ pub(crate) fn scan(s: &mut Session, args: &[Bytes]) {
             Ok(kv) => kv,
             Err(e) => return s.out.error(&resp_engine_error(&e)),
         };
+        if !key.starts_with(&prefix) {
+            break;
+        }
         if examined == count {
             next = Some(key);
             break;
@@ -176,9 +186,13 @@ pub(crate) fn scan(s: &mut Session, args: &[Bytes]) {
 /// KEYS pattern
 pub(crate) fn keys(s: &mut Session, args: &[Bytes]) {
     let pattern = arg(args, 1);
+    let prefix = glob::literal_prefix(pattern);
     let mut found = Vec::new();
-    for kv in s.db.scan_from(None) {
+    for kv in
+        s.db.scan_from(Some(prefix.as_slice()).filter(|p| !p.is_empty()))
+    {
         match kv {
+            Ok((key, _)) if !key.starts_with(&prefix) => break,
             Ok((key, _)) if glob::matches(pattern, &key) => found.push(key),
             Ok(_) => {}
             Err(e) => return s.out.error(&resp_engine_error(&e)),
