@@ -55,7 +55,7 @@ pub fn matches(pattern: &[u8], key: &[u8]) -> bool {
 }
 
 /// The bytes every key matching `pattern` starts with: the pattern up to its first `*`, `?`
-/// or `[`, with `\x` read as `x` (a trailing `\` is itself, as in [`matches`]). `KEYS` and
+/// or `[`, with `\x` read as `x` (a trailing `\` is itself, as in [`matches()`]). `KEYS` and
 /// `SCAN` scan only the keys with this prefix, which are contiguous in key order.
 pub fn literal_prefix(pattern: &[u8]) -> Vec<u8> {
     let mut prefix = Vec::new();
