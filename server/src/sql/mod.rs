@@ -184,29 +184,6 @@ pub fn check_client_encoding(value: &str) -> Result<(), SqlError> {
     )))
 }
 
-/// The encoding a `SET client_encoding TO x` / `SET client_encoding = x` / `SET NAMES x`
-/// statement asks for (`SESSION` or `LOCAL` allowed), unquoted; `None` for other statements.
-fn client_encoding_in_set(stmt: &str) -> Option<String> {
-    let spaced = stmt.trim().trim_end_matches(';').replace('=', " = ");
-    let mut words = spaced.split_whitespace();
-    if !words.next()?.eq_ignore_ascii_case("SET") {
-        return None;
-    }
-    let mut word = words.next()?;
-    if word.eq_ignore_ascii_case("SESSION") || word.eq_ignore_ascii_case("LOCAL") {
-        word = words.next()?;
-    }
-    if word.eq_ignore_ascii_case("CLIENT_ENCODING") {
-        let sep = words.next()?;
-        if !(sep.eq_ignore_ascii_case("TO") || sep == "=") {
-            return None;
-        }
-    } else if !word.eq_ignore_ascii_case("NAMES") {
-        return None;
-    }
-    Some(words.collect::<Vec<_>>().join(" "))
-}
-
 /// The PostgreSQL version clients are told (they pick features by it).
 pub const PG_VERSION: &str = "16.0";
 
@@ -254,8 +231,18 @@ fn intercept(database: &Database, stmt: &str) -> Option<Result<Outcome, SqlError
         ("ROLLBACK" | "ABORT", _) => Outcome::Rollback,
         ("SAVEPOINT", _) => Outcome::Command("SAVEPOINT".into()),
         ("RELEASE", _) => Outcome::Command("RELEASE".into()),
-        ("SET", _) => match client_encoding_in_set(stmt).map(|e| check_client_encoding(&e)) {
-            Some(Err(e)) => return Some(Err(e)),
+        ("SET", _) => match timeout::parse_set(stmt) {
+            // `SET client_encoding TO x`, `SET NAMES x`: the one encoding the server speaks.
+            Some(timeout::SetStatement {
+                name,
+                value: Some(value),
+                ..
+            }) if name == "client_encoding" || name == "names" => {
+                match check_client_encoding(&value) {
+                    Ok(()) => Outcome::Command("SET".into()),
+                    Err(e) => return Some(Err(e)),
+                }
+            }
             _ => Outcome::Command("SET".into()),
         },
         ("RESET", _) => Outcome::Command("RESET".into()),

@@ -19,8 +19,7 @@ use super::SqlError;
 pub fn change(stmt: &str) -> Option<Result<Option<Duration>, SqlError>> {
     let text = super::text::without_comments(stmt);
     let text = text.trim().trim_end_matches(';').replace('=', " = ");
-    let words: Vec<&str> = text.split_whitespace().collect();
-    let lower: Vec<String> = words.iter().map(|w| name(w)).collect();
+    let lower: Vec<String> = text.split_whitespace().map(name).collect();
     let is = |i: usize, w: &str| lower.get(i).is_some_and(|x| x == w);
     if lower.len() == 2
         && ((is(0, "reset") && (is(1, "statement_timeout") || is(1, "all")))
@@ -28,21 +27,59 @@ pub fn change(stmt: &str) -> Option<Result<Option<Duration>, SqlError>> {
     {
         return Some(Ok(None));
     }
-    if !is(0, "set") {
-        return None;
-    }
-    let name_at = if is(1, "session") { 2 } else { 1 };
-    if !is(name_at, "statement_timeout") {
-        return None;
-    }
-    if !(is(name_at + 1, "to") || is(name_at + 1, "=")) {
+    let set = parse_set(stmt).filter(|s| !s.local && s.name == "statement_timeout")?;
+    let Some(value) = set.value else {
         return Some(Err(invalid("", "expected SET statement_timeout TO value")));
-    }
-    let value = words.get(name_at + 2..).unwrap_or_default().join(" ");
+    };
     if value.is_empty() {
         return Some(Err(invalid("", "a value is needed")));
     }
     Some(parse(&value).map_err(|msg| invalid(unquote(&value), msg)))
+}
+
+/// A `SET` statement, as [`parse_set`] reads it.
+#[derive(Debug, PartialEq, Eq)]
+pub struct SetStatement {
+    /// `SET LOCAL` (PostgreSQL scopes it to the transaction).
+    pub local: bool,
+    /// The setting, as PostgreSQL reads names (folded to lower case unless double-quoted).
+    pub name: String,
+    /// The value after `TO` or `=`, its words joined by one space (quotes kept); for `SET
+    /// NAMES x` (no `TO`), the words after `NAMES`. `None` when `TO` or `=` is missing.
+    pub value: Option<String>,
+}
+
+/// `stmt` read as `SET [SESSION | LOCAL] name {TO | =} value` (comments ignored), or as
+/// `SET NAMES value`; `None` for every other statement.
+pub fn parse_set(stmt: &str) -> Option<SetStatement> {
+    let text = super::text::without_comments(stmt);
+    let text = text.trim().trim_end_matches(';').replace('=', " = ");
+    let words: Vec<&str> = text.split_whitespace().collect();
+    if name(words.first()?) != "set" {
+        return None;
+    }
+    let scope = words.get(1).map(|w| name(w));
+    let local = scope.as_deref() == Some("local");
+    let name_at = if local || scope.as_deref() == Some("session") {
+        2
+    } else {
+        1
+    };
+    let setting = name(words.get(name_at)?);
+    let rest = words.get(name_at + 1..).unwrap_or_default();
+    let value = if setting == "names" {
+        Some(rest.join(" "))
+    } else {
+        match rest.split_first() {
+            Some((sep, value)) if name(sep) == "to" || *sep == "=" => Some(value.join(" ")),
+            _ => None,
+        }
+    };
+    Some(SetStatement {
+        local,
+        name: setting,
+        value,
+    })
 }
 
 /// The error for a `statement_timeout` value that cannot be read (SQLSTATE 22023).
