@@ -804,18 +804,17 @@ fn read_until_ready(stream: &mut std::net::TcpStream) -> Vec<(u8, Vec<u8>)> {
     }
 }
 
-#[test]
+/// A raw connection to `server`'s PostgreSQL port, started up (protocol 3.0, user `tester`,
+/// database `database`) and ready for queries.
 #[expect(clippy::big_endian_bytes, reason = "PostgreSQL's wire format")]
-fn a_bind_with_result_formats_for_the_wrong_number_of_columns_is_an_error() {
+fn raw_session(server: &TestServer, database: &str) -> std::net::TcpStream {
     use std::io::Write;
-    let server = TestServer::start(|_| {});
     let mut stream = std::net::TcpStream::connect(server.pg_addr()).expect("connect");
     stream
         .set_read_timeout(Some(std::time::Duration::from_secs(10)))
         .expect("timeout");
-    let mut startup = Vec::new();
-    startup.extend_from_slice(&196_608u32.to_be_bytes());
-    startup.extend_from_slice(b"user\0tester\0database\0fmt\0\0");
+    let mut startup = 196_608u32.to_be_bytes().to_vec();
+    startup.extend_from_slice(format!("user\0tester\0database\0{database}\0\0").as_bytes());
     let mut packet = u32::try_from(startup.len() + 4)
         .unwrap()
         .to_be_bytes()
@@ -823,6 +822,22 @@ fn a_bind_with_result_formats_for_the_wrong_number_of_columns_is_an_error() {
     packet.extend_from_slice(&startup);
     stream.write_all(&packet).expect("startup");
     read_until_ready(&mut stream);
+    stream
+}
+
+/// The body of the first ErrorResponse among `replies`, as text (fields `C08P01`, `M...`).
+fn error_response(replies: &[(u8, Vec<u8>)]) -> Option<String> {
+    replies
+        .iter()
+        .find(|(kind, _)| *kind == b'E')
+        .map(|(_, body)| String::from_utf8_lossy(body).into_owned())
+}
+
+#[test]
+fn a_bind_with_result_formats_for_the_wrong_number_of_columns_is_an_error() {
+    use std::io::Write;
+    let server = TestServer::start(|_| {});
+    let mut stream = raw_session(&server, "fmt");
     for round in 0..2 {
         let mut bytes = pg_message(b'P', b"\0SELECT 1, 2, 3\0\0\0");
         // Portal "", statement "", no parameter formats, no parameters, two result formats
@@ -839,11 +854,7 @@ fn a_bind_with_result_formats_for_the_wrong_number_of_columns_is_an_error() {
         bytes.extend(pg_message(b'S', b""));
         stream.write_all(&bytes).expect("extended query");
         let replies = read_until_ready(&mut stream);
-        let error = replies
-            .iter()
-            .find(|(kind, _)| *kind == b'E')
-            .map(|(_, body)| String::from_utf8_lossy(body).into_owned())
-            .expect("an ErrorResponse, the connection kept");
+        let error = error_response(&replies).expect("an ErrorResponse, the connection kept");
         let expected = if round == 0 { "C08P01" } else { "C22023" };
         assert!(error.contains(expected), "{error}");
         assert!(
@@ -858,19 +869,7 @@ fn a_bind_with_result_formats_for_the_wrong_number_of_columns_is_an_error() {
 fn text_integers_outside_their_declared_type_are_out_of_range() {
     use std::io::Write;
     let server = TestServer::start(|_| {});
-    let mut stream = std::net::TcpStream::connect(server.pg_addr()).expect("connect");
-    stream
-        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
-        .expect("timeout");
-    let mut startup = 196_608u32.to_be_bytes().to_vec();
-    startup.extend_from_slice(b"user\0tester\0database\0ints\0\0");
-    let mut packet = u32::try_from(startup.len() + 4)
-        .unwrap()
-        .to_be_bytes()
-        .to_vec();
-    packet.extend_from_slice(&startup);
-    stream.write_all(&packet).expect("startup");
-    read_until_ready(&mut stream);
+    let mut stream = raw_session(&server, "ints");
     for (oid, text, expected) in [
         (21u32, &b"70000"[..], "C22003"),
         (23, b"3000000000", "C22003"),
@@ -890,10 +889,7 @@ fn text_integers_outside_their_declared_type_are_out_of_range() {
         bytes.extend(pg_message(b'S', b""));
         stream.write_all(&bytes).expect("extended query");
         let replies = read_until_ready(&mut stream);
-        let error = replies
-            .iter()
-            .find(|(kind, _)| *kind == b'E')
-            .map(|(_, body)| String::from_utf8_lossy(body).into_owned());
+        let error = error_response(&replies);
         match error {
             Some(e) => assert!(!expected.is_empty() && e.contains(expected), "{oid} {e}"),
             None => assert!(expected.is_empty(), "{oid}: no error"),
