@@ -947,24 +947,18 @@ impl SimpleQueryHandler for PgQuery {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
+        let mut outcomes = Vec::new();
+        // Text pgwire decoded lossily runs no statement; its error is answered as any other.
         if let Err(e) = sql::check_statement_text(query) {
-            return Ok(vec![Response::Error(Box::new(ErrorInfo::new(
-                "ERROR".to_owned(),
-                e.sqlstate().to_owned(),
-                e.to_string(),
-            )))]);
-        }
-        let statements: Vec<String> = sql::text::split_statements(query)
-            .into_iter()
-            .map(str::to_owned)
-            .collect();
-        let mut outcomes = Vec::with_capacity(statements.len());
-        for stmt in statements {
-            let result = self.run_statement(client, stmt).await?;
-            let failed = result.is_err();
-            outcomes.push(result);
-            if failed {
-                break;
+            outcomes.push(Err(e));
+        } else {
+            for stmt in sql::text::split_statements(query) {
+                let result = self.run_statement(client, stmt.to_owned()).await?;
+                let failed = result.is_err();
+                outcomes.push(result);
+                if failed {
+                    break;
+                }
             }
         }
         Ok(outcomes
