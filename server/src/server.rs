@@ -165,21 +165,22 @@ enum Protocol {
 }
 
 impl Server {
-    /// Creates the data directory, opens the default database (`db0`) and binds the
-    /// listeners.
+    /// Binds the listeners, then creates the data directory and opens the default database
+    /// (`db0`): an address that cannot be bound leaves the file system as it was.
     ///
     /// # Errors
-    /// [`ServerError::DirIsDatabase`], [`ServerError::Dir`], [`ServerError::Engine`] (for
-    /// example another server holds the directory's lock), [`ServerError::Bind`].
+    /// [`ServerError::Bind`], [`ServerError::DirIsDatabase`], [`ServerError::Dir`],
+    /// [`ServerError::DirInUse`] (another server holds the directory),
+    /// [`ServerError::Engine`] (`db0` does not open).
     pub async fn bind(config: Config) -> Result<Server, ServerError> {
+        let resp = bind(config.resp_addr).await?;
+        let pg = bind(config.pg_addr).await?;
         let databases = Databases::new(&config)?;
         let databases = tokio::task::spawn_blocking(move || {
             databases.get_or_open(DEFAULT_DATABASE).map(|_| databases)
         })
         .await
         .map_err(|e| ServerError::Runtime(std::io::Error::other(e)))??;
-        let resp = bind(config.resp_addr).await?;
-        let pg = bind(config.pg_addr).await?;
         let resp_addr = resp.as_ref().and_then(|l| l.local_addr().ok());
         let pg_addr = pg.as_ref().and_then(|l| l.local_addr().ok());
         if let Some(addr) = resp_addr {

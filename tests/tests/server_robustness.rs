@@ -558,3 +558,17 @@ fn postgres_connections_that_never_finish_their_startup_are_closed() {
     }
     assert_serving(&server);
 }
+
+#[test]
+fn an_address_in_use_leaves_the_directory_alone() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("not-yet");
+    let mut config = strata_server::Config::ephemeral(&dir);
+    config.resp_addr = Some(taken.local_addr().unwrap());
+    let Err(e) = strata_server::spawn(config) else {
+        panic!("started on an address in use");
+    };
+    assert!(matches!(e, strata_server::ServerError::Bind { .. }), "{e}");
+    assert!(!dir.exists(), "a failed start created {}", dir.display());
+}

@@ -291,7 +291,10 @@ where
 struct Input<'r, R: KvRead> {
     source: Option<RowSource<'r, R>>,
     width: usize,
+    /// Without a source: whether the one empty row is still to come.
     single_row_left: bool,
+    /// Without a source: the WHERE that keeps or drops the one row.
+    filter: Option<&'r Expr>,
 }
 
 impl<'r, R: KvRead> Input<'r, R> {
@@ -301,11 +304,13 @@ impl<'r, R: KvRead> Input<'r, R> {
                 source: Some(RowSource::new(reader, scan, false, interrupt)),
                 width: scan.table.columns.len(),
                 single_row_left: false,
+                filter: None,
             },
             None => Input {
                 source: None,
                 width: 0,
                 single_row_left: true,
+                filter: plan.filter.as_ref(),
             },
         }
     }
@@ -316,6 +321,7 @@ impl<'r, R: KvRead> Input<'r, R> {
             source: Some(RowSource::new(reader, scan, false, interrupt)),
             width: scan.table.columns.len(),
             single_row_left: false,
+            filter: None,
         }
     }
 
@@ -325,7 +331,13 @@ impl<'r, R: KvRead> Input<'r, R> {
 
     fn next(&mut self, row: &mut [Value]) -> Result<bool> {
         let Some(source) = &mut self.source else {
-            return Ok(std::mem::take(&mut self.single_row_left));
+            if !std::mem::take(&mut self.single_row_left) {
+                return Ok(false);
+            }
+            return match self.filter {
+                Some(f) => passes(f, row),
+                None => Ok(true),
+            };
         };
         // The source applies the scan's filter.
         Ok(source.next_row(row)?.is_some())

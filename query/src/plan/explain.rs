@@ -165,7 +165,13 @@ pub fn explain_scan(scan: &ScanPlan) -> Vec<String> {
 pub fn explain_select(plan: &SelectPlan) -> Vec<String> {
     let mut lines = match &plan.scan {
         Some(scan) => explain_scan(scan),
-        None => vec!["access: none (one row, no table)".to_owned()],
+        None => vec![
+            "access: none (one row, no table)".to_owned(),
+            match &plan.filter {
+                Some(f) => format!("filter: {}", fmt_expr(f, &[])),
+                None => "filter: none".to_owned(),
+            },
+        ],
     };
     if plan.splittable_range().is_some() {
         lines.push(

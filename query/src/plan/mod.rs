@@ -94,6 +94,9 @@ pub struct SelectPlan {
     pub limit: Option<u64>,
     /// OFFSET.
     pub offset: u64,
+    /// The WHERE of a SELECT without FROM, evaluated on its one empty row (with a FROM the
+    /// scan carries the filter).
+    pub filter: Option<Expr>,
 }
 
 impl SelectPlan {
@@ -508,17 +511,18 @@ pub fn plan_select(catalog: &Catalog, s: &Select) -> Result<SelectPlan> {
         || having.is_some()
         || projections.iter().any(Expr::has_aggregate)
         || order.iter().any(|(e, _)| e.has_aggregate());
-    if aggregate && schema.is_none() {
-        return plan_err("aggregate queries need a FROM table");
-    }
     let mut scan = match &table {
         Some(t) => Some(plan_scan(Arc::clone(t), s.filter.as_ref())?),
-        None => {
-            if s.filter.is_some() {
-                return plan_err("WHERE needs a FROM table");
-            }
-            None
+        None => None,
+    };
+    // Without FROM, the statement reads one empty row, which this filter keeps or drops.
+    let filter = match (&table, &s.filter) {
+        (None, Some(f)) => {
+            let bound = bind(f, None)?;
+            types::check_condition(&bound, None, "WHERE")?;
+            Some(bound)
         }
+        _ => None,
     };
 
     let (shape, sort) = if aggregate {
@@ -585,6 +589,7 @@ pub fn plan_select(catalog: &Catalog, s: &Select) -> Result<SelectPlan> {
         sort,
         limit: s.limit,
         offset: s.offset,
+        filter,
     })
 }
 
