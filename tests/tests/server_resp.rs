@@ -531,6 +531,51 @@ fn concurrent_incr_never_loses_an_update() -> TestResult {
 }
 
 #[test]
+fn mget_and_exists_see_an_mset_whole_or_not_at_all() -> TestResult {
+    let server = TestServer::start(|_| {});
+    let keys: Vec<String> = (0..20).map(|i| format!("m{i:02}")).collect();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (url, keys, stop) = (server.url(), keys.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
+            let mut i = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                i += 1;
+                let pairs: Vec<(&str, u64)> = keys.iter().map(|k| (k.as_str(), i)).collect();
+                let () = c.mset(&pairs).unwrap();
+                if i % 2 == 0 {
+                    let _: i64 = c.del(&keys[..10]).unwrap();
+                }
+            }
+        })
+    };
+    let mut c = server.client();
+    let deadline = Instant::now() + Duration::from_millis(1500);
+    let mut reads = 0;
+    while Instant::now() < deadline {
+        let values: Vec<Option<u64>> = c.mget(&keys)?;
+        // The last ten are only ever set together; the first ten are set with them and
+        // deleted together.
+        let (deleted, kept) = values.split_at(10);
+        let last = kept.first().copied().flatten();
+        let whole = kept.iter().all(|v| *v == last)
+            && (deleted.iter().all(Option::is_none) || deleted.iter().all(|v| *v == last));
+        assert!(whole, "MGET saw part of an MSET or DEL: {values:?}");
+        let n: i64 = c.exists(&keys)?;
+        assert!(
+            n == 0 || n == 10 || n == 20,
+            "EXISTS saw part of an MSET or DEL: {n}"
+        );
+        reads += 1;
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    writer.join().expect("writer");
+    assert!(reads > 0);
+    Ok(())
+}
+
+#[test]
 fn errors_match_redis_replies() {
     let server = TestServer::start(|_| {});
     let mut raw = server.raw();

@@ -176,35 +176,41 @@ pub(crate) fn del(s: &mut Session, args: &[Bytes]) {
     }
 }
 
+/// The values of `keys`, all read at one sequence number (an MSET is seen whole or not at
+/// all, as in Redis), counted as lookups; `Err` with the first key's error.
+pub(crate) fn read_together(
+    s: &Session,
+    keys: &[Bytes],
+) -> strata_engine::Result<Vec<Option<Bytes>>> {
+    let keys: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
+    let values =
+        s.db.multi_get(&keys)
+            .into_iter()
+            .collect::<strata_engine::Result<Vec<_>>>()?;
+    let hits = values.iter().filter(|v| v.is_some()).count() as u64;
+    count_lookups(s, hits, values.len() as u64 - hits);
+    Ok(values)
+}
+
 pub(crate) fn exists(s: &mut Session, args: &[Bytes]) {
-    let mut n = 0i64;
-    for key in args.iter().skip(1) {
-        match s.db.get(key) {
-            Ok(v) => {
-                count_lookup(s, v.is_some());
-                n += i64::from(v.is_some());
-            }
-            Err(e) => return s.out.error(&resp_engine_error(&e)),
+    match read_together(s, args.get(1..).unwrap_or_default()) {
+        Ok(values) => {
+            let n = values.iter().filter(|v| v.is_some()).count();
+            s.out.integer(i64::try_from(n).unwrap_or(i64::MAX));
         }
+        Err(e) => s.out.error(&resp_engine_error(&e)),
     }
-    s.out.integer(n);
 }
 
 pub(crate) fn mget(s: &mut Session, args: &[Bytes]) {
-    let keys = args.get(1..).unwrap_or_default();
-    let mut values = Vec::with_capacity(keys.len());
-    for key in keys {
-        match s.db.get(key) {
-            Ok(v) => {
-                count_lookup(s, v.is_some());
-                values.push(v);
+    match read_together(s, args.get(1..).unwrap_or_default()) {
+        Ok(values) => {
+            s.out.array(values.len());
+            for v in values {
+                s.out.bulk_or_null(v.as_deref());
             }
-            Err(e) => return s.out.error(&resp_engine_error(&e)),
         }
-    }
-    s.out.array(values.len());
-    for v in values {
-        s.out.bulk_or_null(v.as_deref());
+        Err(e) => s.out.error(&resp_engine_error(&e)),
     }
 }
 

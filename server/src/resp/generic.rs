@@ -14,11 +14,11 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::admin::{SelectTarget, database_for_select};
-use super::commands::{NOT_INTEGER, SYNTAX, arg, count_lookup};
+use super::commands::{NOT_INTEGER, SYNTAX, arg, count_lookup, read_together};
 use super::session::Session;
 use super::strings::{EXPIRY_UNSUPPORTED, ExpiryUnit, invalid_expire_time, put, read, write};
 use crate::databases::{Database, KeyLocks, KvBatch};
-use crate::error::resp_server_error;
+use crate::error::{resp_engine_error, resp_server_error};
 use crate::protocol::request::parse_decimal;
 
 /// Redis's reply when the source and destination of `COPY`/`MOVE` are the same key.
@@ -246,18 +246,13 @@ fn random_u64() -> u64 {
 /// TOUCH key [key ...]: the number of the keys that exist (there is no access time to
 /// update).
 pub(crate) fn touch(s: &mut Session, args: &[Bytes]) {
-    let db = Arc::clone(&s.db);
-    let mut n = 0;
-    for key in args.iter().skip(1) {
-        match read(s, &db, key) {
-            Some(v) => {
-                count_lookup(s, v.is_some());
-                n += i64::from(v.is_some());
-            }
-            None => return,
+    match read_together(s, args.get(1..).unwrap_or_default()) {
+        Ok(values) => {
+            let n = values.iter().filter(|v| v.is_some()).count();
+            s.out.integer(i64::try_from(n).unwrap_or(i64::MAX));
         }
+        Err(e) => s.out.error(&resp_engine_error(&e)),
     }
-    s.out.integer(n);
 }
 
 /// PERSIST key: 0, since no key has an expiry to remove.

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::commands::{NOT_INTEGER, SYNTAX, arg, count_lookup, count_lookups};
+use super::commands::{NOT_INTEGER, SYNTAX, arg, count_lookup, read_together};
 use super::session::Session;
 use crate::databases::{Database, KvBatch};
 use crate::error::resp_engine_error;
@@ -652,18 +652,18 @@ impl std::fmt::Display for BigDecimal {
 /// computes them: the dynamic-programming table of (len1 + 1) × (len2 + 1) `u32`s, refused
 /// when it would take more than `proto-max-bulk-len` bytes.
 pub(crate) fn lcs(s: &mut Session, args: &[Bytes]) {
-    let db = Arc::clone(&s.db);
-    let Some(a) = read(s, &db, arg(args, 1)) else {
-        return;
+    let (a, b) = match read_together(s, args.get(1..3).unwrap_or_default()) {
+        Ok(mut values) if values.len() == 2 => {
+            let b = values.pop().flatten();
+            (values.pop().flatten(), b)
+        }
+        Ok(_) => {
+            return s
+                .out
+                .error("ERR wrong number of arguments for 'lcs' command");
+        }
+        Err(e) => return s.out.error(&resp_engine_error(&e)),
     };
-    let Some(b) = read(s, &db, arg(args, 2)) else {
-        return;
-    };
-    count_lookups(
-        s,
-        u64::from(a.is_some()) + u64::from(b.is_some()),
-        u64::from(a.is_none()) + u64::from(b.is_none()),
-    );
     let (mut len_only, mut idx, mut with_len, mut min_len) = (false, false, false, 0usize);
     let mut i = 3;
     while i < args.len() {
