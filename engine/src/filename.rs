@@ -24,6 +24,20 @@ pub fn holds_database(dir: &Path) -> bool {
     dir.join(CURRENT).is_file()
 }
 
+/// Like [`holds_database`], but a `CURRENT` that cannot be looked at (permission denied, `dir`
+/// a regular file) is an error instead of "no database": `Ok(false)` only when it is absent
+/// or not a file.
+///
+/// # Errors
+/// The operating system's error from looking `CURRENT` up, other than "not found".
+pub fn probe_database(dir: &Path) -> std::io::Result<bool> {
+    match std::fs::metadata(dir.join(CURRENT)) {
+        Ok(m) => Ok(m.is_file()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 /// Directory inside the database directory where an open that ignored a damaged last manifest
 /// record puts the tables no record names, instead of deleting them (`docs/format/files.md`).
 pub const LOST_DIR: &str = "lost";

@@ -292,3 +292,45 @@ fn tables_the_manifest_does_not_name_are_listed_and_a_writing_open_deletes_them(
     );
     assert_eq!(db.get(b"k").expect("get").as_deref(), Some(&b"v"[..]));
 }
+
+#[test]
+fn a_stray_file_with_an_implausible_number_is_named_not_the_manifest() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let db = Db::open(dir.path(), Options::default()).expect("open");
+        db.put(b"a", b"1").expect("put");
+        db.close().expect("close");
+    }
+    let stray = dir.path().join("4611686018427387904.wal");
+    std::fs::write(&stray, b"").expect("stray file");
+    for options in [Options::default(), Options::default().read_only(true)] {
+        let Err(e) = Db::open(dir.path(), options) else {
+            panic!("opened with a file numbered past the counter's range");
+        };
+        let message = e.to_string();
+        assert!(matches!(e, Error::Corruption { .. }), "{message}");
+        assert!(message.contains("4611686018427387904.wal"), "{message}");
+        assert!(!message.contains("MANIFEST"), "{message}");
+    }
+    std::fs::remove_file(&stray).expect("remove the stray file");
+    let db = Db::open(dir.path(), Options::default()).expect("open without it");
+    assert_eq!(db.get(b"a").expect("get").as_deref(), Some(&b"1"[..]));
+}
+
+#[test]
+fn a_current_that_cannot_be_looked_at_is_an_io_error_not_a_missing_database() {
+    // A regular file where the directory should be: looking up CURRENT fails with ENOTDIR
+    // (permission denied takes the same path, but root, who runs CI, is never denied).
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("not-a-directory");
+    std::fs::write(&file, b"").expect("file");
+    for options in [Options::default(), Options::default().read_only(true)] {
+        let Err(e) = Db::open(&file, options) else {
+            panic!("opened a regular file as a database");
+        };
+        let message = e.to_string();
+        assert!(matches!(e, Error::Io { .. }), "{message}");
+        assert!(message.contains("CURRENT"), "{message}");
+        assert!(!message.contains("no database"), "{message}");
+    }
+}

@@ -35,6 +35,7 @@ use crate::snapshot::SnapshotList;
 use crate::types::{FileNumber, SeqNo};
 use crate::version::{DEFAULT_KEYSPACE, VersionEdit, VersionSet};
 use crate::wal::{self, ReadOutcome};
+use std::io::ErrorKind;
 
 /// Attempts of a read-only open whose files change under it (see [`open`]).
 const READ_ONLY_OPEN_ATTEMPTS: usize = 5;
@@ -81,6 +82,14 @@ fn open_once(dir: &Path, options: Options) -> Result<Arc<DbInner>> {
     options.validate()?;
     let fs = Arc::clone(&options.file_system);
     let read_only = options.read_only;
+    // A CURRENT that cannot be looked at (permission denied) is not a missing database.
+    let current = dir.join(filename::CURRENT);
+    match fs.file_size(&current) {
+        Err(e) if !matches!(e.kind(), ErrorKind::NotFound | ErrorKind::IsADirectory) => {
+            return Err(Error::io(&current, e));
+        }
+        _ => {}
+    }
     if read_only {
         if !fs.exists(&dir.join(filename::CURRENT)) {
             return Err(Error::InvalidArgument(format!(

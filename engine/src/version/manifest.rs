@@ -124,8 +124,10 @@ pub fn read_current(fs: &dyn FileSystem, dir: &Path) -> Result<FileNumber> {
     let name = bytes
         .strip_suffix(b"\n")
         .and_then(|b| std::str::from_utf8(b).ok());
-    match name.and_then(filename::parse) {
-        Some(FileKind::Manifest(n)) => Ok(n),
+    match name.map(|name| (name, filename::parse(name))) {
+        // Exactly the name the manifest's number gives (docs/format/manifest.md, section 3):
+        // `MANIFEST-3` or `MANIFEST-0000003` would name another file than the one opened.
+        Some((name, Some(FileKind::Manifest(n)))) if name == filename::manifest_name(n) => Ok(n),
         _ => Err(Error::corruption(
             &path,
             0,

@@ -644,6 +644,11 @@ impl Replayed {
 }
 
 /// Numbers of every WAL, table and manifest in `dir`.
+///
+/// # Errors
+/// [`Error::Io`] when `dir` cannot be listed; [`Error::Corruption`] naming a file whose number
+/// is at or above [`MAX_FILE_NUMBER`] − 1 (a stray file, or a damaged name: the counter could not
+/// go past it).
 fn numbered_files(fs: &dyn FileSystem, dir: &Path) -> Result<Vec<FileNumber>> {
     let mut out = Vec::new();
     for entry in fs.list_dir(dir).ctx(dir)? {
@@ -651,6 +656,17 @@ fn numbered_files(fs: &dyn FileSystem, dir: &Path) -> Result<Vec<FileNumber>> {
         if let Some(FileKind::Wal(n) | FileKind::Table(n) | FileKind::Manifest(n)) =
             name.and_then(filename::parse)
         {
+            if n.0 >= MAX_FILE_NUMBER.0 - 1 {
+                return Err(Error::corruption(
+                    &entry.path,
+                    0,
+                    format!(
+                        "implausible file number {n} (the database's numbers stay below \
+                         {MAX_FILE_NUMBER}); if the file does not belong to the database, \
+                         move it out of the directory"
+                    ),
+                ));
+            }
             out.push(n);
         }
     }

@@ -369,6 +369,21 @@ fn recover_reports_missing_or_garbage_current_as_corruption() -> Result<()> {
     assert!(is_current_corruption(
         VersionSet::recover(&crate::fs::os(), dir.path()).expect_err("no manifest")
     ));
+
+    // The manifest exists, but CURRENT spells its name otherwise than its number gives.
+    manifest::set_current(&crate::fs::OsFs, dir.path(), FileNumber(1))?;
+    drop(VersionSet::recover(&crate::fs::os(), dir.path())?);
+    manifest::set_current(&crate::fs::OsFs, dir.path(), FileNumber(1))?;
+    for other in [
+        &b"MANIFEST-1\n"[..],
+        b"MANIFEST-0000001\n",
+        b"MANIFEST-000001 \n",
+    ] {
+        std::fs::write(&current, other).map_err(io)?;
+        assert!(is_current_corruption(
+            VersionSet::recover(&crate::fs::os(), dir.path()).expect_err("not the name")
+        ));
+    }
     Ok(())
 }
 
