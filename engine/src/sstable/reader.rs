@@ -350,9 +350,15 @@ impl Table {
             problems.push(e);
             return problems;
         }
+        // The last key seen (user key, trailer): keys must rise strictly, within a block and
+        // from one block to the next, and stay at or below their block's index key.
+        let mut last: Option<(Vec<u8>, u64)> = None;
         while index.valid() {
             blocks += 1;
-            if let Err(e) = self.count_block_entries(index.value(), &mut entries) {
+            let separator = index.key();
+            if let Err(e) =
+                self.check_block_entries(index.value(), separator, &mut last, &mut entries)
+            {
                 problems.push(e);
             }
             if let Err(e) = index.next() {
@@ -376,9 +382,22 @@ impl Table {
         problems
     }
 
-    /// Reads the data block whose index value is `handle_value` from the file and adds its
-    /// entries to `entries`.
-    fn count_block_entries(&self, handle_value: &[u8], entries: &mut u64) -> Result<()> {
+    /// Reads the data block whose index value is `handle_value` from the file, adds its
+    /// entries to `entries`, and checks that its keys rise strictly (internal-key order: user
+    /// key ascending, then trailer (sequence number and kind) descending) from `last`, the
+    /// previous block's last key (user key and trailer),
+    /// which it then updates, and do not pass `separator`, the block's index key.
+    ///
+    /// # Errors
+    /// As reading the block; [`Error::Corruption`] at the block's offset for a key out of order
+    /// or past the index key (checksums pass for a table written wrong).
+    fn check_block_entries(
+        &self,
+        handle_value: &[u8],
+        separator: InternalKeyRef<'_>,
+        last: &mut Option<(Vec<u8>, u64)>,
+        entries: &mut u64,
+    ) -> Result<()> {
         let handle = self.decode_handle(handle_value)?;
         let mut it = self
             .data_block(
@@ -388,10 +407,49 @@ impl Table {
                 Vec::new(),
             )?
             .iter();
+        let order = |a: (&[u8], u64), b: (&[u8], u64)| a.0.cmp(b.0).then(b.1.cmp(&a.1));
         it.seek_to_first()?;
         while it.valid() {
             *entries += 1;
+            let key = it.key();
+            if let Some((user_key, trailer)) = last.as_ref()
+                && order((user_key, *trailer), (key.user_key, key.trailer())).is_ge()
+            {
+                return Err(Error::corruption(
+                    &*self.path,
+                    handle.offset,
+                    format!(
+                        "keys out of order: {:?} (sequence number {}) after {:?} (sequence \
+                         number {})",
+                        String::from_utf8_lossy(key.user_key),
+                        key.seqno,
+                        String::from_utf8_lossy(user_key),
+                        trailer >> 8,
+                    ),
+                ));
+            }
+            let slot = last.get_or_insert_with(|| (Vec::new(), 0));
+            slot.0.clear();
+            slot.0.extend_from_slice(key.user_key);
+            slot.1 = key.trailer();
             it.next()?;
+        }
+        if let Some((user_key, trailer)) = last.as_ref()
+            && order(
+                (user_key, *trailer),
+                (separator.user_key, separator.trailer()),
+            )
+            .is_gt()
+        {
+            return Err(Error::corruption(
+                &*self.path,
+                handle.offset,
+                format!(
+                    "the block's last key {:?} is past its index key {:?}",
+                    String::from_utf8_lossy(user_key),
+                    String::from_utf8_lossy(separator.user_key),
+                ),
+            ));
         }
         Ok(())
     }
