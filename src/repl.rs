@@ -4,7 +4,8 @@
 //! - interactive (stdin is a terminal): line editing and history (rustyline), statements may
 //!   span lines and end with `;`, `.commands` at the start of a line;
 //! - `-c "SQL"`: run the statements and exit;
-//! - piped stdin: run everything read, like `-c`.
+//! - piped stdin: read line by line, each statement run (and its output flushed) as soon as
+//!   its `;` has been read ([`run_lines`]).
 //!
 //! An error is printed (to stderr) and the session goes on; in the non-interactive modes the
 //! exit status is 1 when any statement failed. In the interactive shell Ctrl-C stops the
@@ -14,7 +15,7 @@
 //! one write batch, so nothing is half applied either way). The history file is
 //! `$STRATA_HISTORY`, else `$HOME/.strata_history`; without either there is no history file.
 
-use std::io::{BufReader, IsTerminal, Read, Write};
+use std::io::{BufRead, BufReader, IsTerminal, Write};
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -61,7 +62,11 @@ pub struct Session<'a, S: KvStore> {
     db: &'a Database<S>,
     mode: Mode,
     timer: bool,
-    buffer: String,
+    /// The statement being typed, and where a `;` ends it.
+    splitter: Splitter,
+    /// Number of the first input line of the pending statement that was not UTF-8
+    /// ([`Session::feed_bytes`]): that statement is refused instead of run.
+    not_utf8: Option<usize>,
     /// Set by Ctrl-C (the interactive shell's SIGINT handler): stops the running statement,
     /// the rest of the line's statements, an `.import` and the printing of rows.
     interrupt: Interrupt,
@@ -76,7 +81,8 @@ impl<'a, S: KvStore> Session<'a, S> {
             db,
             mode: Mode::Table,
             timer,
-            buffer: String::new(),
+            splitter: Splitter::new(),
+            not_utf8: None,
             interrupt: Interrupt::new(),
             had_error: false,
         }
@@ -89,21 +95,46 @@ impl<'a, S: KvStore> Session<'a, S> {
 
     /// True while a statement is incomplete (no `;` yet).
     pub fn in_statement(&self) -> bool {
-        !self.buffer.trim().is_empty()
+        self.splitter.in_statement()
     }
 
-    /// Handles one input line: a dot command (at the start of a statement), or SQL that is
-    /// run as soon as a statement is complete.
+    /// Handles one input line (without its line break): a dot command (at the start of a
+    /// statement; a trailing `;` is allowed), or SQL that is run as soon as a statement is
+    /// complete. Only the new line is scanned for the `;` ([`Splitter`]), so a statement of
+    /// many lines costs time linear in its length. Output is flushed after each statement.
     pub fn feed_line(&mut self, line: &str, out: &mut dyn Write, err: &mut dyn Write) -> Control {
+        self.feed(line, None, out, err)
+    }
+
+    /// [`Session::feed_line`], for a line that was not UTF-8 (`bad_line`, its number) too.
+    fn feed(
+        &mut self,
+        line: &str,
+        bad_line: Option<usize>,
+        out: &mut dyn Write,
+        err: &mut dyn Write,
+    ) -> Control {
         // A Ctrl-C from before this line (while rows were printed) is spent.
         self.interrupt.clear();
-        if !self.in_statement() && line.trim_start().starts_with('.') {
-            return self.command(line.trim(), out, err);
+        if let Some(n) = bad_line {
+            self.not_utf8.get_or_insert(n);
         }
-        self.buffer.push_str(line);
-        self.buffer.push('\n');
-        let (complete, rest) = split_statements(&self.buffer);
-        self.buffer = rest;
+        if !self.in_statement() && line.trim_start().starts_with('.') {
+            if let Some(n) = self.not_utf8.take() {
+                self.fail(
+                    err,
+                    format!("line {n} is not valid UTF-8: the command did not run"),
+                );
+                return Control::Continue;
+            }
+            // `.tables;` is `.tables`: a `;` out of habit does not become part of the command.
+            let line = line.trim();
+            let line = line.strip_suffix(';').map_or(line, str::trim_end);
+            let control = self.command(line, out, err);
+            let _ = out.flush();
+            return control;
+        }
+        let complete = self.splitter.push(&format!("{line}\n"));
         let total = complete.len();
         for (i, stmt) in complete.into_iter().enumerate() {
             if self.interrupt.is_set() {
@@ -116,22 +147,61 @@ impl<'a, S: KvStore> Session<'a, S> {
                 );
                 break;
             }
-            self.run_sql(&stmt, out, err);
+            self.run_checked(&stmt, out, err);
+            if bad_line.is_none() {
+                // Only the first statement ended here had text on an earlier, bad line.
+                self.not_utf8 = None;
+            }
+        }
+        if !self.in_statement() {
+            self.not_utf8 = None;
         }
         Control::Continue
     }
 
-    /// Runs whatever is left in the buffer (input ended without a final `;`).
-    pub fn finish(&mut self, out: &mut dyn Write, err: &mut dyn Write) {
-        let rest = std::mem::take(&mut self.buffer);
-        if !is_only_comments(&rest) {
-            self.run_sql(&rest, out, err);
+    /// [`Session::feed_line`] for a line read as bytes (piped stdin), numbered `number` from 1
+    /// for error messages. A line that is not UTF-8 is an error for every statement with text
+    /// on it, and for a dot command on it: those are reported (`line N is not valid UTF-8`)
+    /// and not run; the statements after them run as usual.
+    pub fn feed_bytes(
+        &mut self,
+        line: &[u8],
+        number: usize,
+        out: &mut dyn Write,
+        err: &mut dyn Write,
+    ) -> Control {
+        match std::str::from_utf8(line) {
+            Ok(text) => self.feed(text, None, out, err),
+            // Split as the parser would lex it: an invalid byte reads as a letter.
+            Err(_) => self.feed(&String::from_utf8_lossy(line), Some(number), out, err),
         }
+    }
+
+    /// Runs `sql` unless a line of it was not UTF-8, then flushes `out`.
+    fn run_checked(&mut self, sql: &str, out: &mut dyn Write, err: &mut dyn Write) {
+        if let Some(n) = self.not_utf8 {
+            self.fail(
+                err,
+                format!("line {n} is not valid UTF-8: the statement did not run"),
+            );
+        } else {
+            self.run_sql(sql, out, err);
+        }
+        let _ = out.flush();
+    }
+
+    /// Runs whatever is left of a statement (input ended without a final `;`).
+    pub fn finish(&mut self, out: &mut dyn Write, err: &mut dyn Write) {
+        if let Some(rest) = self.splitter.take_rest() {
+            self.run_checked(&rest, out, err);
+        }
+        self.not_utf8 = None;
     }
 
     /// Clears a partial statement (Ctrl-C).
     pub fn clear(&mut self) {
-        self.buffer.clear();
+        self.splitter.clear();
+        self.not_utf8 = None;
     }
 
     fn fail(&mut self, err: &mut dyn Write, msg: impl std::fmt::Display) {
@@ -623,116 +693,7 @@ pub fn write_table(
     Ok(written)
 }
 
-/// Splits `text` into complete statements (each ending in a `;` outside quotes, `$$`/`$tag$`
-/// strings, `--` comments and `/* */` comments, returned without it) and the incomplete rest.
-/// Statements holding nothing but comments are dropped.
-pub fn split_statements(text: &str) -> (Vec<String>, String) {
-    enum State<'a> {
-        Code,
-        /// Inside `'...'` or `"..."` (a doubled quote closes and reopens).
-        Quoted(u8),
-        /// Inside a dollar-quoted string closed by this delimiter (`$$` or `$tag$`).
-        Dollar(&'a str),
-        LineComment,
-        BlockComment,
-    }
-    let bytes = text.as_bytes();
-    let mut done = Vec::new();
-    let mut start = 0;
-    // Whether the statement since `start` has anything besides whitespace and comments.
-    let mut has_code = false;
-    let mut state = State::Code;
-    let mut i = 0;
-    while let Some(&b) = bytes.get(i) {
-        let next = bytes.get(i + 1).copied();
-        match state {
-            State::Quoted(q) => {
-                if b == q {
-                    state = State::Code;
-                }
-            }
-            State::Dollar(delimiter) => {
-                if text.get(i..).is_some_and(|t| t.starts_with(delimiter)) {
-                    i += delimiter.len();
-                    state = State::Code;
-                    continue;
-                }
-            }
-            State::LineComment => {
-                if b == b'\n' {
-                    state = State::Code;
-                }
-            }
-            State::BlockComment => {
-                if b == b'*' && next == Some(b'/') {
-                    i += 2;
-                    state = State::Code;
-                    continue;
-                }
-            }
-            State::Code => match b {
-                b'\'' | b'"' => {
-                    has_code = true;
-                    state = State::Quoted(b);
-                }
-                b'-' if next == Some(b'-') => state = State::LineComment,
-                b'/' if next == Some(b'*') => {
-                    i += 2;
-                    state = State::BlockComment;
-                    continue;
-                }
-                b'$' => {
-                    has_code = true;
-                    if let Some(delimiter) = dollar_delimiter(text.get(i..).unwrap_or_default()) {
-                        i += delimiter.len();
-                        state = State::Dollar(delimiter);
-                        continue;
-                    }
-                }
-                b';' => {
-                    let stmt = text.get(start..i).unwrap_or_default();
-                    if has_code {
-                        done.push(stmt.trim().to_owned());
-                    }
-                    start = i + 1;
-                    has_code = false;
-                }
-                b if !b.is_ascii_whitespace() => has_code = true,
-                _ => {}
-            },
-        }
-        i += 1;
-    }
-    // Keep a rest with code, or one inside a quote or block comment that later lines close.
-    let rest = if has_code || !matches!(state, State::Code | State::LineComment) {
-        text.get(start..).unwrap_or_default().to_owned()
-    } else {
-        String::new()
-    };
-    (done, rest)
-}
-
-/// True when `text` holds no statement text, only whitespace and complete comments.
-fn is_only_comments(text: &str) -> bool {
-    let (done, rest) = split_statements(text);
-    done.is_empty() && rest.is_empty()
-}
-
-/// The opening delimiter of a dollar-quoted string at the start of `text` (`$$`, or `$tag$`
-/// with a tag of letters, digits and `_` not starting with a digit), if there is one.
-fn dollar_delimiter(text: &str) -> Option<&str> {
-    let rest = text.strip_prefix('$')?;
-    let tag_len = rest
-        .bytes()
-        .take_while(|b| b.is_ascii_alphanumeric() || *b == b'_')
-        .count();
-    if rest.bytes().next().is_some_and(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    (rest.as_bytes().get(tag_len) == Some(&b'$')).then(|| text.get(..tag_len + 2))?
-}
-
-/// Runs a whole script (from `-c` or piped stdin). Returns true when everything succeeded.
+/// Runs a whole script (from `-c`). Returns true when everything succeeded.
 pub fn run_script<S: KvStore>(
     db: &Database<S>,
     script: &str,
@@ -747,6 +708,39 @@ pub fn run_script<S: KvStore>(
     }
     session.finish(out, err);
     !session.had_error
+}
+
+/// Runs the statements read from `input` (piped stdin) line by line: each statement runs as
+/// soon as the line with its `;` has been read, and its output is flushed before the next
+/// line is read, so a program can drive the shell through pipes. A line that is not UTF-8 is
+/// an error for its statements ([`Session::feed_bytes`]); the others still run. Returns true
+/// when everything succeeded.
+///
+/// # Errors
+/// Reading `input` failed (statement errors are printed to `err` and give `Ok(false)`).
+pub fn run_lines<S: KvStore>(
+    db: &Database<S>,
+    mut input: impl BufRead,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> std::io::Result<bool> {
+    let mut session = Session::new(db, false);
+    let mut line = Vec::new();
+    let mut number = 0;
+    loop {
+        line.clear();
+        if input.read_until(b'\n', &mut line)? == 0 {
+            break;
+        }
+        number += 1;
+        let text = line.strip_suffix(b"\n").unwrap_or(&line);
+        let text = text.strip_suffix(b"\r").unwrap_or(text);
+        if session.feed_bytes(text, number, out, err) == Control::Quit {
+            return Ok(!session.had_error);
+        }
+    }
+    session.finish(out, err);
+    Ok(!session.had_error)
 }
 
 fn history_path() -> Option<PathBuf> {
@@ -767,11 +761,12 @@ fn interactive<S: KvStore>(
     if let Some(h) = &history {
         let _ = rl.load_history(h);
     }
+    let tables = db.catalog().tables.len();
     writeln!(
         out,
-        "strata SQL shell on {} ({} tables). Statements end with ';'. .help for help.",
+        "strata SQL shell on {} ({tables} table{}). Statements end with ';'. .help for help.",
         dir.display(),
-        db.catalog().tables.len()
+        if tables == 1 { "" } else { "s" }
     )
     .context("writing to standard output")?;
     let mut session = Session::new(db, true);
@@ -807,7 +802,11 @@ fn interactive<S: KvStore>(
                 }
             }
             Err(ReadlineError::Interrupted) => session.clear(),
-            Err(ReadlineError::Eof) => break,
+            Err(ReadlineError::Eof) => {
+                // As at the end of piped input: a statement typed without its `;` runs.
+                session.finish(out, &mut err);
+                break;
+            }
             Err(e) => return Err(e).context("reading input"),
         }
     }
@@ -878,11 +877,13 @@ pub fn run(
     } else if std::io::stdin().is_terminal() {
         interactive(&db, dir, &mut out)?
     } else {
-        let mut script = String::new();
-        std::io::stdin()
-            .read_to_string(&mut script)
-            .context("reading statements from stdin")?;
-        run_script(&db, &script, &mut out, &mut std::io::stderr())
+        run_lines(
+            &db,
+            std::io::stdin().lock(),
+            &mut out,
+            &mut std::io::stderr(),
+        )
+        .context("reading statements from stdin")?
     };
     let _ = out.flush();
     if let Some(e) = out.error {
@@ -894,6 +895,12 @@ pub fn run(
         ExitCode::FAILURE
     })
 }
+
+mod split;
+
+pub use split::Splitter;
+#[cfg(test)]
+use split::split_statements;
 
 #[cfg(test)]
 mod tests;

@@ -462,3 +462,71 @@ fn dot_command_words_may_be_quoted() {
     assert!(out.contains("CREATE TABLE low"), "{out}");
     assert!(failed && err.contains("no such table: LOW"), "{err}");
 }
+
+#[test]
+fn dot_commands_take_a_trailing_semicolon() {
+    let db = db();
+    let (out, err, failed) = session(
+        &db,
+        "CREATE TABLE a (id INT PRIMARY KEY);\n.tables;\n.schema a ;\n.bogus;",
+    );
+    assert!(failed);
+    assert_eq!(err, "Error: unknown command .bogus; try .help\n");
+    assert_eq!(
+        out,
+        "OK: CREATE TABLE\na\nCREATE TABLE a (\n  id BIGINT,\n  PRIMARY KEY (id)\n);\n"
+    );
+}
+
+#[test]
+fn a_line_that_is_not_utf8_fails_its_statement_and_the_rest_run() {
+    let db = db();
+    let mut input = b"CREATE TABLE t (a INT PRIMARY KEY, b TEXT);\n".to_vec();
+    // Line 3 has text of three statements: none of them runs.
+    input.extend_from_slice(b"INSERT INTO t VALUES (1,\n");
+    input.extend_from_slice(b"'\xff'); INSERT INTO t VALUES (3, 'x'); INSERT INTO t VALUES (5,\n");
+    // The one after the third, on a good line, runs.
+    input.extend_from_slice(b"'y'); INSERT INTO t VALUES (2, 'ok');\n");
+    input.extend_from_slice(b".tables \xfe\n");
+    input.extend_from_slice(b"SELECT count(*) AS n FROM t;\n");
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let ok = run_lines(&db, input.as_slice(), &mut out, &mut err).unwrap();
+    assert!(!ok);
+    assert_eq!(
+        String::from_utf8(err).unwrap(),
+        "Error: line 3 is not valid UTF-8: the statement did not run\n\
+         Error: line 3 is not valid UTF-8: the statement did not run\n\
+         Error: line 3 is not valid UTF-8: the statement did not run\n\
+         Error: line 5 is not valid UTF-8: the command did not run\n"
+    );
+    let out = String::from_utf8(out).unwrap();
+    assert!(
+        out.starts_with("OK: CREATE TABLE\n1 row affected\n"),
+        "{out}"
+    );
+    assert!(out.contains("| 1 |"), "{out}");
+}
+
+#[test]
+fn piped_lines_run_each_statement_before_the_next_line_is_read() {
+    use std::io::{BufRead, BufReader, Write};
+    let db = db();
+    let (input, mut to_shell) = std::io::pipe().unwrap();
+    let (from_shell, mut output) = std::io::pipe().unwrap();
+    std::thread::scope(|scope| {
+        let shell = scope
+            .spawn(|| run_lines(&db, BufReader::new(input), &mut output, &mut Vec::new()).unwrap());
+        let mut from_shell = BufReader::new(from_shell);
+        let mut answer = String::new();
+        // The writing end stays open: each answer must come before more input (or EOF).
+        writeln!(to_shell, "CREATE TABLE t (a INT PRIMARY KEY);").unwrap();
+        from_shell.read_line(&mut answer).unwrap();
+        assert_eq!(answer, "OK: CREATE TABLE\n");
+        answer.clear();
+        writeln!(to_shell, "INSERT INTO t\nVALUES (1), (2);").unwrap();
+        from_shell.read_line(&mut answer).unwrap();
+        assert_eq!(answer, "2 rows affected\n");
+        drop(to_shell);
+        assert!(shell.join().unwrap());
+    });
+}
