@@ -6,7 +6,9 @@
 //! (database, next key). Resuming continues at that key in key order, so every key present
 //! for the whole scan is returned exactly once, whatever is written meanwhile (stronger than
 //! Redis's guarantee, which may repeat keys). The table holds the newest
-//! [`MAX_CURSORS`] cursors; an older or unknown cursor gets `ERR invalid cursor`. Numbers
+//! [`MAX_CURSORS`] cursors, fewer when their resume keys would take more than
+//! [`MAX_CURSOR_BYTES`] (keys may be 64 KiB long); an older or unknown cursor gets
+//! `ERR invalid cursor`. Numbers
 //! start at a random point each time the server starts, so a cursor from before a restart is
 //! unknown rather than another client's scan (numbering from 1 each time, a client holding
 //! cursor 1 across a restart continued someone else's scan, skipping keys silently).
@@ -27,6 +29,10 @@ use crate::protocol::request::parse_decimal;
 /// Most live SCAN cursors kept.
 pub(crate) const MAX_CURSORS: usize = 65_536;
 
+/// Most bytes the live SCAN cursors' entries take, counted as [`CursorEntry::cost`]: 64 MiB,
+/// a thousand cursors at the longest keys (64 KiB), all 65,536 at keys up to ~900 bytes.
+pub(crate) const MAX_CURSOR_BYTES: usize = 64 << 20;
+
 /// Keys deleted per engine write by FLUSHDB.
 const FLUSH_BATCH: usize = 10_000;
 
@@ -36,11 +42,21 @@ struct CursorEntry {
     next_key: Bytes,
 }
 
+impl CursorEntry {
+    /// What the entry costs toward [`MAX_CURSOR_BYTES`], in bytes: its key and database name,
+    /// and a fixed 64 for the table's own slots.
+    fn cost(&self) -> usize {
+        self.next_key.len() + self.database.len() + 64
+    }
+}
+
 #[derive(Debug)]
 struct CursorState {
     next_id: u64,
     entries: HashMap<u64, CursorEntry>,
     order: VecDeque<u64>,
+    /// The sum of the entries' [`CursorEntry::cost`].
+    bytes: usize,
 }
 
 impl Default for CursorState {
@@ -52,6 +68,7 @@ impl Default for CursorState {
             next_id: random & !u64::from(u32::MAX),
             entries: HashMap::new(),
             order: VecDeque::new(),
+            bytes: 0,
         }
     }
 }
@@ -68,17 +85,22 @@ impl CursorTable {
         let mut st = self.state.lock();
         st.next_id = st.next_id.wrapping_add(1).max(1);
         let id = st.next_id;
-        st.entries.insert(
-            id,
-            CursorEntry {
-                database: database.to_owned(),
-                next_key,
-            },
-        );
+        // A copy: the key must not keep a larger buffer it was cut from alive.
+        let entry = CursorEntry {
+            database: database.to_owned(),
+            next_key: Bytes::copy_from_slice(&next_key),
+        };
+        st.bytes += entry.cost();
+        if let Some(replaced) = st.entries.insert(id, entry) {
+            st.bytes -= replaced.cost();
+        }
         st.order.push_back(id);
-        while st.order.len() > MAX_CURSORS {
-            if let Some(old) = st.order.pop_front() {
-                st.entries.remove(&old);
+        while st.order.len() > MAX_CURSORS || st.bytes > MAX_CURSOR_BYTES {
+            let Some(old) = st.order.pop_front() else {
+                break;
+            };
+            if let Some(evicted) = st.entries.remove(&old) {
+                st.bytes -= evicted.cost();
             }
         }
         id
@@ -361,5 +383,25 @@ mod tests {
         assert_eq!(first.get("db0", a).as_deref(), Some(&b"k10"[..]));
         assert_eq!(first.get("db1", a), None);
         assert_eq!(first.insert("db0", Bytes::new()), a.wrapping_add(1).max(1));
+    }
+
+    #[test]
+    fn cursors_with_long_keys_are_bounded_by_bytes() {
+        let table = CursorTable::default();
+        let long = Bytes::from(vec![b'k'; 60_000]);
+        let ids: Vec<u64> = (0..4_000)
+            .map(|_| table.insert("db0", long.clone()))
+            .collect();
+        let st = table.state.lock();
+        assert!(st.bytes <= MAX_CURSOR_BYTES, "{} bytes kept", st.bytes);
+        assert_eq!(st.entries.len(), st.order.len());
+        assert_eq!(
+            st.bytes,
+            st.entries.values().map(CursorEntry::cost).sum::<usize>()
+        );
+        drop(st);
+        // The newest cursors survive, the oldest were evicted.
+        assert!(table.get("db0", ids[3_999]).is_some());
+        assert!(table.get("db0", ids[0]).is_none());
     }
 }
