@@ -5,7 +5,7 @@
 //! an answer deadlocked), and one byte that was not UTF-8 anywhere refused the whole script
 //! with exit status 2.
 //!
-//! This file belongs to the `strata` package (the tool), which finds it as `tests/*.rs`; the
+//! This file belongs to the `strata` package (the tool; `[[test]]` in the root Cargo.toml); the
 //! `strata-tests` crate's own tests are in `tests/tests/`.
 
 use std::io::{BufRead, BufReader, Write};
