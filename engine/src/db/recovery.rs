@@ -548,7 +548,7 @@ impl Replay<'_> {
                             if !self.follows(&batch, &path, offset)? {
                                 continue;
                             }
-                            self.apply(batch, number, versions)?;
+                            self.apply(batch, number, offset, versions)?;
                             records += 1;
                             continue;
                         }
@@ -674,10 +674,19 @@ impl Replay<'_> {
         }
     }
 
+    /// Inserts `batch`, the record at `offset` of WAL `wal`, into the memtables of the
+    /// keyspaces it names that have not flushed past that WAL (entries of dropped keyspaces are
+    /// skipped), flushing a memtable that reached its size.
+    ///
+    /// # Errors
+    /// [`Error::Corruption`] naming the WAL when a writing open meets a keyspace id above every
+    /// id the manifest assigned (a read-only open skips it: a writer may have created the
+    /// keyspace after the reader read the manifest); flush errors.
     fn apply(
         &mut self,
         batch: WriteBatch,
         wal: FileNumber,
+        offset: u64,
         versions: &mut VersionSet,
     ) -> Result<()> {
         let first = batch.seqno();
@@ -689,10 +698,28 @@ impl Replay<'_> {
             self.max_seqno = self.max_seqno.max(last);
         }
         let keyspaces = &self.keyspaces;
+        let max_id = versions.max_keyspace_id();
+        let unknown = std::cell::Cell::new(None);
         insert_batch(Bytes::from(batch.into_data()), first, |id| {
+            if id > max_id {
+                unknown.set(Some(id));
+                return None;
+            }
             let ks = keyspaces.get(&id)?;
             (wal >= ks.log_number).then(|| Arc::clone(&ks.mem))
         })?;
+        if let Some(id) = unknown.get()
+            && !self.read_only
+        {
+            return Err(Error::corruption(
+                &filename::wal_path(self.dir, wal),
+                offset,
+                format!(
+                    "a record writes to keyspace {id}, but the manifest never assigned an id \
+                     above {max_id} (a record from another database, or damage)"
+                ),
+            ));
+        }
         for ks in self.keyspaces.values_mut() {
             // As much as a background flush writes to one table (several memtables' worth
             // with `min_write_buffer_number_to_merge`).

@@ -768,6 +768,49 @@ fn a_record_with_a_valid_checksum_that_does_not_decode_is_corruption() -> TestRe
 }
 
 #[test]
+fn a_wal_record_for_a_keyspace_never_created_is_corruption() -> TestResult {
+    // Keyspace 1 exists and is dropped later (its records are skipped on replay); id 999 was
+    // never assigned, so a record for it is damage or comes from another database.
+    let dir = tempfile::tempdir()?;
+    {
+        let db = Db::open(dir.path(), Options::default())?;
+        let ks = db.keyspace("reads")?;
+        ks.put(b"k", b"v")?;
+        drop(ks);
+        db.drop_keyspace("reads")?;
+        db.close()?;
+    }
+    let next = |dir: &std::path::Path| -> Result<u64> {
+        let db = Db::open(dir, Options::default())?;
+        let seqno = db.snapshot().seqno().get() + 1;
+        db.close()?;
+        Ok(seqno)
+    };
+    // Each WAL numbered above every file the opens before it made.
+    let wal = |n: u64, ids: &[u32], seqno: u64| {
+        let path = crate::filename::wal_path(dir.path(), crate::types::FileNumber(n));
+        let mut w = crate::wal::Writer::create(&*crate::fs::os(), &path).expect("wal");
+        let mut b = WriteBatch::new();
+        b.put(b"a", b"1");
+        for &id in ids {
+            b.push_in(id, crate::types::ValueKind::Put, b"x", Some(b"y"));
+        }
+        b.set_seqno(crate::types::SeqNo(seqno));
+        w.add_record(&b.into_data()).expect("record");
+        w.sync().expect("sync");
+    };
+    wal(100, &[1], next(dir.path())?);
+    let db = Db::open(dir.path(), Options::default())?;
+    assert_eq!(db.get(b"a")?.as_deref(), Some(&b"1"[..]));
+    db.close()?;
+    wal(1000, &[999], next(dir.path())?);
+    let err = Db::open(dir.path(), Options::default()).expect_err("unknown keyspace");
+    assert!(err.is_corruption(), "{err}");
+    assert!(err.to_string().contains("keyspace 999"), "{err}");
+    Ok(())
+}
+
+#[test]
 fn writes_after_an_ingest_replay_across_its_sequence_number() -> TestResult {
     // An ingest takes a sequence number without a WAL record: the gap it leaves is below the
     // manifest's last sequence number, so it is not a hole.

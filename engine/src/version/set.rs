@@ -290,6 +290,12 @@ impl VersionSet {
             .collect()
     }
 
+    /// The largest keyspace id ever assigned (ids are never reused; the default keyspace's is
+    /// 0): a WAL record for a higher id cannot come from this database.
+    pub fn max_keyspace_id(&self) -> u32 {
+        self.max_keyspace_id
+    }
+
     /// The id the next created keyspace gets (one above every id ever assigned).
     ///
     /// # Errors
