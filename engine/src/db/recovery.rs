@@ -712,7 +712,7 @@ impl Replay<'_> {
             && !self.read_only
         {
             return Err(Error::corruption(
-                &filename::wal_path(self.dir, wal),
+                filename::wal_path(self.dir, wal),
                 offset,
                 format!(
                     "a record writes to keyspace {id}, but the manifest never assigned an id \
