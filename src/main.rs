@@ -313,9 +313,21 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Load(args) => load::run(&args),
         Command::Rebalance(args) => load::run_rebalance(&args),
-        Command::Serve(args) => strata_server::serve(args.config())
-            .map(|()| ExitCode::SUCCESS)
-            .map_err(Into::into),
+        Command::Serve(args) => {
+            let config = args.config();
+            let (limit, short) = config.raise_open_file_limit();
+            if short {
+                tracing::warn!(
+                    limit,
+                    needed = config.open_files_needed(),
+                    "the open-file limit (ulimit -n) is below what --maxclients and \
+                     --max-databases may need; raise the hard limit or lower them"
+                );
+            }
+            strata_server::serve(config)
+                .map(|()| ExitCode::SUCCESS)
+                .map_err(Into::into)
+        }
         Command::Bench(BenchCommand::Fill(args)) => bench::fill(&args).map(|()| ExitCode::SUCCESS),
     }
 }

@@ -137,7 +137,52 @@ pub const DEFAULT_PG_ADDR: &str = "127.0.0.1:5433";
 /// ours must fire first for the client to get FATAL 08P01.
 pub const PGWIRE_STARTUP_LIMIT: Duration = Duration::from_secs(59);
 
+/// File descriptors an open database holds at most, beside its tables (kept in the table
+/// cache): its WAL, `LOCK` and directory handles, as counted on a running server (about 3).
+const FILES_PER_DATABASE: u64 = 4;
+
+/// File descriptors kept for everything else: listeners, the server lock, logs, tables.
+const FILES_SPARE: u64 = 256;
+
 impl Config {
+    /// File descriptors a server with this configuration may need at once: one per client
+    /// ([`Config::max_clients`]), a few per open database ([`Config::max_databases`]), and a
+    /// spare 256.
+    pub fn open_files_needed(&self) -> u64 {
+        (self.max_clients as u64)
+            .saturating_add((self.max_databases as u64).saturating_mul(FILES_PER_DATABASE))
+            .saturating_add(FILES_SPARE)
+    }
+
+    /// Raises the process's soft limit on open files (`RLIMIT_NOFILE`) toward
+    /// [`Config::open_files_needed`], at most to the hard limit, as Redis does for its
+    /// `maxclients`: the usual soft limit of 1,024 is below the defaults' 10,000 clients and
+    /// 512 databases. Returns the soft limit in force afterwards and whether it is still below
+    /// the need (the caller warns then). Never lowers the limit.
+    pub fn raise_open_file_limit(&self) -> (u64, bool) {
+        use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+        let needed = self.open_files_needed();
+        let limit = getrlimit(Resource::Nofile);
+        let soft = limit.current.unwrap_or(u64::MAX);
+        if soft >= needed {
+            return (soft, false);
+        }
+        let target = limit.maximum.map_or(needed, |hard| hard.min(needed));
+        if target > soft
+            && setrlimit(
+                Resource::Nofile,
+                Rlimit {
+                    current: Some(target),
+                    maximum: limit.maximum,
+                },
+            )
+            .is_ok()
+        {
+            return (target, target < needed);
+        }
+        (soft, true)
+    }
+
     /// The defaults, serving the databases under `dir`.
     pub fn new(dir: impl Into<PathBuf>) -> Config {
         Config {
@@ -170,5 +215,32 @@ impl Config {
             pg_addr: any,
             ..Config::new(dir)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_open_file_limit_is_raised_toward_the_need_and_never_lowered() {
+        use rustix::process::{Resource, getrlimit};
+        let mut config = Config::new("/nonexistent");
+        config.max_clients = 10;
+        config.max_databases = 2;
+        assert_eq!(
+            config.open_files_needed(),
+            10 + 2 * FILES_PER_DATABASE + FILES_SPARE
+        );
+        let before = getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX);
+        // A small need is met by any usual limit: nothing changes.
+        assert_eq!(config.raise_open_file_limit(), (before, before < 274));
+        // A need above the hard limit raises the soft limit to the hard one, no further.
+        config.max_clients = usize::MAX / 2;
+        let (after, short) = config.raise_open_file_limit();
+        let now = getrlimit(Resource::Nofile);
+        assert!(after >= before);
+        assert_eq!(now.current.unwrap_or(u64::MAX), after);
+        assert!(short || now.current.is_none());
     }
 }
