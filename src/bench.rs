@@ -157,9 +157,15 @@ pub(crate) fn fill(args: &FillArgs) -> anyhow::Result<()> {
         args.subcompactions,
         args.dir.display()
     )?;
+    // Both output files are created before the run, so a bad path fails at once.
+    if let Some(p) = &args.plot {
+        std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?;
+    }
     let mut csv = match &args.csv {
         Some(p) => {
-            let mut w = std::io::BufWriter::new(std::fs::File::create(p)?);
+            let file =
+                std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?;
+            let mut w = std::io::BufWriter::new(file);
             writeln!(w, "batch,keys_inserted,batch_seconds,elapsed_seconds")?;
             Some(w)
         }
