@@ -277,6 +277,7 @@ pub(crate) fn check(dir: &Path) -> anyhow::Result<ExitCode> {
             problems,
             unreferenced,
             damaged_tail,
+            wal_tail,
         },
         changed,
     ) = loop {
@@ -299,6 +300,16 @@ pub(crate) fn check(dir: &Path) -> anyhow::Result<ExitCode> {
              not see what that edit did; the next writing open rewrites the manifest without \
              it and moves the tables no record names to lost/",
             manifest.display()
+        )?;
+    }
+    if let Some((wal, offset)) = &wal_tail {
+        outln!(
+            "note: {} ends in a partial or damaged record at byte offset {offset}, which reads \
+             do not see: a write a crash cut short (never acknowledged when writes are synced), \
+             a record being appended by the process that has the database open, or damage to \
+             the last record (nothing tells them apart; docs/format/wal.md). The next writing \
+             open drops it",
+            wal.display()
         )?;
     }
     for table in &unreferenced {
@@ -376,6 +387,8 @@ struct Checked {
     unreferenced: Vec<std::path::PathBuf>,
     /// The manifest and offset of a damaged last record the open ignored.
     damaged_tail: Option<(std::path::PathBuf, u64)>,
+    /// The newest WAL and offset of the partial or damaged record it ends with.
+    wal_tail: Option<(std::path::PathBuf, u64)>,
 }
 
 fn check_once(dir: &Path) -> anyhow::Result<Checked> {
@@ -415,6 +428,9 @@ fn check_once(dir: &Path) -> anyhow::Result<Checked> {
         unreferenced: db.unreferenced_tables()?,
         damaged_tail: db
             .ignored_manifest_tail()
+            .map(|(path, offset)| (path.to_path_buf(), offset)),
+        wal_tail: db
+            .unreplayed_wal_tail()
             .map(|(path, offset)| (path.to_path_buf(), offset)),
     };
     db.close()?;

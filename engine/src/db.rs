@@ -460,6 +460,19 @@ impl Db {
             .map(|(path, offset)| (path.as_path(), *offset))
     }
 
+    /// For a read-only open, the newest WAL and the byte offset of the partial or damaged
+    /// record it ends with, which the open did not replay (`docs/format/wal.md`, torn tails):
+    /// a write a crash cut short, a record a writer beside this reader is appending, or damage
+    /// to the last record, which nothing tells apart. A writing open drops such a tail (it
+    /// truncates the WAL there, logging a warning) and this is then `None`. What `strata check`
+    /// notes.
+    pub fn unreplayed_wal_tail(&self) -> Option<(&Path, u64)> {
+        self.inner()
+            .unreplayed_wal_tail
+            .as_ref()
+            .map(|(path, offset)| (path.as_path(), *offset))
+    }
+
     /// The database directory.
     pub fn path(&self) -> &Path {
         &self.inner().dir

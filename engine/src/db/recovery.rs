@@ -224,12 +224,14 @@ fn open_once(dir: &Path, options: Options) -> Result<Arc<DbInner>> {
         next_seqno: None,
         stop: false,
         read_only,
+        unreplayed_tail: None,
     };
     for (i, &number) in wals.iter().enumerate() {
         let newest = i + 1 == wals.len();
         replay.replay_wal(number, newest, &mut versions)?;
     }
     let max_seqno = replay.max_seqno;
+    let unreplayed_wal_tail = replay.unreplayed_tail.take();
 
     versions.set_last_seqno(max_seqno);
     let mut states = BTreeMap::new();
@@ -311,6 +313,7 @@ fn open_once(dir: &Path, options: Options) -> Result<Arc<DbInner>> {
     let inner = Arc::new(DbInner {
         dir,
         ignored_manifest_tail,
+        unreplayed_wal_tail,
         lock_file: Mutex::new(lock),
         visible_seqno: AtomicU64::new(max_seqno.get()),
         default_ks,
@@ -515,6 +518,9 @@ struct Replay<'a> {
     stop: bool,
     /// A read-only open: nothing is flushed during replay and a torn tail is not cut off.
     read_only: bool,
+    /// In a read-only open, the newest WAL and the offset of the partial or damaged record
+    /// it ends with (not replayed, not cut off): what `Db::unreplayed_wal_tail` reports.
+    unreplayed_tail: Option<(PathBuf, u64)>,
 }
 
 impl Replay<'_> {
@@ -602,6 +608,7 @@ impl Replay<'_> {
                         // Most likely a record the writer beside us is appending; nothing
                         // is dropped.
                         tracing::debug!(path = %path.display(), offset, %reason, "not replaying a partial WAL record");
+                        self.unreplayed_tail = Some((path.clone(), offset));
                     } else {
                         tracing::warn!(path = %path.display(), offset, %reason, "dropping torn WAL tail");
                         truncate(self.fs, &path, offset)?;

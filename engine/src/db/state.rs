@@ -213,6 +213,9 @@ pub(crate) struct DbInner {
     /// The manifest and offset of a damaged last record the open ignored (a torn append, or
     /// bit rot of an acknowledged edit): what `Db::ignored_manifest_tail` reports.
     pub(crate) ignored_manifest_tail: Option<(PathBuf, u64)>,
+    /// In a read-only open, the newest WAL and the offset of the partial or damaged record it
+    /// ends with, not replayed: what `Db::unreplayed_wal_tail` reports.
+    pub(crate) unreplayed_wal_tail: Option<(PathBuf, u64)>,
     /// The flock'd `LOCK` file; taken out (releasing the lock) by `close`.
     pub(crate) lock_file: Mutex<Option<Box<dyn FileLock>>>,
     /// Last sequence number whose write is fully in the memtable: reads see up to here.
