@@ -2,9 +2,12 @@
 //!
 //! [`Server::run`] accepts RESP and PostgreSQL connections, one task each, until the
 //! shutdown future completes; then it stops accepting, lets every connection finish the
-//! command it is running (RESP connections close once idle, PostgreSQL connections are
-//! dropped after their in-flight statement), waits for in-flight engine calls, syncs the WALs
-//! and closes the databases. [`serve`] wires SIGINT/SIGTERM to that shutdown.
+//! command it is running for the grace period ([`Config::shutdown_grace`]; RESP connections
+//! close once idle, PostgreSQL connections after answering what their client sent, with
+//! FATAL 57P01), interrupts the SQL statements still running, closes the connections not in
+//! an engine call (a client that does not read its replies is not waited for), waits for
+//! in-flight engine calls, syncs the WALs and closes the databases. [`serve`] wires
+//! SIGINT/SIGTERM to that shutdown, and a second signal to ending the grace period at once.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -62,6 +65,10 @@ pub(crate) struct Shared {
     pub running_sql: crate::pg::CancelTargets,
     /// Set when shutdown begins.
     pub stopping: AtomicBool,
+    /// When the shutdown's grace period ends: `None` until shutdown begins, then its start
+    /// plus [`Config::shutdown_grace`], moved to the present by a second SIGINT/SIGTERM. See
+    /// [`Shared::grace_over`].
+    pub grace_deadline: watch::Sender<Option<Instant>>,
     /// Hands out PostgreSQL backend keys: one counter for the whole server, so every
     /// connection has its own process id (pgwire's password handler would otherwise start a
     /// counter per connection).
@@ -72,6 +79,28 @@ impl Shared {
     /// A fresh client id (`CLIENT ID`, PostgreSQL backend process id).
     pub fn client_id(&self) -> u64 {
         self.next_client_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Completes once the shutdown's grace period is over (never before shutdown begins):
+    /// connections then stop waiting for a client that does not read its replies.
+    pub fn grace_over(&self) -> impl Future<Output = ()> + Send + 'static {
+        let mut deadline = self.grace_deadline.subscribe();
+        async move {
+            loop {
+                let current = *deadline.borrow_and_update();
+                let changed = match current {
+                    Some(d) => tokio::select! {
+                        () = tokio::time::sleep_until(d.into()) => return,
+                        changed = deadline.changed() => changed,
+                    },
+                    None => deadline.changed().await,
+                };
+                if changed.is_err() {
+                    // The server is gone: nothing left to wait for.
+                    return;
+                }
+            }
+        }
     }
 
     /// Runs `f` on the blocking pool, counted in `in_flight` so shutdown waits for it.
@@ -203,6 +232,7 @@ impl Server {
             running_sql: crate::pg::CancelTargets::default(),
             pg_keys: Arc::new(pgwire::api::RandomPidSecretKeyGenerator::default()),
             stopping: AtomicBool::new(false),
+            grace_deadline: watch::Sender::new(None),
         });
         Ok(Server { shared, resp, pg })
     }
@@ -222,6 +252,18 @@ impl Server {
     /// # Errors
     /// The first error closing a database.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), ServerError> {
+        self.run_until(shutdown, std::future::pending()).await
+    }
+
+    /// [`Server::run`], where `hurry` completing after `shutdown` ends the grace period at
+    /// once (a second SIGINT/SIGTERM): running SQL statements are interrupted and
+    /// connections closed without waiting for their clients; engine calls already running
+    /// (a batch being written) are still waited for.
+    async fn run_until(
+        self,
+        shutdown: impl Future<Output = ()>,
+        hurry: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), ServerError> {
         let Server { shared, resp, pg } = self;
         let (stop_tx, stop_rx) = watch::channel(false);
         let mut loops = JoinSet::new();
@@ -278,8 +320,19 @@ impl Server {
         shutdown.await;
         tracing::info!("shutting down: no new connections, finishing in-flight commands");
         let started = Instant::now();
+        shared
+            .grace_deadline
+            .send_replace(Some(started + shared.config.shutdown_grace));
         shared.stopping.store(true, Ordering::Release);
         let _ = stop_tx.send(true);
+        let hurrying = {
+            let shared = Arc::clone(&shared);
+            tokio::spawn(async move {
+                hurry.await;
+                tracing::warn!("shutting down now: not waiting for clients any longer");
+                shared.grace_deadline.send_replace(Some(Instant::now()));
+            })
+        };
         while loops.join_next().await.is_some() {}
         // The accept loops waited the grace period and interrupted the SQL statements still
         // running; what is left is committing (or a RESP command): let it finish, for a while.
@@ -288,6 +341,7 @@ impl Server {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         let closing = Arc::clone(&shared);
+        hurrying.abort();
         let result = tokio::task::spawn_blocking(move || closing.databases.close_all())
             .await
             .map_err(|e| ServerError::Runtime(std::io::Error::other(e)))?;
@@ -320,7 +374,7 @@ async fn accept_loop(
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
                     let Some(slot) = ClientSlot::acquire(&shared) else {
-                        connections.spawn(reject(stream, protocol));
+                        connections.spawn(reject(stream, protocol, Arc::clone(&shared)));
                         continue;
                     };
                     let shared = Arc::clone(&shared);
@@ -346,14 +400,15 @@ async fn accept_loop(
         }
     }
     drop(listener);
-    let grace = shared.config.shutdown_grace;
-    let drained = tokio::time::timeout(grace, async {
-        while connections.join_next().await.is_some() {}
-    })
-    .await;
-    if drained.is_err() {
+    let drained = tokio::select! {
+        () = async { while connections.join_next().await.is_some() {} } => true,
+        () = shared.grace_over() => false,
+    };
+    if !drained {
         // Statements still running are stopped (they change nothing, unless already
         // committing) and their connections get 57P01, then FATAL 57P01, before closing.
+        // Connections not in an engine call close themselves now (a client that does not
+        // read its replies is not waited for).
         let stopped = shared.running_sql.cancel_all();
         let drained = tokio::time::timeout(COMMIT_WAIT, async {
             while connections.join_next().await.is_some() {}
@@ -371,15 +426,18 @@ async fn accept_loop(
 }
 
 /// Answers a connection over `max_clients` with an error and closes it (a PostgreSQL client
-/// after its startup packet: [`crate::pg::refuse_too_many`]), within 5 s.
-async fn reject(mut stream: TcpStream, protocol: Protocol) {
+/// after its startup packet; a PostgreSQL cancel request is acted on:
+/// [`crate::pg::refuse_too_many`]), within 5 s.
+async fn reject(mut stream: TcpStream, protocol: Protocol, shared: Arc<Shared>) {
     let limit = Duration::from_secs(5);
     let _ = match protocol {
         Protocol::Resp => {
             let refusal = stream.write_all(b"-ERR max number of clients reached\r\n");
             tokio::time::timeout(limit, refusal).await
         }
-        Protocol::Pg => tokio::time::timeout(limit, crate::pg::refuse_too_many(&mut stream)).await,
+        Protocol::Pg => {
+            tokio::time::timeout(limit, crate::pg::refuse_too_many(&mut stream, &shared)).await
+        }
     };
     let _ = stream.shutdown().await;
 }
@@ -422,6 +480,8 @@ fn runtime(worker_threads: usize) -> Result<tokio::runtime::Runtime, ServerError
 }
 
 /// Runs a server in the current thread until SIGINT or SIGTERM (what `strata serve` does).
+/// A second SIGINT or SIGTERM during the shutdown ends its grace period at once
+/// ([`Server::run_until`]).
 ///
 /// # Errors
 /// Startup errors ([`Server::bind`]) and shutdown errors ([`Server::run`]).
@@ -429,26 +489,48 @@ pub fn serve(config: Config) -> Result<(), ServerError> {
     let rt = runtime(config.worker_threads)?;
     rt.block_on(async {
         let server = Server::bind(config).await?;
-        server.run(shutdown_signal()).await
+        let signals = count_signals();
+        server
+            .run_until(nth_signal(signals.clone(), 1), nth_signal(signals, 2))
+            .await
     })
 }
 
-async fn shutdown_signal() {
+/// Counts the SIGINTs and SIGTERMs received, from now on.
+fn count_signals() -> watch::Receiver<u32> {
     use tokio::signal::unix::{SignalKind, signal};
+    let (count_tx, count) = watch::channel(0u32);
     match (
         signal(SignalKind::interrupt()),
         signal(SignalKind::terminate()),
     ) {
         (Ok(mut int), Ok(mut term)) => {
-            tokio::select! {
-                _ = int.recv() => tracing::info!("SIGINT received"),
-                _ = term.recv() => tracing::info!("SIGTERM received"),
-            }
+            tokio::spawn(async move {
+                loop {
+                    let name = tokio::select! {
+                        Some(()) = int.recv() => "SIGINT",
+                        Some(()) = term.recv() => "SIGTERM",
+                        else => return,
+                    };
+                    let n = count_tx.borrow().saturating_add(1);
+                    count_tx.send_replace(n);
+                    if n == 1 {
+                        tracing::info!("{name} received");
+                    } else {
+                        tracing::warn!("{name} received again during the shutdown");
+                    }
+                }
+            });
         }
-        _ => {
-            tracing::warn!("cannot install signal handlers; stop the server with SIGKILL");
-            std::future::pending::<()>().await;
-        }
+        _ => tracing::warn!("cannot install signal handlers; stop the server with SIGKILL"),
+    }
+    count
+}
+
+/// Completes once `n` signals were counted (never if the signal handlers failed).
+async fn nth_signal(mut count: watch::Receiver<u32>, n: u32) {
+    if count.wait_for(|c| *c >= n).await.is_err() {
+        std::future::pending::<()>().await;
     }
 }
 

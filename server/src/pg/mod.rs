@@ -18,14 +18,16 @@
 //! statement's future, while the statement goes on on the blocking pool and may still commit:
 //! not used.)
 
+mod connection;
 mod values;
+
+pub(crate) use connection::{refuse_too_many, serve_connection};
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Debug;
-use std::io::Write as _;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::stream;
@@ -53,248 +55,13 @@ use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::cancel::CancelRequest;
 use pgwire::messages::extendedquery::{Parse, ParseComplete};
 use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
-use tokio::net::TcpStream;
-use tokio::sync::watch;
 
 use crate::databases::Database;
 use crate::error::ServerError;
 use crate::server::Shared;
 use crate::sql::{self, Column, Outcome, SqlError};
+use connection::Activity;
 use strata_query::{Interrupt, QueryError};
-
-/// A FATAL ErrorResponse message with SQLSTATE `code`, written straight to a socket that
-/// pgwire does not own (or no longer owns).
-fn fatal_message(code: &str, text: &str) -> Vec<u8> {
-    let mut fields = Vec::new();
-    for (tag, value) in [(b'S', "FATAL"), (b'V', "FATAL"), (b'C', code), (b'M', text)] {
-        fields.push(tag);
-        fields.extend_from_slice(value.as_bytes());
-        fields.push(0);
-    }
-    fields.push(0);
-    let len = u32::try_from(fields.len() + 4).unwrap_or(u32::MAX);
-    let mut msg = vec![b'E'];
-    #[expect(
-        clippy::big_endian_bytes,
-        reason = "PostgreSQL's wire format is big-endian (network order)"
-    )]
-    msg.extend_from_slice(&len.to_be_bytes());
-    msg.extend_from_slice(&fields);
-    msg
-}
-
-/// An ErrorResponse (SQLSTATE 53300, "too many connections") for connections over
-/// `max_clients`.
-pub(crate) fn too_many_connections() -> Vec<u8> {
-    fatal_message("53300", "sorry, too many clients already")
-}
-
-/// Codes of the 8-byte requests a client may send before its startup packet: `SSLRequest`
-/// and `GSSENCRequest` (PostgreSQL's protocol docs, "Message Formats").
-const ENCRYPTION_REQUESTS: [u32; 2] = [80_877_103, 80_877_104];
-
-/// Largest startup packet read (PostgreSQL's `MAX_STARTUP_PACKET_LENGTH`).
-const MAX_STARTUP_PACKET: usize = 10_000;
-
-/// Refuses a connection over `max_clients` as PostgreSQL does: SSL and GSS encryption
-/// requests are declined (`N`), the startup packet is read, then FATAL 53300 is sent. Sent
-/// at once instead, libpq's default `sslmode=prefer` took the error for the answer to its
-/// SSL request and only reported "error response during SSL exchange". Reading the startup
-/// packet first also keeps unread bytes from turning the close into a reset that can
-/// discard the error before the client reads it. The caller bounds the time taken.
-///
-/// # Errors
-/// The socket's, if reading or writing fails (the client went away).
-pub(crate) async fn refuse_too_many(stream: &mut TcpStream) -> std::io::Result<()> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    for _ in 0..=ENCRYPTION_REQUESTS.len() {
-        let mut head = [0u8; 8];
-        stream.read_exact(&mut head).await?;
-        #[expect(
-            clippy::big_endian_bytes,
-            reason = "PostgreSQL's wire format is big-endian (network order)"
-        )]
-        let (len, code) = (
-            u32::from_be_bytes([head[0], head[1], head[2], head[3]]),
-            u32::from_be_bytes([head[4], head[5], head[6], head[7]]),
-        );
-        if len == 8 && ENCRYPTION_REQUESTS.contains(&code) {
-            stream.write_all(b"N").await?;
-            continue;
-        }
-        let rest = usize::try_from(len)
-            .unwrap_or(usize::MAX)
-            .clamp(8, MAX_STARTUP_PACKET)
-            - 8;
-        let mut discard = vec![0u8; rest];
-        stream.read_exact(&mut discard).await?;
-        break;
-    }
-    stream.write_all(&too_many_connections()).await
-}
-
-/// When a connection last did something, and whether a request is running, for the idle
-/// timeout (`--timeout`).
-#[derive(Debug)]
-struct Activity {
-    started: Instant,
-    /// Milliseconds after `started` of the last request's start or end.
-    last_ms: AtomicU64,
-    /// Requests running now (a running statement is never idle).
-    busy: AtomicUsize,
-    /// Set once the startup (and authentication) finished: the connection is ready for
-    /// queries.
-    ready: AtomicBool,
-}
-
-impl Activity {
-    fn new() -> Self {
-        Activity {
-            started: Instant::now(),
-            last_ms: AtomicU64::new(0),
-            busy: AtomicUsize::new(0),
-            ready: AtomicBool::new(false),
-        }
-    }
-
-    fn now_ms(&self) -> u64 {
-        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
-    }
-
-    /// Marks a request running until the guard drops.
-    fn enter(&self) -> Busy<'_> {
-        self.busy.fetch_add(1, Ordering::AcqRel);
-        self.last_ms.store(self.now_ms(), Ordering::Release);
-        Busy(self)
-    }
-
-    /// How long the connection has been idle; `None` while a request runs.
-    fn idle_for(&self) -> Option<Duration> {
-        if self.busy.load(Ordering::Acquire) > 0 {
-            return None;
-        }
-        let last = self.last_ms.load(Ordering::Acquire);
-        Some(Duration::from_millis(self.now_ms().saturating_sub(last)))
-    }
-}
-
-/// A running request (see [`Activity::enter`]).
-struct Busy<'a>(&'a Activity);
-
-impl Drop for Busy<'_> {
-    fn drop(&mut self) {
-        self.0.last_ms.store(self.0.now_ms(), Ordering::Release);
-        self.0.busy.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-/// Completes once the connection has not finished its startup after `limit`
-/// ([`crate::Config::pg_startup_timeout`]): a client that connects and sends nothing, or a
-/// startup packet whose length field is too small for the message to ever complete, holds a
-/// connection slot no longer than that (a shorter `--timeout` closes it sooner, with 57P05).
-/// At most [`crate::config::PGWIRE_STARTUP_LIMIT`].
-async fn startup_timeout(activity: &Activity, limit: Duration) {
-    tokio::time::sleep(limit.min(crate::config::PGWIRE_STARTUP_LIMIT)).await;
-    if activity.ready.load(Ordering::Acquire) {
-        std::future::pending::<()>().await;
-    }
-}
-
-/// Completes once the connection has been idle for `limit` (never without a limit).
-async fn idle_timeout(activity: &Activity, limit: Option<Duration>) {
-    let Some(limit) = limit else {
-        return std::future::pending().await;
-    };
-    loop {
-        let wait = match activity.idle_for() {
-            Some(idle) if idle >= limit => return,
-            Some(idle) => limit - idle,
-            None => limit,
-        };
-        tokio::time::sleep(wait).await;
-    }
-}
-
-/// Serves one PostgreSQL connection until it ends, the server stops, or it stays idle for
-/// `--timeout` (then the client gets FATAL 57P05, as from PostgreSQL's
-/// `idle_session_timeout`, and the connection is closed).
-pub(crate) async fn serve_connection(
-    stream: TcpStream,
-    shared: Arc<Shared>,
-    mut stop: watch::Receiver<bool>,
-) {
-    let _ = stream.set_nodelay(true);
-    let limit = shared.config.idle_timeout;
-    // pgwire owns the stream; a second handle to the socket writes the timeout's or the
-    // shutdown's FATAL message.
-    let (stream, mut closer) = match split_closer(stream) {
-        Ok((stream, closer)) => (stream, closer),
-        Err(e) => {
-            tracing::debug!(error = %e, "cannot set up the connection; closing");
-            return;
-        }
-    };
-    let activity = Arc::new(Activity::new());
-    let handlers = Arc::new(PgHandlers::new(Arc::clone(&shared), Arc::clone(&activity)));
-    let serve = pgwire::tokio::process_socket(stream, None, handlers);
-    tokio::pin!(serve);
-    let goodbye = |closer: &mut std::net::TcpStream, code: &str, text: &str| {
-        let _ = closer.write_all(&fatal_message(code, text));
-        let _ = closer.shutdown(std::net::Shutdown::Both);
-    };
-    tokio::select! {
-        result = &mut serve => {
-            if let Err(e) = result {
-                tracing::debug!(error = %e, "PostgreSQL connection ended with an error");
-            }
-            return;
-        }
-        () = idle_timeout(&activity, limit) => {
-            tracing::debug!("closing idle PostgreSQL connection");
-            goodbye(&mut closer, "57P05", "terminating connection due to idle-session timeout");
-            return;
-        }
-        () = startup_timeout(&activity, shared.config.pg_startup_timeout) => {
-            tracing::debug!("closing a PostgreSQL connection that did not finish its startup");
-            goodbye(&mut closer, "08P01", "canceling authentication due to timeout");
-            return;
-        }
-        _ = stop.changed() => {}
-    }
-    // Shutting down: a statement that is running still commits, so its reply must reach the
-    // client (a client told "connection lost" could retry a write that happened). Serve
-    // until the connection has been quiet for a moment (the server's grace period bounds
-    // this), then close it as PostgreSQL does.
-    tokio::select! {
-        _ = &mut serve => return,
-        () = quiet(&activity) => {}
-    }
-    goodbye(
-        &mut closer,
-        "57P01",
-        "terminating connection due to administrator command",
-    );
-}
-
-/// Returns once no request has run on the connection for 50 ms (time for pgwire to send
-/// the reply of the last one).
-async fn quiet(activity: &Activity) {
-    const QUIET: Duration = Duration::from_millis(50);
-    loop {
-        match activity.idle_for() {
-            Some(idle) if idle >= QUIET => return,
-            Some(idle) => tokio::time::sleep(QUIET - idle).await,
-            None => tokio::time::sleep(QUIET).await,
-        }
-    }
-}
-
-/// The stream back, and a second handle to the same socket.
-fn split_closer(stream: TcpStream) -> std::io::Result<(TcpStream, std::net::TcpStream)> {
-    let std_stream = stream.into_std()?;
-    let closer = std_stream.try_clone()?;
-    Ok((TcpStream::from_std(std_stream)?, closer))
-}
 
 /// A parsed statement: one SQL statement with `$n` placeholders.
 #[derive(Debug, Clone)]
@@ -862,7 +629,7 @@ impl PgQuery {
         F: FnOnce(&Database) -> T + Send + 'static,
         T: Send + 'static,
     {
-        let _busy = self.activity.enter();
+        let _engine = self.activity.enter();
         let db = self.database(client).await?;
         self.shared
             .blocking(move || f(&db))
@@ -871,26 +638,30 @@ impl PgQuery {
     }
 }
 
-/// A result set as a pgwire response.
+/// A result set as a pgwire response. At the end of the shutdown's grace period its rows
+/// stop, at a message boundary, with FATAL 57P01 ([`Activity::result_cut`]).
 fn rows_response(
     columns: &[Column],
     rows: Vec<Vec<strata_query::Value>>,
     format: &Format,
+    activity: &Arc<Activity>,
 ) -> Response {
     let schema = Arc::new(values::fields(columns, format));
     let mut encoder = DataRowEncoder::new(Arc::clone(&schema));
     let columns = columns.to_vec();
+    let activity = Arc::clone(activity);
     // Encoded as pgwire sends them, each row freed once encoded: the result is never held
     // twice (as values and as DataRows) at once.
-    let encoded = rows
-        .into_iter()
-        .map(move |row| values::encode_row(&mut encoder, &row, &columns));
+    let encoded = rows.into_iter().map(move |row| {
+        activity.result_cut()?;
+        values::encode_row(&mut encoder, &row, &columns)
+    });
     Response::Query(QueryResponse::new(schema, stream::iter(encoded)))
 }
 
-fn response(outcome: Outcome, format: &Format) -> Response {
+fn response(outcome: Outcome, format: &Format, activity: &Arc<Activity>) -> Response {
     match outcome {
-        Outcome::Rows { columns, rows } => rows_response(&columns, rows, format),
+        Outcome::Rows { columns, rows } => rows_response(&columns, rows, format, activity),
         Outcome::Command(tag) => Response::Execution(Tag::new(&tag)),
         Outcome::Begin => Response::TransactionStart(Tag::new("BEGIN")),
         Outcome::Commit => Response::TransactionEnd(Tag::new("COMMIT")),
@@ -931,9 +702,9 @@ impl PgQuery {
             }
             Outcome::Deallocate(None) => {
                 self.named_statements.lock().clear();
-                response(Outcome::Deallocate(None), format)
+                response(Outcome::Deallocate(None), format, &self.activity)
             }
-            other => response(other, format),
+            other => response(other, format, &self.activity),
         }
     }
 }

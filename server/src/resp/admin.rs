@@ -765,7 +765,16 @@ pub(crate) fn sql(s: &mut Session, args: &[Bytes]) {
     let shared = std::sync::Arc::clone(&s.shared);
     let running = shared.running_sql.register_statement(&interrupt);
     for (i, stmt) in statements.iter().enumerate() {
-        match crate::sql::run(&s.db, stmt, &interrupt) {
+        // Once shutdown has begun no new statement starts (as over PostgreSQL): the one
+        // running then finishes, the ones after it are refused with 57P01.
+        let result = if shared.stopping.load(std::sync::atomic::Ordering::Acquire) {
+            Err(crate::sql::SqlError::Server(
+                crate::error::ServerError::ShuttingDown,
+            ))
+        } else {
+            crate::sql::run(&s.db, stmt, &interrupt)
+        };
+        match result {
             Ok(o) => outcomes.push(o),
             Err(e) => {
                 let e = match e {

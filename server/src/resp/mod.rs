@@ -117,8 +117,15 @@ pub(crate) async fn serve_connection(
             return;
         }
         if !session.out.is_empty() {
-            if stream.write_all(session.out.bytes()).await.is_err() {
-                return;
+            // A client that does not read its replies holds the connection here; after the
+            // shutdown's grace period it is closed instead of waited for.
+            tokio::select! {
+                written = stream.write_all(session.out.bytes()) => {
+                    if written.is_err() {
+                        return;
+                    }
+                }
+                () = shared.grace_over() => return,
             }
             session.out.clear();
         }

@@ -1,0 +1,437 @@
+//! One PostgreSQL connection's message loop, its idle and startup timeouts, and how it ends
+//! at shutdown.
+//!
+//! The loop is pgwire's own (`process_socket`), run here so that it knows whether it is
+//! between messages or answering one. Every message the server writes to the client, a
+//! timeout's or the shutdown's FATAL included, goes through the one framed socket, whole and
+//! in order, so a FATAL can only ever follow a complete message:
+//!
+//! - **Between messages** (waiting for the client's next one, nothing in flight): the idle
+//!   timeout (`--timeout`) counts here, and only here; at its end the client gets FATAL 57P05.
+//!   Before the startup is finished the startup timeout runs too (FATAL 08P01). At shutdown
+//!   the messages the client has sent already are answered (the rest of an extended-protocol
+//!   command up to its Sync; new statements are refused with 57P01), then the client gets
+//!   FATAL 57P01.
+//! - **Answering a message** (a statement running, its result being written): never idle,
+//!   as in PostgreSQL, however slowly the client reads. At shutdown the answer gets the
+//!   server's grace period; then the statements still running are interrupted (57P01), a
+//!   result still being sent stops after its last whole DataRow with FATAL 57P01
+//!   ([`Activity::result_cut`]), and the connection closes. One still writing [`REPLY_WAIT`]
+//!   after that with no engine call running (a client that does not read) is dropped
+//!   without a message: the socket may be in the middle of one.
+
+use std::io::Write as _;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use futures::{FutureExt, SinkExt, StreamExt};
+use pgwire::api::{ClientInfo, ErrorHandler, PgWireConnectionState, PgWireServerHandlers};
+use pgwire::error::ErrorInfo;
+use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
+use pgwire::tokio::server::{negotiate_tls, process_error, process_message};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+
+use super::PgHandlers;
+use crate::server::Shared;
+
+/// After the shutdown grace period, once no engine call runs on the connection: how long its
+/// answer may still take to be written (the reply of a statement that was committing when
+/// the grace period ended) before the connection is dropped.
+const REPLY_WAIT: Duration = Duration::from_secs(1);
+
+/// Longest time spent writing a timeout's or the shutdown's FATAL message to a client that
+/// does not read.
+const GOODBYE_WAIT: Duration = Duration::from_secs(1);
+
+/// A FATAL ErrorResponse message with SQLSTATE `code`, as bytes, for a socket that pgwire
+/// does not own.
+fn fatal_message(code: &str, text: &str) -> Vec<u8> {
+    let mut fields = Vec::new();
+    for (tag, value) in [(b'S', "FATAL"), (b'V', "FATAL"), (b'C', code), (b'M', text)] {
+        fields.push(tag);
+        fields.extend_from_slice(value.as_bytes());
+        fields.push(0);
+    }
+    fields.push(0);
+    let len = u32::try_from(fields.len() + 4).unwrap_or(u32::MAX);
+    let mut msg = vec![b'E'];
+    #[expect(
+        clippy::big_endian_bytes,
+        reason = "PostgreSQL's wire format is big-endian (network order)"
+    )]
+    msg.extend_from_slice(&len.to_be_bytes());
+    msg.extend_from_slice(&fields);
+    msg
+}
+
+/// An ErrorResponse (SQLSTATE 53300, "too many connections") for connections over
+/// `max_clients`.
+pub(crate) fn too_many_connections() -> Vec<u8> {
+    fatal_message("53300", "sorry, too many clients already")
+}
+
+/// Codes of the 8-byte requests a client may send before its startup packet: `SSLRequest`
+/// and `GSSENCRequest` (PostgreSQL's protocol docs, "Message Formats").
+const ENCRYPTION_REQUESTS: [u32; 2] = [80_877_103, 80_877_104];
+
+/// The code of a `CancelRequest` (in place of a startup packet's protocol version).
+const CANCEL_REQUEST: u32 = 80_877_102;
+
+/// Largest startup packet read (PostgreSQL's `MAX_STARTUP_PACKET_LENGTH`).
+const MAX_STARTUP_PACKET: usize = 10_000;
+
+/// Answers a connection over `max_clients` as PostgreSQL does: SSL and GSS encryption
+/// requests are declined (`N`), then the packet that follows is read. A `CancelRequest` is
+/// acted on and the connection closed without a reply, as for any cancel request (it needs
+/// no connection slot: PostgreSQL handles cancel requests before its connection limit);
+/// after a startup packet, FATAL 53300 is sent. Sent at once instead, libpq's default
+/// `sslmode=prefer` took the error for the answer to its SSL request and only reported
+/// "error response during SSL exchange". Reading the startup packet first also keeps unread
+/// bytes from turning the close into a reset that can discard the error before the client
+/// reads it. The caller bounds the time taken.
+///
+/// # Errors
+/// The socket's, if reading or writing fails (the client went away).
+pub(crate) async fn refuse_too_many(
+    stream: &mut TcpStream,
+    shared: &Shared,
+) -> std::io::Result<()> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    for _ in 0..=ENCRYPTION_REQUESTS.len() {
+        let mut head = [0u8; 8];
+        stream.read_exact(&mut head).await?;
+        #[expect(
+            clippy::big_endian_bytes,
+            reason = "PostgreSQL's wire format is big-endian (network order)"
+        )]
+        let (len, code) = (
+            u32::from_be_bytes([head[0], head[1], head[2], head[3]]),
+            u32::from_be_bytes([head[4], head[5], head[6], head[7]]),
+        );
+        if len == 8 && ENCRYPTION_REQUESTS.contains(&code) {
+            stream.write_all(b"N").await?;
+            continue;
+        }
+        let rest = usize::try_from(len)
+            .unwrap_or(usize::MAX)
+            .clamp(8, MAX_STARTUP_PACKET)
+            - 8;
+        let mut body = vec![0u8; rest];
+        stream.read_exact(&mut body).await?;
+        if code == CANCEL_REQUEST {
+            // Process id (4 bytes), then the secret key (4 bytes, or up to 256 in protocol
+            // 3.2).
+            if let (Some(pid), Some(secret)) = (body.get(..4), body.get(4..)) {
+                #[expect(
+                    clippy::big_endian_bytes,
+                    reason = "PostgreSQL's wire format is big-endian (network order)"
+                )]
+                let pid = i32::from_be_bytes([pid[0], pid[1], pid[2], pid[3]]);
+                let key = (pid, bytes::Bytes::copy_from_slice(secret));
+                let found = shared.running_sql.cancel(&key);
+                tracing::debug!(pid, found, "PostgreSQL cancel request beyond maxclients");
+            }
+            return Ok(());
+        }
+        break;
+    }
+    stream.write_all(&too_many_connections()).await
+}
+
+/// What a connection is doing, for its startup timeout and its shutdown.
+#[derive(Debug)]
+pub(super) struct Activity {
+    started: Instant,
+    /// Engine calls running now (a statement that may be committing: the shutdown waits for
+    /// it).
+    engine: AtomicUsize,
+    /// Set once the startup (and authentication) finished: the connection is ready for
+    /// queries.
+    pub(super) ready: AtomicBool,
+    /// Set when the shutdown's grace period ends while the connection answers a message: a
+    /// result being sent stops after its last whole row, with FATAL 57P01
+    /// ([`Activity::result_cut`]).
+    cut: AtomicBool,
+}
+
+impl Activity {
+    pub(super) fn new() -> Self {
+        Activity {
+            started: Instant::now(),
+            engine: AtomicUsize::new(0),
+            ready: AtomicBool::new(false),
+            cut: AtomicBool::new(false),
+        }
+    }
+
+    /// Marks an engine call running until the guard drops.
+    pub(super) fn enter(&self) -> EngineCall<'_> {
+        self.engine.fetch_add(1, Ordering::AcqRel);
+        EngineCall(self)
+    }
+
+    /// `Err(FATAL 57P01)` once the shutdown's grace period has ended during the answer (see
+    /// [`Activity::cut`]): the row stream yields it in place of its next row, and pgwire then
+    /// sends it after the rows already sent and closes the connection.
+    ///
+    /// # Errors
+    /// As above.
+    pub(super) fn result_cut(&self) -> pgwire::error::PgWireResult<()> {
+        if self.cut.load(Ordering::Relaxed) {
+            let (code, text) = Goodbye::Shutdown.sqlstate_and_text();
+            return Err(pgwire::error::PgWireError::UserError(Box::new(
+                ErrorInfo::new("FATAL".to_owned(), code.to_owned(), text.to_owned()),
+            )));
+        }
+        Ok(())
+    }
+
+    fn in_engine(&self) -> bool {
+        self.engine.load(Ordering::Acquire) > 0
+    }
+}
+
+/// A running engine call (see [`Activity::enter`]).
+pub(super) struct EngineCall<'a>(&'a Activity);
+
+impl Drop for EngineCall<'_> {
+    fn drop(&mut self) {
+        self.0.engine.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Completes once the shutdown's grace period is over, no engine call runs on the
+/// connection and [`REPLY_WAIT`] has passed since: the answer being written is then given up.
+async fn answer_given_up(shared: &Shared, activity: &Activity) {
+    shared.grace_over().await;
+    loop {
+        while activity.in_engine() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        tokio::time::sleep(REPLY_WAIT).await;
+        if !activity.in_engine() {
+            return;
+        }
+    }
+}
+
+/// Sleeps until `deadline`, or forever without one.
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Completes once `stop` is set (never if its sender is gone without setting it).
+async fn stopped(stop: &mut watch::Receiver<bool>) {
+    if stop.wait_for(|s| *s).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// Why a connection is closed with a FATAL message.
+#[derive(Debug, Clone, Copy)]
+enum Goodbye {
+    Idle,
+    Startup,
+    Shutdown,
+}
+
+impl Goodbye {
+    fn sqlstate_and_text(self) -> (&'static str, &'static str) {
+        match self {
+            Goodbye::Idle => (
+                "57P05",
+                "terminating connection due to idle-session timeout",
+            ),
+            Goodbye::Startup => ("08P01", "canceling authentication due to timeout"),
+            Goodbye::Shutdown => (
+                "57P01",
+                "terminating connection due to administrator command",
+            ),
+        }
+    }
+}
+
+/// Serves one PostgreSQL connection until it ends, the server stops, or a timeout closes it
+/// (see the module docs).
+pub(crate) async fn serve_connection(
+    stream: TcpStream,
+    shared: Arc<Shared>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let _ = stream.set_nodelay(true);
+    let idle_limit = shared.config.idle_timeout;
+    let startup_deadline = Instant::now()
+        + shared
+            .config
+            .pg_startup_timeout
+            .min(crate::config::PGWIRE_STARTUP_LIMIT);
+    let activity = Arc::new(Activity::new());
+    let idle_deadline = |since: Instant| idle_limit.map(|limit| since + limit);
+
+    // SSL negotiation: `negotiate_tls` owns the stream until it returns; nothing has been
+    // written but whole one-byte answers, so a second handle may write the FATAL.
+    let (stream, mut closer) = match split_closer(stream) {
+        Ok(pair) => pair,
+        Err(e) => {
+            tracing::debug!(error = %e, "cannot set up the connection; closing");
+            return;
+        }
+    };
+    let negotiated = tokio::select! {
+        socket = negotiate_tls::<super::PgStatement>(stream, None) => socket.ok().flatten(),
+        () = sleep_until(idle_deadline(activity.started)) => {
+            goodbye_raw(&mut closer, Goodbye::Idle);
+            None
+        }
+        () = sleep_until(Some(startup_deadline)) => {
+            goodbye_raw(&mut closer, Goodbye::Startup);
+            None
+        }
+        () = stopped(&mut stop) => {
+            goodbye_raw(&mut closer, Goodbye::Shutdown);
+            None
+        }
+    };
+    // The second handle would keep the socket open after the framed stream is dropped.
+    drop(closer);
+    let Some(mut socket) = negotiated else {
+        return;
+    };
+
+    let handlers = PgHandlers::new(Arc::clone(&shared), Arc::clone(&activity));
+    let copy = handlers.copy_handler();
+    let errors = handlers.error_handler();
+    let mut idle_since = Instant::now();
+    loop {
+        // Between messages.
+        let startup_pending = !activity.ready.load(Ordering::Acquire);
+        let message = if *stop.borrow() {
+            // Shutting down: messages the client sent already are answered (the rest of an
+            // extended-protocol command, up to its Sync; new statements are refused with
+            // 57P01), until the grace period ends; then, or once none is waiting, FATAL 57P01.
+            match socket.next().now_or_never() {
+                Some(message) if shared.grace_over().now_or_never().is_none() => message,
+                _ => return goodbye(&mut socket, Goodbye::Shutdown).await,
+            }
+        } else {
+            tokio::select! {
+                biased;
+                message = socket.next() => message,
+                () = sleep_until(idle_deadline(idle_since)) => {
+                    tracing::debug!("closing idle PostgreSQL connection");
+                    return goodbye(&mut socket, Goodbye::Idle).await;
+                }
+                () = sleep_until(Some(startup_deadline)), if startup_pending => {
+                    tracing::debug!("closing a PostgreSQL connection that did not finish its startup");
+                    return goodbye(&mut socket, Goodbye::Startup).await;
+                }
+                () = stopped(&mut stop) => continue,
+            }
+        };
+        let message = match message {
+            Some(Ok(PgWireFrontendMessage::Terminate(_))) | None => return,
+            Some(Ok(message)) => message,
+            Some(Err(e)) => {
+                tracing::debug!(error = %e, "PostgreSQL connection ended with an error");
+                return;
+            }
+        };
+        // Answering it (as pgwire's `process_socket` does).
+        let is_extended_query = match socket.state() {
+            PgWireConnectionState::CopyInProgress(extended) => extended,
+            _ => message.is_extended_query(),
+        };
+        let is_cancel_request = matches!(message, PgWireFrontendMessage::CancelRequest(_));
+        let answer = async {
+            // `Ok(false)`: close the connection.
+            let result = process_message(
+                message,
+                &mut socket,
+                Arc::clone(&handlers.startup),
+                Arc::clone(&handlers.query),
+                Arc::clone(&handlers.query),
+                Arc::clone(&copy),
+                Arc::clone(&handlers.cancel),
+            )
+            .await;
+            match result {
+                Ok(()) => Ok(!is_cancel_request),
+                Err(mut e) => {
+                    errors.on_error(&socket, &mut e);
+                    if e.is_fatal() {
+                        // A FATAL error ends the session, as in PostgreSQL: no ReadyForQuery
+                        // after it (pgwire's `process_error` would send one).
+                        let info: ErrorInfo = e.into();
+                        socket
+                            .send(PgWireBackendMessage::ErrorResponse(info.into()))
+                            .await?;
+                        return Ok(false);
+                    }
+                    process_error(&mut socket, e, is_extended_query)
+                        .await
+                        .map(|()| !is_cancel_request)
+                }
+            }
+        };
+        tokio::pin!(answer);
+        let mut cut = false;
+        let go_on = loop {
+            tokio::select! {
+                result = &mut answer => break result,
+                () = shared.grace_over(), if !cut => {
+                    activity.cut.store(true, Ordering::Relaxed);
+                    cut = true;
+                }
+                () = answer_given_up(&shared, &activity) => {
+                    tracing::debug!("dropping a PostgreSQL connection still answering after the grace period");
+                    return;
+                }
+            }
+        };
+        match go_on {
+            Ok(true) => idle_since = Instant::now(),
+            Ok(false) => return,
+            Err(e) => {
+                tracing::debug!(error = %e, "PostgreSQL connection ended with an error");
+                return;
+            }
+        }
+    }
+}
+
+/// Sends FATAL `why` after the messages already sent (so at a message boundary) and closes
+/// the connection; gives up after [`GOODBYE_WAIT`] on a client that does not read.
+async fn goodbye<S>(socket: &mut S, why: Goodbye)
+where
+    S: futures::Sink<PgWireBackendMessage> + Unpin,
+{
+    let (code, text) = why.sqlstate_and_text();
+    let message = ErrorInfo::new("FATAL".to_owned(), code.to_owned(), text.to_owned());
+    let _ = tokio::time::timeout(GOODBYE_WAIT, async {
+        let _ = socket
+            .send(PgWireBackendMessage::ErrorResponse(message.into()))
+            .await;
+        let _ = socket.close().await;
+    })
+    .await;
+}
+
+/// [`goodbye`] on the second handle of a socket whose stream is not framed yet.
+fn goodbye_raw(closer: &mut std::net::TcpStream, why: Goodbye) {
+    let (code, text) = why.sqlstate_and_text();
+    let _ = closer.set_write_timeout(Some(GOODBYE_WAIT));
+    let _ = closer.write_all(&fatal_message(code, text));
+    let _ = closer.shutdown(std::net::Shutdown::Both);
+}
+
+/// The stream back, and a second handle to the same socket.
+fn split_closer(stream: TcpStream) -> std::io::Result<(TcpStream, std::net::TcpStream)> {
+    let std_stream = stream.into_std()?;
+    let closer = std_stream.try_clone()?;
+    Ok((TcpStream::from_std(std_stream)?, closer))
+}
