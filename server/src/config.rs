@@ -74,9 +74,12 @@ pub struct Config {
     /// give this password (cleartext password authentication; use it on loopback only).
     pub requirepass: Option<String>,
     /// Most simultaneous client connections (both protocols together); beyond it new
-    /// connections get an error and are closed. Default 10,000 (Redis's `maxclients`).
+    /// connections get an error and are closed (a PostgreSQL cancel request is still acted
+    /// on: it needs no slot). Default 10,000 (Redis's `maxclients`).
     pub max_clients: usize,
-    /// Close a connection idle (no request) for this long; `None` (default) never does.
+    /// Close a connection idle this long: waiting for the client's next request with nothing
+    /// in flight (a running command or a PostgreSQL result being sent is never idle);
+    /// `None` (default) never does.
     pub idle_timeout: Option<Duration>,
     /// Close a PostgreSQL connection that has not finished its startup and authentication
     /// after this long (PostgreSQL's `authentication_timeout`), with FATAL 08P01. Default
@@ -98,8 +101,11 @@ pub struct Config {
     pub flush_when_quiet: Option<Duration>,
     /// RESP framing limits (bulk size, argument count, inline length).
     pub limits: Limits,
-    /// How long shutdown waits for in-flight commands before closing the databases anyway.
-    /// Default 10 s.
+    /// The shutdown's grace period: how long connections may finish their in-flight commands
+    /// and send the replies. After it, running SQL statements are interrupted and connections
+    /// not in an engine call are closed (a client that does not read its replies is not
+    /// waited for); a batch already being written is waited for up to 60 s more. A second
+    /// SIGINT/SIGTERM ends it at once. Default 10 s.
     pub shutdown_grace: Duration,
     /// Memtable size of each database, in bytes (engine `write_buffer_size`). Default 4 MiB:
     /// random `SET`s insert into a skiplist that fits in the CPU cache (docs/server.md,
