@@ -544,7 +544,7 @@ fn mget_and_exists_see_an_mset_whole_or_not_at_all() -> TestResult {
                 i += 1;
                 let pairs: Vec<(&str, u64)> = keys.iter().map(|k| (k.as_str(), i)).collect();
                 let () = c.mset(&pairs).unwrap();
-                if i % 2 == 0 {
+                if i.is_multiple_of(2) {
                     let _: i64 = c.del(&keys[..10]).unwrap();
                 }
             }
