@@ -480,8 +480,8 @@ fn runtime(worker_threads: usize) -> Result<tokio::runtime::Runtime, ServerError
 }
 
 /// Runs a server in the current thread until SIGINT or SIGTERM (what `strata serve` does).
-/// A second SIGINT or SIGTERM during the shutdown ends its grace period at once
-/// ([`Server::run_until`]).
+/// A second SIGINT or SIGTERM during the shutdown ends its grace period at once: running
+/// statements are interrupted and connections closed (a batch being written is waited for).
 ///
 /// # Errors
 /// Startup errors ([`Server::bind`]) and shutdown errors ([`Server::run`]).
