@@ -668,8 +668,9 @@ fn numbered_files(fs: &dyn FileSystem, dir: &Path) -> Result<Vec<FileNumber>> {
                     0,
                     format!(
                         "implausible file number {n} (the database's numbers stay below \
-                         {MAX_FILE_NUMBER}); if the file does not belong to the database, \
-                         move it out of the directory"
+                         {}); if the file does not belong to the database, move it out of \
+                         the directory",
+                        MAX_FILE_NUMBER.0 - 1
                     ),
                 ));
             }
