@@ -239,8 +239,10 @@ mod tests {
             10 + 2 * FILES_PER_DATABASE + FILES_SPARE
         );
         let before = getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX);
-        // A small need is met by any usual limit: nothing changes.
-        assert_eq!(config.raise_open_file_limit(), (before, before < 274));
+        // A need the limit meets changes nothing.
+        if before >= config.open_files_needed() {
+            assert_eq!(config.raise_open_file_limit(), (before, false));
+        }
         // A need above the hard limit raises the soft limit to the hard one, no further.
         config.max_clients = usize::MAX / 2;
         let (after, short) = config.raise_open_file_limit();
