@@ -651,7 +651,18 @@ impl Databases {
         drop(open);
         let claim = BusyClaim { dbs: self, name };
         let path = self.root.join(name);
+        // A database this call creates and then fails to open (too many open files, a full
+        // disk) is removed again: it would be listed, and failing, from then on.
+        let fs = &self.options.file_system;
+        let created = !fs.exists(&path);
         let opened = Db::open(&path, self.options.clone());
+        if opened.is_err()
+            && created
+            && fs.exists(&path)
+            && let Err(e) = fs.remove_dir_all(&path)
+        {
+            tracing::warn!(database = name, error = %e, "could not remove a database that failed to open");
+        }
         std::mem::forget(claim);
         let mut open = self.open.lock();
         let result = match opened {
@@ -902,6 +913,26 @@ mod tests {
         assert!(e.to_string().contains("another `strata serve`"), "{e}");
         drop(first);
         Databases::new(&Config::ephemeral(dir.path())).expect("the lock went with the first");
+    }
+
+    #[test]
+    fn a_database_created_by_a_failed_open_is_removed() {
+        use strata_engine::fs::{Fault, FaultOp, FileSystem as _, MemFs};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut dbs = Databases::new(&Config::ephemeral(dir.path())).expect("registry");
+        let fs = Arc::new(MemFs::new());
+        dbs.options.file_system = fs.clone();
+        fs.inject(Fault::new(FaultOp::Create, strata_engine::fs::EIO).on_path(".wal"));
+        let e = dbs
+            .get_or_open("run1")
+            .expect_err("the WAL cannot be created");
+        assert!(matches!(e, ServerError::Engine { .. }), "{e}");
+        let path = dir.path().join("run1");
+        assert!(!fs.exists(&path), "the failed database was left behind");
+        assert!(!dbs.exists("run1"));
+        // Once the fault is gone, the database is created as usual.
+        dbs.get_or_open("run1").expect("opens");
+        assert!(fs.exists(&path.join("CURRENT")));
     }
 
     #[test]
