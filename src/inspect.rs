@@ -408,6 +408,17 @@ fn check_once(dir: &Path) -> anyhow::Result<Checked> {
     }
     let db = match Db::open(dir, Options::default().read_only(true)) {
         Ok(db) => db,
+        // A file this user may not read is no damage: the check cannot run (exit status 2,
+        // as for a directory whose CURRENT cannot be looked at).
+        Err(strata_engine::Error::Io { path, source })
+            if source.kind() == std::io::ErrorKind::PermissionDenied =>
+        {
+            anyhow::bail!(
+                "cannot check {}: {}: {source}",
+                dir.display(),
+                path.display()
+            );
+        }
         Err(e) => {
             // What the database's own check would list beyond that: each table file, checked
             // on its own since no manifest says which tables are live.
