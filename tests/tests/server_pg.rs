@@ -806,20 +806,13 @@ fn read_until_ready(stream: &mut std::net::TcpStream) -> Vec<(u8, Vec<u8>)> {
 
 /// A raw connection to `server`'s PostgreSQL port, started up (protocol 3.0, user `tester`,
 /// database `database`) and ready for queries.
-#[expect(clippy::big_endian_bytes, reason = "PostgreSQL's wire format")]
 fn raw_session(server: &TestServer, database: &str) -> std::net::TcpStream {
     use std::io::Write;
     let mut stream = std::net::TcpStream::connect(server.pg_addr()).expect("connect");
     stream
         .set_read_timeout(Some(std::time::Duration::from_secs(10)))
         .expect("timeout");
-    let mut startup = 196_608u32.to_be_bytes().to_vec();
-    startup.extend_from_slice(format!("user\0tester\0database\0{database}\0\0").as_bytes());
-    let mut packet = u32::try_from(startup.len() + 4)
-        .unwrap()
-        .to_be_bytes()
-        .to_vec();
-    packet.extend_from_slice(&startup);
+    let packet = server_util::pg_startup_packet(database);
     stream.write_all(&packet).expect("startup");
     read_until_ready(&mut stream);
     stream

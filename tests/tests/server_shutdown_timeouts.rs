@@ -184,16 +184,9 @@ fn check_data_row(body: &[u8]) {
 }
 
 /// A raw PostgreSQL session on `database`, started up and ready for queries.
-#[expect(clippy::big_endian_bytes, reason = "PostgreSQL's wire format")]
 fn pg_session(server: &TestServer, database: &str) -> TcpStream {
     let mut stream = connect_small_buffer(server.pg_addr());
-    let mut startup = 196_608u32.to_be_bytes().to_vec();
-    startup.extend_from_slice(format!("user\0tester\0database\0{database}\0\0").as_bytes());
-    let mut packet = u32::try_from(startup.len() + 4)
-        .unwrap()
-        .to_be_bytes()
-        .to_vec();
-    packet.extend_from_slice(&startup);
+    let packet = server_util::pg_startup_packet(database);
     stream.write_all(&packet).unwrap();
     until_ready(&mut stream);
     stream

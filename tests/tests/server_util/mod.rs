@@ -139,6 +139,19 @@ pub fn encode(args: &[&[u8]]) -> Vec<u8> {
     out
 }
 
+/// A PostgreSQL startup packet (protocol 3.0) for user `tester` on `database`.
+#[expect(clippy::big_endian_bytes, reason = "PostgreSQL's wire format")]
+pub fn pg_startup_packet(database: &str) -> Vec<u8> {
+    let mut startup = 196_608u32.to_be_bytes().to_vec();
+    startup.extend_from_slice(format!("user\0tester\0database\0{database}\0\0").as_bytes());
+    let mut packet = u32::try_from(startup.len() + 4)
+        .expect("a short packet")
+        .to_be_bytes()
+        .to_vec();
+    packet.extend_from_slice(&startup);
+    packet
+}
+
 /// Raises the soft open-files limit to at least `n` (for many-connection tests).
 pub fn raise_fd_limit(n: u64) {
     let mut lim = libc::rlimit {
