@@ -149,7 +149,8 @@ enum Command {
     SstDump {
         /// The `.sst` file.
         file: PathBuf,
-        /// Also print every entry (internal key, sequence number, kind, value).
+        /// Also print every entry (internal key, sequence number, kind, value), then check the
+        /// table as `strata check` does (key order included): problems go to stderr, exit 1.
         #[arg(long)]
         entries: bool,
     },
