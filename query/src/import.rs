@@ -158,6 +158,8 @@ pub fn import<S: KvStore, R: BufRead>(
     let mut line = String::new();
     let mut ending = String::new();
     let mut line_no = 0u64;
+    // Whether a record was read (blank lines before the header are not records).
+    let mut seen_record = false;
     loop {
         line.clear();
         let n = match input.read_line(&mut line) {
@@ -194,7 +196,8 @@ pub fn import<S: KvStore, R: BufRead>(
             owned = f;
             owned.iter().map(String::as_str).collect()
         };
-        if record_line == 1
+        let first_record = !std::mem::replace(&mut seen_record, true);
+        if first_record
             && fields.len() == schema.columns.len()
             && fields
                 .iter()
@@ -501,6 +504,15 @@ mod tests {
     fn a_byte_order_mark_before_the_header_is_skipped() {
         let db = db();
         let mut text = "\u{feff}".to_owned();
+        text.push_str(&header_of(&db));
+        text.push_str("a\t1\t1\t1\n");
+        assert_eq!(import_into_t(&db, text.as_bytes(), b'\t').unwrap(), 1);
+    }
+
+    #[test]
+    fn a_header_after_blank_lines_is_skipped() {
+        let db = db();
+        let mut text = "\n\r\n".to_owned();
         text.push_str(&header_of(&db));
         text.push_str("a\t1\t1\t1\n");
         assert_eq!(import_into_t(&db, text.as_bytes(), b'\t').unwrap(), 1);
