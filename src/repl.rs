@@ -599,7 +599,7 @@ fn table_of(
     t.load_style(presets::ASCII_FULL_CONDENSED);
     t.set_header(columns.to_vec());
     for r in rows {
-        t.add_row(r.iter().map(Value::to_string).collect::<Vec<_>>());
+        t.add_row(r.iter().map(table_cell).collect::<Vec<_>>());
     }
     for (i, col) in t.column_iter_mut().enumerate() {
         if numeric.get(i) == Some(&true) {
@@ -610,6 +610,25 @@ fn table_of(
         }
     }
     t
+}
+
+/// The text of a value in a table cell: control characters other than a line break (which
+/// the table shows as a line break within the cell) are written as escapes (`\t`, `\r`,
+/// `\u{1b}`), so a tab or carriage return does not break the column alignment.
+fn table_cell(v: &Value) -> String {
+    let text = v.to_string();
+    if !text.chars().any(|c| c.is_control() && c != '\n') {
+        return text;
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\n' => out.push('\n'),
+            c if c.is_control() => out.extend(c.escape_default()),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// Which columns hold only numbers (and NULLs): those are right-aligned.

@@ -530,3 +530,19 @@ fn piped_lines_run_each_statement_before_the_next_line_is_read() {
         assert!(shell.join().unwrap());
     });
 }
+
+#[test]
+fn control_characters_in_table_cells_are_escaped_and_keep_the_columns_aligned() {
+    let columns = vec!["a".to_owned(), "b".to_owned()];
+    let rows = vec![
+        vec![Value::Text("x\ty\rz\u{1b}".into()), Value::Int(1)],
+        vec![Value::Text("plain".into()), Value::Int(2)],
+    ];
+    let text = render_table(&columns, &rows);
+    assert!(text.contains(r"x\ty\rz\u{1b}"), "{text}");
+    assert!(!text.contains('\t') && !text.contains('\r'), "{text}");
+    let widths: Vec<usize> = text.lines().map(|l| l.chars().count()).collect();
+    assert!(widths.windows(2).all(|w| w[0] == w[1]), "{text}");
+    // csv/tsv keep values as they are.
+    assert_eq!(cell_text(&rows[0][0]), "x\ty\rz\u{1b}");
+}
