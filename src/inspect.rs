@@ -403,16 +403,15 @@ struct Checked {
 fn check_once(dir: &Path) -> anyhow::Result<Checked> {
     // No database at all is a wrong argument (exit 2, as other commands), not a damaged one.
     crate::refuse_server_directory(dir)?;
-    crate::probe_current(dir)?;
-    if let Some(damage) = crate::missing_current(dir) {
-        let mut problems = vec![damage];
-        problems.extend(table_file_problems(dir));
-        return Ok(Checked {
-            problems,
-            ..Checked::default()
-        });
-    }
-    if !crate::holds_database(dir) {
+    if !crate::probe_current(dir)? {
+        if let Some(damage) = crate::missing_current(dir) {
+            let mut problems = vec![damage];
+            problems.extend(table_file_problems(dir));
+            return Ok(Checked {
+                problems,
+                ..Checked::default()
+            });
+        }
         anyhow::bail!("no database at {} (no CURRENT file)", dir.display());
     }
     let db = match Db::open(dir, Options::default().read_only(true)) {

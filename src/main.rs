@@ -397,8 +397,7 @@ pub(crate) fn refuse_server_directory(dir: &std::path::Path) -> anyhow::Result<(
 /// Saying there is no database there (or that it is a server's directory of databases).
 pub(crate) fn require_database(dir: &std::path::Path) -> anyhow::Result<()> {
     refuse_server_directory(dir)?;
-    probe_current(dir)?;
-    if !holds_database(dir) {
+    if !probe_current(dir)? {
         if let Some(damage) = missing_current(dir) {
             anyhow::bail!(damage);
         }
@@ -407,20 +406,19 @@ pub(crate) fn require_database(dir: &std::path::Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Fails when `dir`'s `CURRENT` cannot be looked at (permission denied, `dir` a regular
-/// file), which is neither a missing nor a damaged database.
+/// Whether `dir` holds a database (a `CURRENT` file, as [`holds_database`]); fails when
+/// `CURRENT` cannot be looked at (permission denied, `dir` a regular file), which is neither
+/// a missing nor a damaged database.
 ///
 /// # Errors
 /// The operating system's error, naming `CURRENT`.
-pub(crate) fn probe_current(dir: &std::path::Path) -> anyhow::Result<()> {
-    strata_engine::filename::probe_database(dir)
-        .map(drop)
-        .with_context(|| {
-            format!(
-                "cannot look at {}",
-                dir.join(strata_engine::filename::CURRENT).display()
-            )
-        })
+pub(crate) fn probe_current(dir: &std::path::Path) -> anyhow::Result<bool> {
+    strata_engine::filename::probe_database(dir).with_context(|| {
+        format!(
+            "cannot look at {}",
+            dir.join(strata_engine::filename::CURRENT).display()
+        )
+    })
 }
 
 /// For a directory without a `CURRENT` file that still holds tables or manifests, what to

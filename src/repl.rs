@@ -719,14 +719,8 @@ pub fn run_script<S: KvStore>(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> bool {
-    let mut session = Session::new(db, false);
-    for line in script.lines() {
-        if session.feed_line(line, out, err) == Control::Quit {
-            return !session.had_error;
-        }
-    }
-    session.finish(out, err);
-    !session.had_error
+    // Reading from a string cannot fail.
+    run_lines(db, script.as_bytes(), out, err).unwrap_or(false)
 }
 
 /// Runs the statements read from `input` (piped stdin) line by line: each statement runs as

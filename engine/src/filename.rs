@@ -21,7 +21,7 @@ pub const CURRENT: &str = "CURRENT";
 /// Whether `dir` holds a database: a [`CURRENT`] file, which names the live manifest (the
 /// test LevelDB's `DB::Open` makes for an existing database). No file is opened.
 pub fn holds_database(dir: &Path) -> bool {
-    dir.join(CURRENT).is_file()
+    probe_database(dir).unwrap_or(false)
 }
 
 /// Like [`holds_database`], but a `CURRENT` that cannot be looked at (permission denied, `dir`

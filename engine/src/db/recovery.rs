@@ -90,14 +90,15 @@ fn open_once(dir: &Path, options: Options) -> Result<Arc<DbInner>> {
         }
         _ => {}
     }
+    let has_current = fs.exists(&current);
     if read_only {
-        if !fs.exists(&dir.join(filename::CURRENT)) {
+        if !has_current {
             return Err(Error::InvalidArgument(format!(
                 "no database in {} (no CURRENT file); a read-only open creates nothing",
                 dir.display()
             )));
         }
-    } else if !options.create_if_missing && !fs.exists(&dir.join(filename::CURRENT)) {
+    } else if !options.create_if_missing && !has_current {
         // As RocksDB: without create_if_missing, a directory that exists but holds no
         // database (no CURRENT) is refused too, not turned into one.
         return Err(Error::InvalidArgument(if fs.exists(dir) {

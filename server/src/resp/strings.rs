@@ -652,15 +652,11 @@ impl std::fmt::Display for BigDecimal {
 /// computes them: the dynamic-programming table of (len1 + 1) × (len2 + 1) `u32`s, refused
 /// when it would take more than `proto-max-bulk-len` bytes.
 pub(crate) fn lcs(s: &mut Session, args: &[Bytes]) {
+    // The command table's arity (-3) guarantees both keys; a missing one would read as empty.
     let (a, b) = match read_together(s, args.get(1..3).unwrap_or_default()) {
-        Ok(mut values) if values.len() == 2 => {
-            let b = values.pop().flatten();
-            (values.pop().flatten(), b)
-        }
-        Ok(_) => {
-            return s
-                .out
-                .error("ERR wrong number of arguments for 'lcs' command");
+        Ok(values) => {
+            let mut values = values.into_iter();
+            (values.next().flatten(), values.next().flatten())
         }
         Err(e) => return s.out.error(&resp_engine_error(&e)),
     };
