@@ -128,36 +128,89 @@ fn f(v: u64) -> f64 {
     v as f64
 }
 
-/// Runs `bench fill`.
-pub(crate) fn fill(args: &FillArgs) -> anyhow::Result<()> {
+/// Most memory one batch may take (its records, key and value), so that a `--batch` or
+/// `--value-size` typed wrong is an argument error instead of an allocation that kills the
+/// process.
+const MAX_BATCH_BYTES: u64 = 1 << 30;
+
+/// Bytes one record takes in a `WriteBatch` (key, value and about 2 bytes of framing).
+fn record_bytes(value_size: usize) -> u64 {
+    8 + value_size as u64 + 2
+}
+
+/// Checks the arguments before anything is created; returns the records per batch (`--batch`,
+/// at most `--keys`).
+///
+/// # Errors
+/// Naming the flag that is out of range, and its limit.
+fn check_args(args: &FillArgs) -> anyhow::Result<u64> {
     anyhow::ensure!(args.batch > 0, "--batch must be positive");
     anyhow::ensure!(args.keys > 0, "--keys must be positive");
     anyhow::ensure!(
         args.value_size >= 8,
         "--value-size must be at least 8 (two u32 derived from the key)"
     );
-    // A closed pipe (`| head`) ends the run with an error `main` reports quietly.
-    let mut out = std::io::stdout();
-    let options = Options::default()
-        .write_buffer_size(args.write_buffer_mb << 20)
-        .block_cache_size(args.cache_mb << 20)
-        .max_subcompactions(args.subcompactions);
-    crate::check_database_dir(&args.dir)?;
-    let db =
-        Db::open(&args.dir, options).with_context(|| format!("opening {}", args.dir.display()))?;
-    writeln!(
-        out,
-        "bench fill: {} keys, batch {}, order {:?}, value {} B, sync {}, write buffer {} MiB, subcompactions {}, dir {}",
-        args.keys,
-        args.batch,
-        args.order,
-        args.value_size,
-        args.sync,
-        args.write_buffer_mb,
-        args.subcompactions,
-        args.dir.display()
-    )?;
-    // Both output files are created before the run, so a bad path fails at once.
+    let max_value = Options::default().max_value_size;
+    anyhow::ensure!(
+        args.value_size <= max_value,
+        "--value-size must be at most {max_value} (the engine's max_value_size)"
+    );
+    anyhow::ensure!(
+        args.write_buffer_mb >= 1,
+        "--write-buffer-mb must be at least 1"
+    );
+    anyhow::ensure!(
+        args.write_buffer_mb.checked_mul(1 << 20).is_some(),
+        "--write-buffer-mb {} is too large",
+        args.write_buffer_mb
+    );
+    anyhow::ensure!(
+        args.cache_mb.checked_mul(1 << 20).is_some(),
+        "--cache-mb {} is too large",
+        args.cache_mb
+    );
+    let batch = args.batch.min(args.keys);
+    let per_record = record_bytes(args.value_size);
+    let most = (MAX_BATCH_BYTES / per_record).max(1);
+    anyhow::ensure!(
+        batch.saturating_mul(per_record) <= MAX_BATCH_BYTES,
+        "a batch of {batch} records of {per_record} bytes needs {} MiB, more than the {} MiB \
+         a batch may take: lower --batch (at most {most} records of this size) or --value-size",
+        batch.saturating_mul(per_record) >> 20,
+        MAX_BATCH_BYTES >> 20
+    );
+    Ok(batch)
+}
+
+/// Refuses a `--dir` that exists and holds anything (a user's database, say): the benchmark
+/// writes its own keys and `--compact` compacts everything, so it gets a new or empty
+/// directory.
+///
+/// # Errors
+/// Naming the directory; as [`crate::check_database_dir`].
+fn check_dir(dir: &Path) -> anyhow::Result<()> {
+    match std::fs::read_dir(dir) {
+        Ok(mut entries) => anyhow::ensure!(
+            entries.next().is_none(),
+            "--dir {} exists and is not empty: bench fill writes its own keys into a new \
+             database, so give a directory that does not exist yet or is empty",
+            dir.display()
+        ),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(_) if dir.exists() && !dir.is_dir() => {
+            anyhow::bail!("--dir {} is not a directory", dir.display())
+        }
+        Err(e) => return Err(e).with_context(|| format!("reading --dir {}", dir.display())),
+    }
+    crate::check_database_dir(dir)
+}
+
+/// Runs `bench fill`.
+pub(crate) fn fill(args: &FillArgs) -> anyhow::Result<()> {
+    let batch_records = check_args(args)?;
+    check_dir(&args.dir)?;
+    // Both output files are created before the database, so a bad path fails at once and
+    // creates nothing in --dir.
     if let Some(p) = &args.plot {
         std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?;
     }
@@ -171,6 +224,26 @@ pub(crate) fn fill(args: &FillArgs) -> anyhow::Result<()> {
         }
         None => None,
     };
+    // A closed pipe (`| head`) ends the run with an error `main` reports quietly.
+    let mut out = std::io::stdout();
+    let options = Options::default()
+        .write_buffer_size(args.write_buffer_mb << 20)
+        .block_cache_size(args.cache_mb << 20)
+        .max_subcompactions(args.subcompactions);
+    let db =
+        Db::open(&args.dir, options).with_context(|| format!("opening {}", args.dir.display()))?;
+    writeln!(
+        out,
+        "bench fill: {} keys, batch {}, order {:?}, value {} B, sync {}, write buffer {} MiB, subcompactions {}, dir {}",
+        args.keys,
+        batch_records,
+        args.order,
+        args.value_size,
+        args.sync,
+        args.write_buffer_mb,
+        args.subcompactions,
+        args.dir.display()
+    )?;
     let write_options = WriteOptions {
         sync: args.sync,
         ..Default::default()
@@ -182,8 +255,9 @@ pub(crate) fn fill(args: &FillArgs) -> anyhow::Result<()> {
     let mut inserted = 0u64;
     let mut next_report = args.keys / 10;
     while inserted < args.keys {
-        let n = args.batch.min(args.keys - inserted);
-        let mut batch = WriteBatch::with_capacity(usize::try_from(n)? * (8 + args.value_size + 2));
+        let n = batch_records.min(args.keys - inserted);
+        let mut batch =
+            WriteBatch::with_capacity(usize::try_from(n * record_bytes(args.value_size))?);
         for i in inserted..inserted + n {
             let k = match args.order {
                 Order::Random => mix64(i ^ args.seed),
@@ -297,7 +371,9 @@ fn draw_plot(path: &Path, points: &[(u64, f64)], args: &FillArgs) -> anyhow::Res
         .map_err(|e| anyhow::anyhow!("plot: {e}"))?;
     let caption = format!(
         "strata bench fill: {} {:?} keys, batches of {}",
-        args.keys, args.order, args.batch
+        args.keys,
+        args.order,
+        args.batch.min(args.keys)
     );
     let mut chart = ChartBuilder::on(&root)
         .caption(caption, ("sans-serif", 20))
@@ -320,4 +396,123 @@ fn draw_plot(path: &Path, points: &[(u64, f64)], args: &FillArgs) -> anyhow::Res
         .map_err(|e| anyhow::anyhow!("plot: {e}"))?;
     root.present().map_err(|e| anyhow::anyhow!("plot: {e}"))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::expect_used, reason = "a panic is how a test fails")]
+
+    use super::*;
+
+    fn args(list: &[&str]) -> FillArgs {
+        use clap::Parser;
+        let cli =
+            crate::Cli::try_parse_from(["strata", "bench", "fill"].iter().chain(list).copied())
+                .expect("arguments parse");
+        let crate::Command::Bench(crate::BenchCommand::Fill(args)) = cli.command else {
+            panic!("not bench fill");
+        };
+        args
+    }
+
+    fn error(list: &[&str]) -> String {
+        fill(&args(list)).expect_err("refused").to_string()
+    }
+
+    #[test]
+    fn value_size_over_the_engine_limit_is_refused_before_anything_is_allocated() {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let db = dir.path().join("bv");
+        let d = db.to_str().expect("utf-8 path");
+        let err = error(&["--dir", d, "--keys", "10", "--value-size", "100000000000"]);
+        assert!(
+            err.contains("--value-size must be at most 268435456"),
+            "{err}"
+        );
+        let err = error(&["--dir", d, "--keys", "3", "--value-size", "300000000"]);
+        assert!(err.contains("--value-size must be at most"), "{err}");
+        assert!(!db.exists(), "nothing is created");
+    }
+
+    #[test]
+    fn a_batch_is_capped_at_keys_and_refused_over_a_gib() {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let d = dir.path().join("b");
+        let d = d.to_str().expect("utf-8 path");
+        let err = error(&["--dir", d, "--keys", "1000000000", "--batch", "1000000000"]);
+        assert!(
+            err.contains("lower --batch (at most 59652323 records"),
+            "{err}"
+        );
+        // --batch larger than --keys is --keys: 1,000 records of 18 bytes.
+        let a = args(&["--dir", d, "--keys", "1000", "--batch", "1000000000"]);
+        assert_eq!(check_args(&a).expect("fits"), 1000);
+        // Four values of 256 MiB do not fit one batch; one does.
+        let max = Options::default().max_value_size.to_string();
+        let err = error(&["--dir", d, "--keys", "4", "--value-size", &max]);
+        assert!(err.contains("MiB a batch may take"), "{err}");
+        let a = args(&[
+            "--dir",
+            d,
+            "--keys",
+            "4",
+            "--batch",
+            "1",
+            "--value-size",
+            &max,
+        ]);
+        assert_eq!(check_args(&a).expect("fits"), 1);
+    }
+
+    #[test]
+    fn write_buffer_mb_is_checked_in_the_flags_terms() {
+        let err = error(&["--dir", "x", "--keys", "1", "--write-buffer-mb", "0"]);
+        assert_eq!(err, "--write-buffer-mb must be at least 1");
+    }
+
+    #[test]
+    fn an_existing_database_or_any_non_empty_dir_is_refused() {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let user = dir.path().join("user");
+        let db = Db::open(&user, Options::default()).expect("open");
+        db.put(b"mine", b"1").expect("put");
+        db.close().expect("close");
+        let u = user.to_str().expect("utf-8 path");
+        let err = error(&["--dir", u, "--keys", "10", "--compact"]);
+        assert!(err.contains("exists and is not empty"), "{err}");
+        let db = Db::open(&user, Options::default()).expect("open");
+        assert_eq!(db.iter(&strata_engine::ReadOptions::default()).count(), 1);
+        db.close().expect("close");
+        // An empty directory and a new one are fine.
+        let empty = dir.path().join("empty");
+        std::fs::create_dir(&empty).expect("mkdir");
+        fill(&args(&[
+            "--dir",
+            empty.to_str().expect("utf-8"),
+            "--keys",
+            "10",
+        ]))
+        .expect("fill");
+        let new = dir.path().join("new");
+        fill(&args(&[
+            "--dir",
+            new.to_str().expect("utf-8"),
+            "--keys",
+            "10",
+        ]))
+        .expect("fill");
+        assert!(new.join("CURRENT").exists());
+    }
+
+    #[test]
+    fn a_bad_output_path_creates_no_database() {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let db = dir.path().join("fresh");
+        let d = db.to_str().expect("utf-8 path");
+        for flag in ["--csv", "--plot"] {
+            let err = error(&["--dir", d, "--keys", "10", flag, "/nonexistent/dir/out"]);
+            assert!(err.contains("creating /nonexistent/dir/out"), "{err}");
+            assert!(!db.exists(), "{flag}: no database is created");
+        }
+    }
 }
