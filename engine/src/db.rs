@@ -313,10 +313,13 @@ impl Db {
 
     /// Compacts every table overlapping the user-key range `[begin, end]` (`None` =
     /// unbounded on that side) down level by level, after flushing the memtables, then
-    /// rewrites the last level's tables in the range that still hold tombstones (RocksDB's
+    /// rewrites the last level's tables in the range that may still hold something to drop or
+    /// fold: tombstones, or any entry above sequence number 0 (RocksDB's
     /// `BottommostLevelCompaction::kForceOptimized`; `docs/compaction.md` section 2.5), and
-    /// returns when done. Old versions no snapshot needs and tombstones at the bottom are
-    /// dropped. Automatic compactions pause meanwhile; reads and writes go on.
+    /// returns when done. Old versions no live snapshot needs and tombstones at the bottom are
+    /// dropped, and merge operands folded with the keyspace's merge operator (section 3), so
+    /// with no snapshot live each key is left with one entry (unless the operator declines
+    /// its operands). Automatic compactions pause meanwhile; reads and writes go on.
     ///
     /// # Errors
     /// [`crate::Error::Io`], [`crate::Error::Corruption`] from reading or writing tables (the

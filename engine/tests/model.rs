@@ -1,5 +1,6 @@
-//! Model-based randomized test: random puts, deletes, batches, snapshots, flushes and
-//! close/reopen against a `BTreeMap` oracle, with tiny size knobs so every run makes many
+//! Model-based randomized test: random puts, deletes, counter merges (`CounterAdd`, folded by
+//! compaction), batches, snapshots, flushes, manual compactions and close/reopen against a
+//! `BTreeMap` oracle, with tiny size knobs so every run makes many
 //! tables. Prints its seed; rerun one with `STRATA_SEED=<seed>`; more iterations with
 //! `STRATA_MODEL_STEPS=<n>`.
 
@@ -10,10 +11,13 @@
 )]
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use strata_engine::{Bytes, Db, Options, ReadOptions, Snapshot, WriteBatch, WriteOptions};
+use strata_engine::{
+    Bytes, CounterAdd, Db, Options, ReadOptions, Snapshot, WriteBatch, WriteOptions,
+};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
@@ -33,6 +37,26 @@ fn tiny_options(merge: usize) -> Options {
         .level0_file_num_compaction_trigger(2)
         .level0_slowdown_writes_trigger(8)
         .level0_stop_writes_trigger(12)
+        .merge_operator(Some(Arc::new(CounterAdd)))
+}
+
+/// A merge operand for `key` when the model holds a counter there or nothing (a merge onto
+/// another value would fail every read of the key), with the model updated to the sum.
+fn counter_operand(rng: &mut StdRng, model: &mut Model, key: &[u8]) -> Option<Vec<u8>> {
+    // Only a canonical decimal counts, as `CounterAdd` reads it (not "+1", "007", "-0").
+    let base: i64 = match model.get(key) {
+        None => 0,
+        Some(v) => {
+            let n: i64 = std::str::from_utf8(v).ok()?.parse().ok()?;
+            if n.to_string().as_bytes() != v.as_slice() {
+                return None;
+            }
+            n
+        }
+    };
+    let delta: i64 = rng.random_range(-50..=100);
+    model.insert(key.to_vec(), (base + delta).to_string().into_bytes());
+    Some(delta.to_string().into_bytes())
 }
 
 /// Keys from a small alphabet with shared prefixes and the edge cases; some longer than the
@@ -157,10 +181,16 @@ fn run(seed: u64, steps: usize) {
     let mut snaps: Vec<(Snapshot, Model)> = Vec::new();
     for step in 0..steps {
         match rng.random_range(0..100) {
-            0..=44 => {
+            0..=36 => {
                 let (k, v) = (random_key(&mut rng), random_value(&mut rng));
                 db.put(&k, &v).expect("put");
                 model.insert(k, v);
+            }
+            37..=44 => {
+                let k = random_key(&mut rng);
+                if let Some(operand) = counter_operand(&mut rng, &mut model, &k) {
+                    db.merge(&k, &operand).expect("merge");
+                }
             }
             45..=59 => {
                 let k = random_key(&mut rng);
@@ -174,6 +204,10 @@ fn run(seed: u64, steps: usize) {
                     if rng.random_bool(0.3) {
                         batch.delete(&k);
                         model.remove(&k);
+                    } else if rng.random_bool(0.3) {
+                        if let Some(operand) = counter_operand(&mut rng, &mut model, &k) {
+                            batch.merge(&k, &operand);
+                        }
                     } else {
                         let v = random_value(&mut rng);
                         batch.put(&k, &v);

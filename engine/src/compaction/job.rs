@@ -9,8 +9,11 @@
 //! snapshot is live) is the *earliest stripe*.
 //!
 //! - The newest entry of each stripe is kept; older entries of the same stripe are shadowed and
-//!   dropped. A merge operand does not end its stripe: operands are kept, with everything older
-//!   in the stripe, until the next put or tombstone (operands are not folded yet).
+//!   dropped. A merge operand does not end its stripe: the operands are folded with the
+//!   keyspace's merge operator onto the put or tombstone under them in the stripe, into one put
+//!   at the newest operand's seqno; with none under them, into one put in the earliest stripe
+//!   of a bottommost task (nothing older exists), else into one operand by the operator's
+//!   partial merge. Whatever the operator declines is kept as it was.
 //! - A tombstone in the earliest stripe of a bottommost task is dropped together with
 //!   everything older (no snapshot needs what it hides, and no deeper level holds the key).
 //! - In a bottommost task, a put in the earliest stripe that is the only entry of its user key
@@ -44,6 +47,7 @@ use crate::fs::FileSystem;
 use crate::iterator::InternalIterator;
 use crate::iterator::level::LevelIterator;
 use crate::iterator::merging::MergingIterator;
+use crate::merge::MergeOperator;
 use crate::options::Options;
 use crate::sstable::{BlockCachePolicy, TableBuilder, TableBuilderOptions};
 use crate::types::{FileNumber, InternalKeyRef, SeqNo, ValueKind};
@@ -323,8 +327,8 @@ fn level_iter(
     }))
 }
 
-/// The merge loop: applies the dropping rules of the module docs to every entry whose user key
-/// lies in `range` (`[lo, hi)`, an open end where `None`).
+/// The merge loop: applies the dropping and folding rules of the module docs to every entry
+/// whose user key lies in `range` (`[lo, hi)`, an open end where `None`).
 fn merge(
     task: &CompactionTask,
     ctx: &JobContext<'_>,
@@ -338,6 +342,15 @@ fn merge(
         snapshots.windows(2).all(|w| w[0] <= w[1]),
         "snapshots must be ascending"
     );
+    let mut emit = Emit {
+        task,
+        ctx,
+        out,
+        stats,
+        operator: ctx.options.merge_operator.as_deref(),
+        operands: Operands::default(),
+        kept_for_key: 0,
+    };
     // State for the current user key.
     let mut user_key: Vec<u8> = Vec::new();
     let mut started = false;
@@ -345,7 +358,6 @@ fn merge(
     let mut last_kind = ValueKind::Put;
     let mut stripe = usize::MAX;
     let mut stripe_done = false;
-    let mut kept_for_key = 0u64;
 
     match lo {
         // The first entry of user key `lo`: its newest version sorts first.
@@ -357,17 +369,20 @@ fn merge(
         if hi.is_some_and(|hi| key.user_key >= hi) {
             break;
         }
-        stats.entries_in += 1;
+        emit.stats.entries_in += 1;
         if !started || key.user_key != &user_key[..] {
             if started && key.user_key < &user_key[..] {
                 return Err(out_of_order(ctx.dir, task, key));
             }
+            // The previous key's last stripe ended without a put or tombstone under its
+            // operands.
+            emit.operands_without_base(&user_key, stripe == 0)?;
             user_key.clear();
             user_key.extend_from_slice(key.user_key);
             started = true;
             stripe = usize::MAX;
             stripe_done = false;
-            kept_for_key = 0;
+            emit.kept_for_key = 0;
         } else if (key.seqno, key.kind) >= (last_seqno, last_kind) {
             // Same user key: the trailer must strictly decrease.
             return Err(out_of_order(ctx.dir, task, key));
@@ -377,6 +392,8 @@ fn merge(
 
         let entry_stripe = snapshots.partition_point(|&s| s < key.seqno);
         if entry_stripe != stripe {
+            // An older stripe: the operands of the newer one had no base in it.
+            emit.operands_without_base(&user_key, stripe == 0)?;
             stripe = entry_stripe;
             stripe_done = false;
         } else if stripe_done {
@@ -385,38 +402,171 @@ fn merge(
             continue;
         }
         let earliest = stripe == 0;
-        let keep = match key.kind {
+        match key.kind {
             ValueKind::Put => {
                 stripe_done = true;
-                true
+                emit.base(key, Some(input.value()), earliest)?;
             }
             ValueKind::Delete => {
                 stripe_done = true;
-                // Nothing deeper holds the key and no snapshot predates the tombstone: it and
-                // everything older in the stripe can go.
-                !(task.bottommost && earliest)
+                emit.base(key, None, earliest)?;
             }
-            // Operands need everything down to the next put or tombstone of the stripe.
-            ValueKind::Merge => true,
-        };
-        if keep {
-            let seqno =
-                if task.bottommost && earliest && key.kind == ValueKind::Put && kept_for_key == 0 {
-                    SeqNo::ZERO
-                } else {
-                    key.seqno
-                };
-            out.add(
-                InternalKeyRef::new(key.user_key, seqno, key.kind),
-                input.value(),
-                ctx.new_file_number,
-            )?;
-            kept_for_key += 1;
-            stats.entries_out += 1;
+            // Operands wait for the rest of their stripe: a put or tombstone under them
+            // there is their base.
+            ValueKind::Merge => emit.operand(key, input.value())?,
         }
         input.next()?;
     }
-    Ok(())
+    emit.operands_without_base(&user_key, stripe == 0)
+}
+
+/// Most bytes of merge operands of one user key and stripe a compaction holds to fold them;
+/// past it the operands held are written as they are and folding starts again after them.
+const MAX_FOLD_BYTES: usize = 64 << 20;
+
+/// Merge operands of the current user key and stripe that wait to be folded, newest first.
+#[derive(Default)]
+struct Operands {
+    /// `(seqno, operand)`, newest first.
+    held: Vec<(SeqNo, Vec<u8>)>,
+    /// Bytes of the operands held.
+    bytes: usize,
+}
+
+/// Writes the entries the merge loop keeps, folding merge operands with the keyspace's merge
+/// operator (`docs/compaction.md` section 3, rule 2).
+struct Emit<'a, 'b> {
+    task: &'a CompactionTask,
+    ctx: &'a JobContext<'b>,
+    out: &'a mut Outputs,
+    stats: &'a mut JobStats,
+    operator: Option<&'a dyn MergeOperator>,
+    operands: Operands,
+    /// Entries written so far for the current user key.
+    kept_for_key: u64,
+}
+
+impl Emit<'_, '_> {
+    /// Writes one entry. A put in the earliest stripe of a bottommost task that is the first
+    /// (so the only) entry of its user key written gets sequence number 0.
+    fn write(&mut self, key: InternalKeyRef<'_>, value: &[u8], earliest: bool) -> Result<()> {
+        let zero = self.task.bottommost
+            && earliest
+            && key.kind == ValueKind::Put
+            && self.kept_for_key == 0;
+        let seqno = if zero { SeqNo::ZERO } else { key.seqno };
+        self.out.add(
+            InternalKeyRef::new(key.user_key, seqno, key.kind),
+            value,
+            self.ctx.new_file_number,
+        )?;
+        self.kept_for_key += 1;
+        self.stats.entries_out += 1;
+        Ok(())
+    }
+
+    /// A merge operand: held for folding, or written now when there is no merge operator or
+    /// the operands held are already [`MAX_FOLD_BYTES`].
+    fn operand(&mut self, key: InternalKeyRef<'_>, value: &[u8]) -> Result<()> {
+        if self.operator.is_some() && self.operands.bytes < MAX_FOLD_BYTES {
+            self.operands.bytes += value.len();
+            self.operands.held.push((key.seqno, value.to_vec()));
+            Ok(())
+        } else {
+            self.write_operands(key.user_key)?;
+            self.write(key, value, false)
+        }
+    }
+
+    /// Writes the operands held, unfolded.
+    fn write_operands(&mut self, user_key: &[u8]) -> Result<()> {
+        let held = std::mem::take(&mut self.operands);
+        for (seqno, operand) in &held.held {
+            self.write(
+                InternalKeyRef::new(user_key, *seqno, ValueKind::Merge),
+                operand,
+                false,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The operands held folded onto `base` (`None`: the key is absent under them) with the
+    /// merge operator, or `None` when there are none or the operator refuses them.
+    fn full_merge(&self, user_key: &[u8], base: Option<&[u8]>) -> Option<(SeqNo, Vec<u8>)> {
+        let operator = self.operator?;
+        let &(newest, _) = self.operands.held.first()?;
+        let oldest_first: Vec<&[u8]> = self
+            .operands
+            .held
+            .iter()
+            .rev()
+            .map(|(_, op)| op.as_slice())
+            .collect();
+        operator
+            .full_merge(user_key, base, &oldest_first)
+            .map(|value| (newest, value))
+    }
+
+    /// The put (`value` = `Some`) or tombstone `key` that ends its stripe, with the operands
+    /// held above it. They fold onto it into one put at the newest operand's sequence number,
+    /// which hides the base; when the operator refuses them, both are written as they are.
+    /// A tombstone under no operands in the earliest stripe of a bottommost task is dropped.
+    fn base(
+        &mut self,
+        key: InternalKeyRef<'_>,
+        value: Option<&[u8]>,
+        earliest: bool,
+    ) -> Result<()> {
+        if let Some((seqno, merged)) = self.full_merge(key.user_key, value) {
+            self.operands = Operands::default();
+            let folded = InternalKeyRef::new(key.user_key, seqno, ValueKind::Put);
+            return self.write(folded, &merged, earliest);
+        }
+        self.write_operands(key.user_key)?;
+        match value {
+            Some(value) => self.write(key, value, earliest),
+            // Nothing deeper holds the key and no snapshot predates the tombstone: it and
+            // everything older in the stripe can go.
+            None if self.task.bottommost && earliest => Ok(()),
+            None => self.write(key, &[], earliest),
+        }
+    }
+
+    /// The end of a stripe of `user_key` with operands held and no put or tombstone under
+    /// them in it. In the earliest stripe of a bottommost task nothing older exists, so they
+    /// fold into a put (the operator's `None` base); otherwise older versions may lie in an
+    /// older stripe or deeper level, so they can only be combined into one operand by the
+    /// operator's partial merge. Written as they are when the operator declines.
+    fn operands_without_base(&mut self, user_key: &[u8], earliest: bool) -> Result<()> {
+        if self.operands.held.is_empty() {
+            return Ok(());
+        }
+        if self.task.bottommost && earliest {
+            if let Some((seqno, merged)) = self.full_merge(user_key, None) {
+                self.operands = Operands::default();
+                let folded = InternalKeyRef::new(user_key, seqno, ValueKind::Put);
+                return self.write(folded, &merged, earliest);
+            }
+        } else if let (Some(operator), [(newest, _), _, ..]) =
+            (self.operator, self.operands.held.as_slice())
+        {
+            let newest = *newest;
+            let oldest_first: Vec<&[u8]> = self
+                .operands
+                .held
+                .iter()
+                .rev()
+                .map(|(_, op)| op.as_slice())
+                .collect();
+            if let Some(combined) = operator.partial_merge(user_key, &oldest_first) {
+                self.operands = Operands::default();
+                let folded = InternalKeyRef::new(user_key, newest, ValueKind::Merge);
+                return self.write(folded, &combined, earliest);
+            }
+        }
+        self.write_operands(user_key)
+    }
 }
 
 fn out_of_order(dir: &Path, task: &CompactionTask, key: InternalKeyRef<'_>) -> Error {

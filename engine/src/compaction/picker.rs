@@ -626,12 +626,16 @@ pub fn pick_range_compaction(
 
 /// The last step of a manual compaction (RocksDB's `CompactRange` with
 /// `BottommostLevelCompaction::kForceOptimized`): tables of the last level overlapping
-/// `[begin, end]` (`None` = unbounded on that side) that hold tombstones and are numbered below
-/// `before` (so tables this manual compaction wrote are not rewritten again) are rewritten in
-/// place, output level = input level, which drops the tombstones no snapshot needs together
-/// with the values they hide. Tombstones reach the last level beside what they delete when a
-/// compaction merged them while a snapshot was live; this frees them when the manual
-/// compaction returns instead of whenever [`pick_tombstone_compaction`] gets to them.
+/// `[begin, end]` (`None` = unbounded on that side) that may hold something to drop or fold
+/// and are numbered below `before` (so tables this manual compaction wrote are not rewritten
+/// again) are rewritten in place, output level = input level, which drops the versions and
+/// tombstones no snapshot needs and folds merge operands. A last-level table may hold such
+/// entries when one of them has a sequence number above 0 (`largest_seqno > 0`): a bottommost
+/// compaction gives 0 to every put that is the only version of its key, so a table of such
+/// puts alone has nothing to drop. Old versions and tombstones reach the last level beside
+/// what they shadow when a compaction merged them while a snapshot was live (or a trivial move
+/// or an ingest put them there); this frees them when the manual compaction returns instead of
+/// whenever [`pick_tombstone_compaction`] gets to them (tombstones only).
 ///
 /// The task takes one run of adjacent such tables (a gap would let an output table overlap the
 /// table skipped), cut once it holds [`MAX_COMPACTION_FACTOR`]` * target_file_size` bytes.
@@ -644,7 +648,9 @@ pub fn pick_bottom_rewrite(
     end: Option<&[u8]>,
     before: FileNumber,
 ) -> Option<CompactionTask> {
-    let wanted = |f: &Arc<FileMeta>| f.num_deletions > 0 && f.number < before;
+    let wanted = |f: &Arc<FileMeta>| {
+        (f.num_deletions > 0 || f.largest_seqno > SeqNo::ZERO) && f.number < before
+    };
     let files = version.overlapping_files(LAST_LEVEL, begin, end);
     let first = files.iter().position(wanted)?;
     let max_bytes = MAX_COMPACTION_FACTOR.saturating_mul(options.target_file_size);

@@ -372,6 +372,133 @@ fn merge_operands_above_a_tombstone_are_kept_with_it() -> Result<()> {
     Ok(())
 }
 
+/// A fixture whose keyspace folds operands with [`crate::CounterAdd`].
+fn counters() -> Result<Fixture> {
+    Fixture::with_options(Options::default().merge_operator(Some(Arc::new(crate::CounterAdd))))
+}
+
+/// The edit's output entries with their values.
+fn outputs_with_values(
+    fx: &Fixture,
+    edit: &VersionEdit,
+) -> Result<Vec<(String, u64, ValueKind, String)>> {
+    let mut out = Vec::new();
+    for (_, meta) in &edit.new_files {
+        for (k, v) in fx.read(meta.number)? {
+            out.push((
+                String::from_utf8_lossy(&k.user_key).into_owned(),
+                k.seqno.0,
+                k.kind,
+                String::from_utf8_lossy(&v).into_owned(),
+            ));
+        }
+    }
+    Ok(out)
+}
+
+fn vrow(k: &str, s: u64, kind: ValueKind, v: &str) -> (String, u64, ValueKind, String) {
+    (k.to_owned(), s, kind, v.to_owned())
+}
+
+#[test]
+fn operands_fold_onto_their_base_in_each_stripe() -> Result<()> {
+    let mut fx = counters()?;
+    let t = fx.table(
+        1,
+        vec![
+            // a: operands over a put, one stripe: one put at the newest operand's seqno.
+            e("a", 9, Merge, "1"),
+            e("a", 8, Merge, "2"),
+            e("a", 7, Put, "10"),
+            e("a", 2, Put, "old"),
+            // b: operands over a tombstone: the tombstone is the absent base.
+            e("b", 9, Merge, "5"),
+            e("b", 8, Del, ""),
+            e("b", 1, Put, "99"),
+            // c: snapshot 6 separates the operands from the put: partial merge above it.
+            e("c", 9, Merge, "1"),
+            e("c", 8, Merge, "2"),
+            e("c", 6, Merge, "4"),
+            e("c", 5, Put, "100"),
+            // d: one operand alone above the snapshot stays as it is.
+            e("d", 9, Merge, "3"),
+            e("d", 4, Put, "1"),
+            // x: an operand the operator refuses keeps everything as it was.
+            e("x", 9, Merge, "1"),
+            e("x", 8, Merge, "nope"),
+            e("x", 7, Put, "1"),
+        ],
+    )?;
+    // Not bottommost: operands with no base in their stripe cannot become puts.
+    let (edit, _) = fx.run(&task(vec![t], vec![], false), &[SeqNo(6)])?;
+    assert_eq!(
+        outputs_with_values(&fx, &edit)?,
+        vec![
+            vrow("a", 9, Put, "13"),
+            vrow("a", 2, Put, "old"),
+            vrow("b", 9, Put, "5"),
+            vrow("b", 1, Put, "99"),
+            vrow("c", 9, Merge, "3"),
+            vrow("c", 6, Put, "104"),
+            vrow("d", 9, Merge, "3"),
+            vrow("d", 4, Put, "1"),
+            vrow("x", 9, Merge, "1"),
+            vrow("x", 8, Merge, "nope"),
+            vrow("x", 7, Put, "1"),
+        ]
+    );
+    Ok(())
+}
+
+#[test]
+fn operands_with_nothing_older_become_a_put_only_at_the_bottom() -> Result<()> {
+    let mut fx = counters()?;
+    let entries = || {
+        vec![
+            e("k", 9, Merge, "1"),
+            e("k", 8, Merge, "2"),
+            e("k", 7, Merge, "3"),
+        ]
+    };
+    let t = fx.table(1, entries())?;
+    // Bottommost, no snapshot: nothing older exists, so a put, at seqno 0 (the key's only
+    // version).
+    let (edit, stats) = fx.run(&task(vec![t], vec![], true), &[])?;
+    assert_eq!(
+        outputs_with_values(&fx, &edit)?,
+        vec![vrow("k", 0, Put, "6")]
+    );
+    assert_eq!((stats.entries_in, stats.entries_out), (3, 1));
+    // Above a deeper level: one operand, by the partial merge.
+    let t = fx.table(2, entries())?;
+    let (edit, _) = fx.run(&task(vec![t], vec![], false), &[])?;
+    assert_eq!(
+        outputs_with_values(&fx, &edit)?,
+        vec![vrow("k", 9, Merge, "6")]
+    );
+    // Bottommost but a snapshot between them: the older operand is the earliest stripe's,
+    // the newer ones partially merged.
+    let t = fx.table(3, entries())?;
+    let (edit, _) = fx.run(&task(vec![t], vec![], true), &[SeqNo(7)])?;
+    assert_eq!(
+        outputs_with_values(&fx, &edit)?,
+        vec![vrow("k", 9, Merge, "3"), vrow("k", 7, Put, "3")]
+    );
+    Ok(())
+}
+
+#[test]
+fn without_a_merge_operator_operands_are_kept() -> Result<()> {
+    let mut fx = Fixture::new()?;
+    let t = fx.table(1, vec![e("k", 9, Merge, "1"), e("k", 8, Merge, "2")])?;
+    let (edit, _) = fx.run(&task(vec![t], vec![], true), &[])?;
+    assert_eq!(
+        fx.outputs(&edit)?,
+        vec![row("k", 9, Merge), row("k", 8, Merge)]
+    );
+    Ok(())
+}
+
 /// Three versions of each of 300 keys, all visible to snapshots, with ~1 KiB tables.
 fn many_versions(fx: &mut Fixture) -> Result<(Vec<Arc<FileMeta>>, Vec<SeqNo>)> {
     let value = "v".repeat(20);
