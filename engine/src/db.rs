@@ -240,7 +240,8 @@ impl Db {
     /// `parts < 2`, when that level holds under 16 MiB of the range (or under one
     /// [`Options::target_file_size`], if smaller), or when it is level 0; fewer than
     /// `parts - 1` cuts when some fall outside `range` (the range's share of its first and
-    /// last tables is not estimated).
+    /// last tables is not estimated). `parts` above 65536 is treated as 65536, and as no more
+    /// than the cuts the level's data blocks can give (so `usize::MAX` is safe).
     /// Every cut lies strictly inside `range`. An estimate from the current version: data
     /// still in memtables or in other levels is not weighed, and the result never affects
     /// what a read returns.
@@ -366,7 +367,11 @@ impl Db {
     ///
     /// The files are **moved** in: each is hard-linked into the database directory (copied
     /// when linking fails, e.g. across file systems) and fsynced, and on success the source
-    /// paths are removed. On error the sources are left as they were. While the ingest
+    /// paths are removed. A path that is a symbolic link is resolved first: the file it
+    /// points to is what is linked or copied in (the database never holds a link), and on
+    /// success both the file and the link are removed. Errors name the path as given. On
+    /// error the sources are left as they were and nothing is left in the database
+    /// directory. While the ingest
     /// installs the files, writes wait and automatic compactions pause (a running compaction
     /// is waited for, and a flush, if one is needed, happens meanwhile). `ingest(&[])` does
     /// nothing.

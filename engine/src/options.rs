@@ -18,6 +18,26 @@ pub const MAX_KEY_SIZE: usize = 64 * 1024;
 /// Largest readahead window accepted by [`Options::validate`], in bytes (64 MiB).
 const MAX_READAHEAD: usize = 64 << 20;
 
+/// Largest [`Options::bloom_bits_per_key`] accepted. A table's bloom filter uses
+/// `round(bits * ln 2)` hash functions, where `bits` is its size per key rounded up to whole
+/// bytes (8 bits per key more for a filter over one key); readers treat more than 64 hash
+/// functions as corruption, and 88 bits per key (a multiple of 8) give 61. Past about 20 bits
+/// per key the false-positive rate (0.0001% at 20) no longer pays for the memory.
+pub const MAX_BLOOM_BITS_PER_KEY: u32 = 88;
+
+/// Largest [`Options::write_buffer_size`] accepted, in bytes (64 GiB, RocksDB's clamp).
+pub const MAX_WRITE_BUFFER_SIZE: usize = 64 << 30;
+
+/// Largest [`Options::block_cache_size`], [`Options::target_file_size`] and
+/// [`Options::max_bytes_for_level_base`] accepted, in bytes (1 PiB): larger values would
+/// overflow the level-size and table-size arithmetic.
+pub const MAX_SIZE_OPTION: u64 = 1 << 50;
+
+/// Largest memtable bloom filter, in bytes (128 MiB: 10 bits per key for 100 million keys),
+/// whatever [`Options::memtable_bloom_size_ratio`] of [`Options::write_buffer_size`] asks for.
+/// The filter is allocated (and zeroed) whole when the memtable is created.
+pub const MAX_MEMTABLE_BLOOM_BYTES: usize = 128 << 20;
+
 /// How recovery treats damaged WAL records (names follow RocksDB's `WALRecoveryMode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum WalRecoveryMode {
@@ -62,7 +82,8 @@ pub struct Options {
     pub max_value_size: usize,
     /// Memtable size, in bytes, at which it is frozen (becomes an immutable memtable) and
     /// flushed to a level-0 SSTable. Default 64 MiB. Larger values speed up bulk writes and
-    /// make recovery replay longer.
+    /// make recovery replay longer. From 4096 bytes to 64 GiB;
+    /// other values get [`crate::Error::InvalidArgument`] at open.
     pub write_buffer_size: usize,
     /// Memtables (the active one plus immutable ones waiting for flush) kept in memory at most;
     /// past it writers wait for a flush. Default 2. Must exceed
@@ -85,6 +106,9 @@ pub struct Options {
     /// Keys between restart points in a data block. Default 16.
     pub block_restart_interval: usize,
     /// Bloom filter bits per key; 0 disables filters. Default 10 (about 1% false positives).
+    /// At most 88 (readers refuse filters with more than 64 hash
+    /// functions, which larger values would give); larger values get
+    /// [`crate::Error::InvalidArgument`] at open.
     pub bloom_bits_per_key: u32,
     /// Compress blocks with LZ4 when that saves at least 12.5%. Default `true`.
     pub compression: bool,
@@ -95,7 +119,8 @@ pub struct Options {
     /// directory. Both are always read.
     pub table_format: TableFormat,
     /// Capacity of the database's block cache, in bytes of uncompressed blocks, when
-    /// [`Options::block_cache`] is `None`. Default 64 MiB.
+    /// [`Options::block_cache`] is `None`. Default 64 MiB. The cache is filled as blocks are
+    /// read, not allocated up front. At most 1 PiB.
     pub block_cache_size: usize,
     /// A block cache to share with other databases (RocksDB's
     /// `BlockBasedTableOptions::block_cache`): the database reads through a new handle on its
@@ -120,9 +145,11 @@ pub struct Options {
     pub max_open_files: usize,
     /// Size multiplier between consecutive levels. Default 10.
     pub level_size_multiplier: u64,
-    /// Target size of level 1, in bytes. Default 256 MiB.
+    /// Target size of level 1, in bytes. Default 256 MiB. From 1024 bytes to
+    /// 1 PiB.
     pub max_bytes_for_level_base: u64,
-    /// Size at which compaction output tables are cut, in bytes. Default 64 MiB.
+    /// Size at which compaction output tables are cut, in bytes. Default 64 MiB. From 1024
+    /// bytes to 1 PiB.
     pub target_file_size: u64,
     /// Level-0 table count that triggers a compaction. Default 6 (RocksDB's is 4): with the
     /// memtable's per-entry overhead, a flush of 16-byte records writes a table of about a
@@ -134,8 +161,12 @@ pub struct Options {
     /// Level-0 table count at which writes wait for compaction. Default 36.
     pub level0_stop_writes_trigger: usize,
     /// Estimated pending compaction bytes past which writes are delayed. Default 64 GiB.
+    /// 0 disables the limit (as in RocksDB). When both limits are set, it must not exceed
+    /// [`Options::hard_pending_compaction_bytes_limit`].
     pub soft_pending_compaction_bytes_limit: u64,
     /// Estimated pending compaction bytes at which writes wait for compaction. Default 256 GiB.
+    /// 0 disables the limit (as in RocksDB): writes then never stop for pending bytes (the
+    /// soft limit still delays them, at [`Options::delayed_write_rate`]).
     pub hard_pending_compaction_bytes_limit: u64,
     /// Write rate, in bytes per second, allowed when a soft limit is first passed; it falls
     /// linearly towards a tenth of it as the hard limit nears. Default 16 MiB/s.
@@ -164,7 +195,8 @@ pub struct Options {
     /// `write_buffer_size` (RocksDB's `memtable_prefix_bloom_size_ratio` with whole-key
     /// filtering). A point lookup of a key the memtable does not hold then usually skips the
     /// skiplist search. Default 0.02 (1.3 MiB for a 64 MiB memtable: about 10 bits per entry
-    /// for entries of 64 bytes and their node); 0 turns it off.
+    /// for entries of 64 bytes and their node); 0 turns it off. From 0 to 0.25; the filter is
+    /// capped at 128 MiB whatever the ratio.
     pub memtable_bloom_size_ratio: f64,
     /// Options for named keyspaces, by name (see [`Options::with_keyspace_options`]); a
     /// keyspace without an entry uses these options.
@@ -341,7 +373,8 @@ impl Options {
         out
     }
 
-    /// Bytes of a memtable's bloom filter ([`Options::memtable_bloom_size_ratio`]).
+    /// Bytes of a memtable's bloom filter ([`Options::memtable_bloom_size_ratio`]), at most
+    /// [`MAX_MEMTABLE_BLOOM_BYTES`].
     pub(crate) fn memtable_bloom_bytes(&self) -> usize {
         #[expect(
             clippy::cast_possible_truncation,
@@ -350,7 +383,17 @@ impl Options {
             reason = "a validated ratio in [0, 0.25] of a usize"
         )]
         let bytes = (self.write_buffer_size as f64 * self.memtable_bloom_size_ratio) as usize;
-        bytes
+        bytes.min(MAX_MEMTABLE_BLOOM_BYTES)
+    }
+
+    /// The pending-compaction-bytes limits, `None` where the option is 0 (disabled):
+    /// `(soft, hard)`.
+    pub(crate) fn pending_compaction_bytes_limits(&self) -> (Option<u64>, Option<u64>) {
+        let nonzero = |v: u64| (v > 0).then_some(v);
+        (
+            nonzero(self.soft_pending_compaction_bytes_limit),
+            nonzero(self.hard_pending_compaction_bytes_limit),
+        )
     }
 
     /// [`Options::max_total_wal_size`] with 0 resolved to its automatic value.
@@ -402,8 +445,18 @@ impl Options {
     /// [`crate::Error::InvalidArgument`] naming the first option out of range.
     pub fn validate(&self) -> crate::Result<()> {
         let bad = |what: &str| Err(crate::Error::InvalidArgument(what.to_string()));
-        if self.write_buffer_size < 4096 {
-            return bad("write_buffer_size must be at least 4096 bytes");
+        if self.write_buffer_size < 4096 || self.write_buffer_size > MAX_WRITE_BUFFER_SIZE {
+            return bad("write_buffer_size must be between 4096 bytes and 64 GiB");
+        }
+        if self.bloom_bits_per_key > MAX_BLOOM_BITS_PER_KEY {
+            return Err(crate::Error::InvalidArgument(format!(
+                "bloom_bits_per_key must be at most {MAX_BLOOM_BITS_PER_KEY} (got {}): larger \
+                 filters would need more hash functions than readers accept",
+                self.bloom_bits_per_key
+            )));
+        }
+        if self.block_cache_size as u64 > MAX_SIZE_OPTION {
+            return bad("block_cache_size must be at most 1 PiB");
         }
         if self.max_write_buffer_number < 2 {
             return bad("max_write_buffer_number must be at least 2");
@@ -439,9 +492,12 @@ impl Options {
         if self.level_size_multiplier < 2 {
             return bad("level_size_multiplier must be at least 2");
         }
-        if self.target_file_size < 1024 || self.max_bytes_for_level_base < 1024 {
+        if !(1024..=MAX_SIZE_OPTION).contains(&self.target_file_size)
+            || !(1024..=MAX_SIZE_OPTION).contains(&self.max_bytes_for_level_base)
+        {
             return bad(
-                "target_file_size and max_bytes_for_level_base must be at least 1024 bytes",
+                "target_file_size and max_bytes_for_level_base must be between 1024 bytes and \
+                 1 PiB",
             );
         }
         if self.level0_file_num_compaction_trigger < 1
@@ -450,7 +506,9 @@ impl Options {
         {
             return bad("level-0 triggers must satisfy 1 <= compaction <= slowdown <= stop");
         }
-        if self.soft_pending_compaction_bytes_limit > self.hard_pending_compaction_bytes_limit {
+        if let (Some(soft), Some(hard)) = self.pending_compaction_bytes_limits()
+            && soft > hard
+        {
             return bad("soft_pending_compaction_bytes_limit must not exceed the hard limit");
         }
         if self.delayed_write_rate == 0 {

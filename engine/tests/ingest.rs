@@ -292,3 +292,106 @@ fn concurrent_writes_during_ingest_stay_consistent() {
     assert_eq!(db.iter(&ReadOptions::default()).count(), 4000);
     db.check_integrity().expect("integrity");
 }
+
+/// The names in the database directory that are tables, sorted.
+fn table_files(db_dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(db_dir)
+        .expect("read_dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".sst"))
+        .collect();
+    names.sort();
+    names
+}
+
+#[cfg(unix)]
+#[test]
+fn ingest_through_an_absolute_symlink_moves_the_table_itself_in() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let src = tempfile::tempdir().expect("tempdir");
+    let staging = build(src.path(), "staging.sst", 0..100, "s");
+    let link = src.path().join("link.sst");
+    std::os::unix::fs::symlink(&staging, &link).expect("symlink");
+    let db_dir = dir.path().join("db");
+    let db = Db::open(&db_dir, options()).expect("open");
+    db.ingest(std::slice::from_ref(&link)).expect("ingest");
+    assert!(
+        !staging.exists() && std::fs::symlink_metadata(&link).is_err(),
+        "both moved in"
+    );
+    for name in table_files(&db_dir) {
+        let meta = std::fs::symlink_metadata(db_dir.join(&name)).expect("meta");
+        assert!(meta.file_type().is_file(), "{name} is a regular file");
+    }
+    assert_eq!(get(&db, 7).as_deref(), Some("s"));
+    drop(db);
+    let db = Db::open(&db_dir, options()).expect("reopen");
+    assert_eq!(get(&db, 99).as_deref(), Some("s"));
+    db.check_integrity().expect("check");
+}
+
+#[cfg(unix)]
+#[test]
+fn ingest_through_a_relative_symlink_works_and_leaves_nothing_on_failure() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let src = tempfile::tempdir().expect("tempdir");
+    build(src.path(), "staging.sst", 0..100, "r");
+    std::fs::create_dir(src.path().join("links")).expect("mkdir");
+    let link = src.path().join("links/link.sst");
+    std::os::unix::fs::symlink("../staging.sst", &link).expect("symlink");
+    let db_dir = dir.path().join("db");
+    let db = Db::open(&db_dir, options()).expect("open");
+    db.ingest(std::slice::from_ref(&link)).expect("ingest");
+    assert_eq!(get(&db, 42).as_deref(), Some("r"));
+    let tables = table_files(&db_dir);
+    for name in &tables {
+        let meta = std::fs::symlink_metadata(db_dir.join(name)).expect("meta");
+        assert!(meta.file_type().is_file(), "{name} is a regular file");
+    }
+
+    // A dangling link: the error names the link as given, and no file is left behind.
+    let dangling = src.path().join("links/dangling.sst");
+    std::os::unix::fs::symlink("../gone.sst", &dangling).expect("symlink");
+    let err = db.ingest(std::slice::from_ref(&dangling)).unwrap_err();
+    let msg = err.to_string();
+    assert!(matches!(err, Error::Io { .. }), "{err}");
+    assert!(msg.contains("dangling.sst"), "{msg}");
+    assert!(!msg.contains("/db/"), "{msg}");
+    assert_eq!(table_files(&db_dir), tables, "nothing left behind");
+    drop(db);
+    let db = Db::open(&db_dir, options()).expect("reopen");
+    assert_eq!(get(&db, 42).as_deref(), Some("r"));
+}
+
+#[cfg(unix)]
+#[test]
+fn ingest_refuses_a_symlink_to_one_of_the_databases_own_tables() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let src = tempfile::tempdir().expect("tempdir");
+    let db_dir = dir.path().join("db");
+    let db = Db::open(&db_dir, options()).expect("open");
+    db.ingest(&[build(src.path(), "a.sst", 0..100, "a")])
+        .expect("ingest");
+    let tables = table_files(&db_dir);
+    let own = db_dir.join(&tables[0]);
+    let link = src.path().join("own.sst");
+    std::os::unix::fs::symlink(&own, &link).expect("symlink");
+    let err = db.ingest(std::slice::from_ref(&link)).unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidArgument(m) if m.contains("own files") && m.contains("own.sst")),
+        "{err}"
+    );
+    assert!(own.exists(), "the live table stays");
+    // The same file given by its path and by a link to it is given twice.
+    let b = build(src.path(), "b.sst", 200..300, "b");
+    let b_link = src.path().join("b-link.sst");
+    std::os::unix::fs::symlink(&b, &b_link).expect("symlink");
+    let err = db.ingest(&[b.clone(), b_link]).unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidArgument(m) if m.contains("twice")),
+        "{err}"
+    );
+    assert!(b.exists());
+    assert_eq!(table_files(&db_dir), tables);
+    assert_eq!(get(&db, 5).as_deref(), Some("a"));
+}

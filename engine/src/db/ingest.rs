@@ -31,7 +31,11 @@ use crate::version::{FileMeta, NUM_LEVELS, Version, VersionEdit};
 /// A validated file to ingest.
 #[derive(Debug)]
 struct Candidate {
+    /// The path as the caller gave it (named in errors).
     source: PathBuf,
+    /// `source` with symbolic links resolved: the file that is linked or copied in, so the
+    /// database holds the table itself, never a link to it.
+    resolved: PathBuf,
     size: u64,
     num_entries: u64,
     smallest: Bytes,
@@ -53,8 +57,14 @@ impl DbInner {
         let candidates = self.validate_ingest(files)?;
         self.link_and_install(ks, &candidates)?;
         for c in &candidates {
-            if let Err(e) = self.fs().remove_file(&c.source) {
-                tracing::warn!(path = %c.source.display(), error = %e, "could not remove ingested source file");
+            // The table moved in: remove the file, and the symbolic link the caller named it
+            // by, if any (it would dangle).
+            for path in
+                std::iter::once(&c.resolved).chain((c.source != c.resolved).then_some(&c.source))
+            {
+                if let Err(e) = self.fs().remove_file(path) {
+                    tracing::warn!(path = %path.display(), error = %e, "could not remove ingested source file");
+                }
             }
         }
         Ok(())
@@ -71,20 +81,32 @@ impl DbInner {
             let invalid = |what: &str| {
                 Error::InvalidArgument(format!("cannot ingest {}: {what}", path.display()))
             };
-            // A file of this database (a live table, say) must never be moved away.
+            // A file of this database (a live table, say) must never be moved away, whether
+            // it is named directly or through a symbolic link; and a link named by the
+            // caller is resolved, so the database links (or copies) the table itself.
             let parent = path
                 .parent()
                 .filter(|p| !p.as_os_str().is_empty())
                 .unwrap_or(Path::new("."));
-            let parent = fs.canonicalize(parent).ctx(parent)?;
-            let name = path.file_name().and_then(|n| n.to_str());
-            if parent == dir && name.and_then(filename::parse).is_some() {
+            let parent = fs.canonicalize(parent).ctx(path)?;
+            let resolved = fs.canonicalize(path).ctx(path)?;
+            let own_file = |dir_of: Option<&Path>, name: Option<&std::ffi::OsStr>| {
+                dir_of == Some(dir.as_path())
+                    && name
+                        .and_then(|n| n.to_str())
+                        .and_then(filename::parse)
+                        .is_some()
+            };
+            if own_file(Some(&parent), path.file_name())
+                || own_file(resolved.parent(), resolved.file_name())
+            {
                 return Err(invalid("it is one of the database's own files"));
             }
-            if !seen.insert(parent.join(path.file_name().unwrap_or_default())) {
+            if !seen.insert(resolved.clone()) {
                 return Err(invalid("the file is given twice"));
             }
-            let table = Table::open(fs, path, FileNumber(0), None, BlockCache::new(0))?;
+            let table = Table::open(fs, &resolved, FileNumber(0), None, BlockCache::new(0))
+                .map_err(|e| rename_path(e, &resolved, path))?;
             let p = table.properties();
             if p.num_entries == 0 {
                 return Err(invalid("the table is empty"));
@@ -100,6 +122,7 @@ impl DbInner {
             }
             out.push(Candidate {
                 source: path.clone(),
+                resolved,
                 size: table.file_size(),
                 num_entries: p.num_entries,
                 smallest: p.smallest_key.user_key.clone(),
@@ -138,7 +161,16 @@ impl DbInner {
         let linking = candidates.iter().try_for_each(|c| {
             let number = self.versions.lock().new_file_number();
             let dest = filename::table_path(&self.dir, number);
-            link_or_copy(self.fs(), &c.source, &dest)?;
+            link_or_copy(self.fs(), &c.resolved, &dest).map_err(|e| match e {
+                Error::Io { source, .. } => Error::Io {
+                    path: c.source.clone(),
+                    source: std::io::Error::new(
+                        source.kind(),
+                        format!("linking or copying it into the database failed: {source}"),
+                    ),
+                },
+                other => other,
+            })?;
             linked.push(number);
             Ok(())
         });
@@ -283,8 +315,9 @@ fn pick_level(version: &Version, lo: &[u8], hi: &[u8]) -> usize {
     best
 }
 
-/// Makes `dest` a durable copy of `source`: a hard link when the file system allows, else a
-/// byte copy; then fsyncs `dest`.
+/// Makes `dest` a durable copy of `source` (a regular file, not a symbolic link): a hard link
+/// when the file system allows, else a byte copy; then fsyncs `dest`. On failure `dest` is
+/// removed.
 fn link_or_copy(fs: &dyn FileSystem, source: &Path, dest: &Path) -> Result<()> {
     if let Err(e) = fs.hard_link(source, dest) {
         tracing::debug!(source = %source.display(), error = %e, "hard link failed; copying");
@@ -293,5 +326,41 @@ fn link_or_copy(fs: &dyn FileSystem, source: &Path, dest: &Path) -> Result<()> {
             return Err(Error::io(dest, e));
         }
     }
-    fs.open_writable(dest).and_then(|mut f| f.sync()).ctx(dest)
+    let synced = fs.open_writable(dest).and_then(|mut f| f.sync()).ctx(dest);
+    if synced.is_err() {
+        let _ = fs.remove_file(dest);
+    }
+    synced
+}
+
+/// `e` with the file `from` (a resolved path) named as `to` (the caller's path), so errors
+/// about an ingested file name the path the caller gave.
+fn rename_path(e: Error, from: &Path, to: &Path) -> Error {
+    match e {
+        Error::Io { path, source } if path == from => Error::Io {
+            path: to.to_path_buf(),
+            source,
+        },
+        Error::Corruption {
+            file,
+            offset,
+            reason,
+        } if file == from => Error::Corruption {
+            file: to.to_path_buf(),
+            offset,
+            reason,
+        },
+        Error::ChecksumMismatch {
+            file,
+            offset,
+            expected,
+            actual,
+        } if file == from => Error::ChecksumMismatch {
+            file: to.to_path_buf(),
+            offset,
+            expected,
+            actual,
+        },
+        other => other,
+    }
 }

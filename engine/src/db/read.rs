@@ -577,6 +577,9 @@ impl DbInner {
 /// below one table of the keyspace's `target_file_size`, when that is smaller).
 const MIN_SPLIT_BYTES: u64 = 16 << 20;
 
+/// Largest `parts` [`crate::Db::split_keys`] works with; larger requests are clamped to it.
+pub(crate) const MAX_SPLIT_PARTS: usize = 1 << 16;
+
 impl DbInner {
     /// See [`crate::Db::split_keys`].
     pub(crate) fn split_keys(
@@ -628,7 +631,12 @@ impl DbInner {
         // lies outside the range is left out: the scan itself reports errors, and fewer parts
         // are still correct.
         let sizes: Vec<u64> = files.iter().map(|f| f.size).collect();
-        let mut cuts: Vec<Bytes> = Vec::with_capacity(parts - 1);
+        // Every cut is a data block boundary, so there are no more cuts than 64-byte blocks
+        // (the smallest `block_size`); past that (and past MAX_SPLIT_PARTS) more parts only
+        // repeat cuts.
+        let blocks = usize::try_from(total / 64).unwrap_or(usize::MAX);
+        let parts = parts.min(MAX_SPLIT_PARTS).min(blocks.saturating_add(1));
+        let mut cuts: Vec<Bytes> = Vec::with_capacity(parts.saturating_sub(1));
         for (i, within) in crate::sstable::byte_cuts(&sizes, parts) {
             let f = files[i];
             let key = if within == 0 {

@@ -520,6 +520,8 @@ impl DbInner {
     /// - at a hard limit (`level0_stop_writes_trigger`, `hard_pending_compaction_bytes_limit`)
     ///   the leader waits until a compaction finishes.
     ///
+    /// A pending-bytes limit of 0 is disabled, as in RocksDB.
+    ///
     /// [`Options::max_total_wal_size`]: crate::Options::max_total_wal_size
     pub(crate) fn make_room_for_write(&self, log: &mut LogState, write_bytes: u64) -> Result<()> {
         let mut delayed = false;
@@ -536,9 +538,8 @@ impl DbInner {
                 .max()
                 .unwrap_or(0);
             let pending = self.pending_compaction_bytes.load(Ordering::Relaxed);
-            if l0 >= o.level0_stop_writes_trigger
-                || pending >= o.hard_pending_compaction_bytes_limit
-            {
+            let (_, hard_pending) = o.pending_compaction_bytes_limits();
+            if l0 >= o.level0_stop_writes_trigger || hard_pending.is_some_and(|h| pending >= h) {
                 self.wait_for_background_progress(progress)?;
                 continue;
             }
@@ -689,11 +690,16 @@ impl DbInner {
                 o.level0_slowdown_writes_trigger as f64,
                 o.level0_stop_writes_trigger as f64,
             ),
-            frac(
-                pending as f64,
-                o.soft_pending_compaction_bytes_limit as f64,
-                o.hard_pending_compaction_bytes_limit as f64,
-            ),
+            match o.pending_compaction_bytes_limits() {
+                // A disabled (0) soft limit never delays; a disabled hard limit leaves the
+                // soft one delaying at the full `delayed_write_rate`.
+                (None, _) => None,
+                (Some(soft), hard) => frac(
+                    pending as f64,
+                    soft as f64,
+                    hard.map_or(f64::INFINITY, |h| h as f64),
+                ),
+            },
         ]
         .into_iter()
         .flatten()
