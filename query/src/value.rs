@@ -83,7 +83,7 @@ impl Value {
 
     /// Converts the value to `ty` for storage in a column of that type, or `None` when the
     /// conversion would lose information or makes no sense. NULL stays NULL. Allowed:
-    /// integer → DOUBLE; a DOUBLE with an exact integer value → BIGINT; TEXT → BLOB (its
+    /// integer → DOUBLE; a DOUBLE with an integer value of magnitude up to 2^53 → BIGINT; TEXT → BLOB (its
     /// UTF-8 bytes); integer 0/1 → BOOLEAN.
     pub fn coerce_to(self, ty: DataType) -> Option<Value> {
         match (self, ty) {
@@ -98,7 +98,11 @@ impl Value {
                 reason = "SQL integer to DOUBLE conversion rounds like every SQL database"
             )]
             (Value::Int(i), DataType::Double) => Some(Value::Double(i as f64)),
-            (Value::Double(d), DataType::BigInt) => exact_int(d).map(Value::Int),
+            // Only up to 2^53: past it every double is whole, but it stands for many integers
+            // (12345678901234567 reads as ...568), so which one was meant is unknown.
+            (Value::Double(d), DataType::BigInt) if d.abs() <= MAX_EXACT_DOUBLE_INT => {
+                exact_int(d).map(Value::Int)
+            }
             (Value::Text(s), DataType::Blob) => Some(Value::Blob(s.into_bytes())),
             (Value::Int(0), DataType::Boolean) => Some(Value::Bool(false)),
             (Value::Int(1), DataType::Boolean) => Some(Value::Bool(true)),
@@ -141,6 +145,9 @@ impl Value {
 }
 
 /// `d` as an `i64` when it holds an integer value in range.
+/// 2^53: every integer up to it in magnitude has its own double.
+const MAX_EXACT_DOUBLE_INT: f64 = 9_007_199_254_740_992.0;
+
 pub(crate) fn exact_int(d: f64) -> Option<i64> {
     // 2^63 as f64 is exact; every f64 in [-2^63, 2^63) with no fraction converts exactly.
     const LIMIT: f64 = 9_223_372_036_854_775_808.0;
@@ -250,6 +257,14 @@ mod tests {
     #[test]
     fn coercion_refuses_lossy_conversions() {
         assert_eq!(Value::Double(1.5).coerce_to(DataType::BigInt), None);
+        assert_eq!(
+            Value::Double(12_345_678_901_234_568.0).coerce_to(DataType::BigInt),
+            None
+        );
+        assert_eq!(
+            Value::Double(9_007_199_254_740_992.0).coerce_to(DataType::BigInt),
+            Some(Value::Int(9_007_199_254_740_992))
+        );
         assert_eq!(
             Value::Double(2.0).coerce_to(DataType::BigInt),
             Some(Value::Int(2))

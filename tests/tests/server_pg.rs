@@ -889,3 +889,161 @@ fn text_integers_outside_their_declared_type_are_out_of_range() {
         }
     }
 }
+
+/// Regression: a statement described while `v` was TEXT, executed after another connection
+/// recreated the table with `v BIGINT`, sent binary int8 values under the old TEXT
+/// RowDescription (asyncpg returned `v='abcdefgh'`). PostgreSQL refuses with 0A000, "cached
+/// plan must not change result type", and the client prepares the statement again.
+#[tokio::test]
+async fn a_statement_whose_result_columns_changed_is_refused_with_0a000() -> TestResult {
+    let server = TestServer::start(|_| {});
+    let client = connect(&server, "plan").await?;
+    let other = connect(&server, "plan").await?;
+    other
+        .batch_execute(
+            "CREATE TABLE t (id BIGINT PRIMARY KEY, v TEXT); INSERT INTO t VALUES (1, 'one')",
+        )
+        .await?;
+    let stmt = client.prepare("SELECT v FROM t").await?;
+    assert_eq!(
+        client.query(&stmt, &[]).await?[0].get::<_, String>(0),
+        "one"
+    );
+    other
+        .batch_execute(
+            "DROP TABLE t; CREATE TABLE t (id BIGINT PRIMARY KEY, v BIGINT); \
+             INSERT INTO t VALUES (1, 7017280452245743464)",
+        )
+        .await?;
+    for _ in 0..2 {
+        let err = client.query(&stmt, &[]).await.unwrap_err();
+        assert_eq!(err.code(), Some(&SqlState::FEATURE_NOT_SUPPORTED), "{err}");
+        let db = err.as_db_error().expect("a server error");
+        assert_eq!(db.message(), "cached plan must not change result type");
+        assert_eq!(db.routine(), Some("RevalidateCachedQuery"));
+    }
+    // Prepared again, it runs with the new columns; unprepared queries (described per run,
+    // as psycopg's) never fail.
+    let again = client.prepare("SELECT v FROM t").await?;
+    assert_eq!(
+        client.query(&again, &[]).await?[0].get::<_, i64>(0),
+        7_017_280_452_245_743_464
+    );
+    assert_eq!(
+        client.query("SELECT v FROM t", &[]).await?[0].get::<_, i64>(0),
+        7_017_280_452_245_743_464
+    );
+    // Same columns after a recreate: still runs.
+    other
+        .batch_execute(
+            "DROP TABLE t; CREATE TABLE t (id BIGINT PRIMARY KEY, v BIGINT); \
+             INSERT INTO t VALUES (1, 5)",
+        )
+        .await?;
+    assert_eq!(client.query(&again, &[]).await?[0].get::<_, i64>(0), 5);
+    Ok(())
+}
+
+/// Regression: psycopg's `Decimal("12345678901234567")` (a numeric parameter) bound into a
+/// BIGINT column stored 12345678901234568: numeric parameters became doubles, and a whole
+/// double past 2^53 was accepted into BIGINT.
+#[test]
+#[expect(clippy::big_endian_bytes, reason = "PostgreSQL's wire format")]
+fn whole_numeric_parameters_are_stored_exactly_in_bigint_columns() {
+    use std::io::Write;
+    let server = TestServer::start(|_| {});
+    let mut stream = raw_session(&server, "dec");
+    let run = |stream: &mut std::net::TcpStream, bytes: Vec<u8>| {
+        stream.write_all(&bytes).expect("send");
+        read_until_ready(stream)
+    };
+    let replies = run(
+        &mut stream,
+        pg_message(b'Q', b"CREATE TABLE t (id BIGINT PRIMARY KEY)\0"),
+    );
+    assert!(error_response(&replies).is_none(), "{replies:?}");
+    // As text (oid 1700, numeric), then as binary numeric: 1|2345|6789|0123|4567 (weight 4).
+    let mut binary = Vec::new();
+    for word in [5u16, 4, 0, 0, 1, 2345, 6789, 123, 4567] {
+        binary.extend_from_slice(&word.to_be_bytes());
+    }
+    for (format, value) in [(0u16, b"-12345678901234567".to_vec()), (1, binary)] {
+        let mut bytes = pg_message(b'P', b"\0INSERT INTO t VALUES ($1)\0\0\x01\0\0\x06\xa4");
+        let mut bind = b"\0\0\0\x01".to_vec();
+        bind.extend_from_slice(&format.to_be_bytes());
+        bind.extend_from_slice(b"\0\x01");
+        bind.extend_from_slice(&u32::try_from(value.len()).unwrap().to_be_bytes());
+        bind.extend_from_slice(&value);
+        bind.extend_from_slice(b"\0\0");
+        bytes.extend(pg_message(b'B', &bind));
+        bytes.extend(pg_message(b'E', b"\0\0\0\0\0"));
+        bytes.extend(pg_message(b'S', b""));
+        let replies = run(&mut stream, bytes);
+        assert!(error_response(&replies).is_none(), "{replies:?}");
+    }
+    let replies = run(
+        &mut stream,
+        pg_message(b'Q', b"SELECT id FROM t ORDER BY id\0"),
+    );
+    let rows: Vec<&[u8]> = replies
+        .iter()
+        .filter(|(kind, _)| *kind == b'D')
+        .map(|(_, body)| &body[6..])
+        .collect();
+    assert_eq!(rows, [&b"-12345678901234567"[..], b"12345678901234567"]);
+    // A double past 2^53 is not silently stored into BIGINT: it stands for many integers.
+    let replies = run(
+        &mut stream,
+        pg_message(b'Q', b"INSERT INTO t VALUES (12345678901234568.0)\0"),
+    );
+    let error = error_response(&replies).expect("refused");
+    assert!(error.contains("C22003"), "{error}");
+    // Within 2^53 a whole double still converts.
+    let replies = run(
+        &mut stream,
+        pg_message(b'Q', b"INSERT INTO t VALUES (42.0)\0"),
+    );
+    assert!(error_response(&replies).is_none(), "{replies:?}");
+}
+
+/// Protocol details clients rely on: a Describe of a statement returning no rows answers
+/// NoData (an empty RowDescription before), a format code other than 0 and 1 is refused with
+/// 22023 (a single code 2 was read as binary), an unknown portal is 34000 (not 26000).
+#[test]
+fn describe_format_codes_and_unknown_portals_answer_as_postgresql() {
+    use std::io::Write;
+    let server = TestServer::start(|_| {});
+    let mut stream = raw_session(&server, "proto");
+    stream
+        .write_all(&pg_message(
+            b'Q',
+            b"CREATE TABLE t (id BIGINT PRIMARY KEY, d DOUBLE)\0",
+        ))
+        .unwrap();
+    read_until_ready(&mut stream);
+    let tags = |replies: &[(u8, Vec<u8>)]| replies.iter().map(|(k, _)| *k).collect::<Vec<u8>>();
+    for sql in [
+        &b"INSERT INTO t VALUES ($1, $2)"[..],
+        b"UPDATE t SET d = $1 WHERE id = $2",
+        b"DELETE FROM t WHERE id = $1",
+    ] {
+        let mut bytes = pg_message(b'P', &[b"\0", sql, b"\0\0\0"].concat());
+        bytes.extend(pg_message(b'D', b"S\0"));
+        bytes.extend(pg_message(b'S', b""));
+        stream.write_all(&bytes).unwrap();
+        assert_eq!(tags(&read_until_ready(&mut stream)), b"1tnZ");
+    }
+    let mut bytes = pg_message(b'P', b"\0SELECT 1\0\0\0");
+    bytes.extend(pg_message(b'B', b"\0\0\0\0\0\0\0\x01\0\x02"));
+    bytes.extend(pg_message(b'E', b"\0\0\0\0\0"));
+    bytes.extend(pg_message(b'S', b""));
+    stream.write_all(&bytes).unwrap();
+    let replies = read_until_ready(&mut stream);
+    assert!(error_response(&replies).unwrap().contains("C22023"));
+    assert!(!tags(&replies).contains(&b'D'));
+    let mut bytes = pg_message(b'E', b"nope\0\0\0\0\0");
+    bytes.extend(pg_message(b'S', b""));
+    stream.write_all(&bytes).unwrap();
+    let error = error_response(&read_until_ready(&mut stream)).unwrap();
+    assert!(error.contains("C34000"), "{error}");
+}

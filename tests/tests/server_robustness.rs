@@ -572,3 +572,44 @@ fn an_address_in_use_leaves_the_directory_alone() {
     assert!(matches!(e, strata_server::ServerError::Bind { .. }), "{e}");
     assert!(!dir.exists(), "a failed start created {}", dir.display());
 }
+
+/// Regression: a Parse message without its parameter count, or a truncated Bind, panicked in
+/// pgwire's decoder ("advance out of bounds") and the client was dropped without a word; an
+/// unknown message type or a FunctionCall closed the connection silently. Each now gets a
+/// FATAL ErrorResponse (08P01, 0A000 for FunctionCall) before the close, and the server goes
+/// on serving.
+#[test]
+fn malformed_postgres_messages_get_a_fatal_error_response() {
+    let cases: [(&[u8], &str); 4] = [
+        (&pg_message(b'P', b"\0SELECT 1\0"), "08P01"),
+        (&pg_message(b'B', b"\0\0\0\x01"), "08P01"),
+        (&pg_message(b'y', b"zz"), "08P01"),
+        (&pg_message(b'F', b"\0\0\0\x01\0\0\0\0\0\0"), "0A000"),
+    ];
+    let server = TestServer::start(|_| {});
+    for (message, code) in cases {
+        let mut pg = TcpStream::connect(server.pg_addr()).unwrap();
+        pg.write_all(&pg_startup(&[("user", "lab"), ("database", "bad")]))
+            .unwrap();
+        pg_messages_until(&mut pg, b'Z');
+        pg.write_all(message).unwrap();
+        let reply = read_until_closed(&mut pg);
+        assert!(
+            has_sqlstate(&reply, code) && reply.windows(6).any(|w| w == b"SFATAL"),
+            "{:?}: {:?}",
+            message.escape_ascii().to_string(),
+            reply.escape_ascii().to_string()
+        );
+    }
+    let mut pg = TcpStream::connect(server.pg_addr()).unwrap();
+    pg.write_all(&pg_startup(&[("user", "lab"), ("database", "bad")]))
+        .unwrap();
+    pg_messages_until(&mut pg, b'Z');
+    pg.write_all(&pg_message(b'Q', b"SELECT 1\0")).unwrap();
+    let tags: Vec<u8> = pg_messages_until(&mut pg, b'Z')
+        .iter()
+        .map(|(t, _)| *t)
+        .collect();
+    assert_eq!(tags, b"TDCZ");
+    assert_serving(&server);
+}

@@ -68,11 +68,26 @@ fn store_value(t: &TableSchema, c: usize, v: Value) -> Result<Value> {
     // a DOUBLE) is out of range, as PostgreSQL's "bigint out of range"; other doubles are
     // the wrong type.
     let too_large = matches!(v, Value::Double(d) if d.fract() == 0.0 && d.is_finite());
+    let v_abs = match v {
+        Value::Double(d) => Some(d.abs()),
+        _ => None,
+    };
     match v.coerce_to(col.ty) {
         // One stored form per SQL value, as in keys: -0.0 is 0.0, every NaN the same NaN.
         Some(Value::Double(0.0)) => Ok(Value::Double(0.0)),
         Some(Value::Double(d)) if d.is_nan() => Ok(Value::Double(f64::NAN)),
         Some(v) => Ok(v),
+        // Within BIGINT's range but past 2^53, where a DOUBLE stands for many integers.
+        None if too_large
+            && col.ty == DataType::BigInt
+            && matches!(v_abs, Some(d) if d < 9_223_372_036_854_775_808.0) =>
+        {
+            Err(QueryError::OutOfRange(format!(
+                "DOUBLE value {shown} is not exact as an integer (beyond 2^53) for column {}.{} \
+                 of type {}: give it as an integer",
+                t.name, col.name, col.ty
+            )))
+        }
         None if too_large && col.ty == DataType::BigInt => Err(QueryError::OutOfRange(format!(
             "value {shown} is out of range for column {}.{} of type {}",
             t.name, col.name, col.ty

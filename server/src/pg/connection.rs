@@ -21,13 +21,14 @@
 //!   without a message: the socket may be in the middle of one.
 
 use std::io::Write as _;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::{FutureExt, SinkExt, StreamExt};
 use pgwire::api::{ClientInfo, ErrorHandler, PgWireConnectionState, PgWireServerHandlers};
-use pgwire::error::ErrorInfo;
+use pgwire::error::{ErrorInfo, PgWireError};
 use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
 use pgwire::tokio::server::{negotiate_tls, process_error, process_message};
 use tokio::net::TcpStream;
@@ -314,14 +315,14 @@ pub(crate) async fn serve_connection(
             // Shutting down: messages the client sent already are answered (the rest of an
             // extended-protocol command, up to its Sync; new statements are refused with
             // 57P01), until the grace period ends; then, or once none is waiting, FATAL 57P01.
-            match socket.next().now_or_never() {
+            match next_message(&mut socket).now_or_never() {
                 Some(message) if shared.grace_over().now_or_never().is_none() => message,
                 _ => return goodbye(&mut socket, Goodbye::Shutdown).await,
             }
         } else {
             tokio::select! {
                 biased;
-                message = socket.next() => message,
+                message = next_message(&mut socket) => message,
                 () = sleep_until(idle_deadline(idle_since)) => {
                     tracing::debug!("closing idle PostgreSQL connection");
                     return goodbye(&mut socket, Goodbye::Idle).await;
@@ -334,11 +335,15 @@ pub(crate) async fn serve_connection(
             }
         };
         let message = match message {
-            Some(Ok(PgWireFrontendMessage::Terminate(_))) | None => return,
-            Some(Ok(message)) => message,
-            Some(Err(e)) => {
-                tracing::debug!(error = %e, "PostgreSQL connection ended with an error");
-                return;
+            Next::Message(PgWireFrontendMessage::Terminate(_)) | Next::End => return,
+            Next::Message(message) => message,
+            Next::Malformed(code, text) => {
+                tracing::debug!(
+                    code,
+                    text,
+                    "closing a PostgreSQL connection after a bad message"
+                );
+                return fatal(&mut socket, code, &text).await;
             }
         };
         // Answering it (as pgwire's `process_socket` does).
@@ -363,6 +368,15 @@ pub(crate) async fn serve_connection(
                 Ok(()) => Ok(!is_cancel_request),
                 Err(mut e) => {
                     errors.on_error(&socket, &mut e);
+                    // PostgreSQL's code for a portal that does not exist (pgwire sends 26000,
+                    // the code for a missing prepared statement).
+                    if let PgWireError::PortalNotFound(name) = &e {
+                        e = PgWireError::UserError(Box::new(ErrorInfo::new(
+                            "ERROR".to_owned(),
+                            "34000".to_owned(),
+                            format!("portal \"{name}\" does not exist"),
+                        )));
+                    }
                     if e.is_fatal() {
                         // A FATAL error ends the session, as in PostgreSQL: no ReadyForQuery
                         // after it (pgwire's `process_error` would send one).
@@ -404,6 +418,46 @@ pub(crate) async fn serve_connection(
     }
 }
 
+/// What reading the client's next message gave.
+enum Next {
+    Message(PgWireFrontendMessage),
+    /// The client closed the connection, or reading failed.
+    End,
+    /// A message that could not be decoded: the SQLSTATE and text of the FATAL answer (the
+    /// stream cannot be read past it).
+    Malformed(&'static str, String),
+}
+
+/// Reads the client's next message. pgwire's decoders slice message bodies without checking
+/// their lengths (a Parse without its parameter count, a truncated Bind): such a message
+/// panics in the decoder, which is caught here and answered as PostgreSQL answers a malformed
+/// message, FATAL 08P01, instead of dropping the connection without a word.
+async fn next_message<S>(socket: &mut S) -> Next
+where
+    S: futures::Stream<Item = Result<PgWireFrontendMessage, PgWireError>> + Unpin,
+{
+    match AssertUnwindSafe(socket.next()).catch_unwind().await {
+        Ok(Some(Ok(message))) => Next::Message(message),
+        Ok(None) => Next::End,
+        Ok(Some(Err(PgWireError::IoError(e)))) => {
+            tracing::debug!(error = %e, "PostgreSQL connection ended with an error");
+            Next::End
+        }
+        Ok(Some(Err(PgWireError::InvalidMessageType(b'F')))) => Next::Malformed(
+            "0A000",
+            "the FunctionCall message (fast-path function call) is not supported".to_owned(),
+        ),
+        Ok(Some(Err(PgWireError::InvalidMessageType(t)))) => {
+            Next::Malformed("08P01", format!("invalid frontend message type {t}"))
+        }
+        Ok(Some(Err(e))) => Next::Malformed("08P01", format!("invalid message: {e}")),
+        Err(_) => Next::Malformed(
+            "08P01",
+            "invalid message format: a message is shorter than its fields".to_owned(),
+        ),
+    }
+}
+
 /// Sends FATAL `why` after the messages already sent (so at a message boundary) and closes
 /// the connection; gives up after [`GOODBYE_WAIT`] on a client that does not read.
 async fn goodbye<S>(socket: &mut S, why: Goodbye)
@@ -411,6 +465,14 @@ where
     S: futures::Sink<PgWireBackendMessage> + Unpin,
 {
     let (code, text) = why.sqlstate_and_text();
+    fatal(socket, code, text).await;
+}
+
+/// Sends FATAL with SQLSTATE `code` and closes the connection, as [`goodbye`].
+async fn fatal<S>(socket: &mut S, code: &str, text: &str)
+where
+    S: futures::Sink<PgWireBackendMessage> + Unpin,
+{
     let message = ErrorInfo::new("FATAL".to_owned(), code.to_owned(), text.to_owned());
     let _ = tokio::time::timeout(GOODBYE_WAIT, async {
         let _ = socket

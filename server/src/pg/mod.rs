@@ -40,12 +40,12 @@ use pgwire::api::auth::{
 };
 use pgwire::api::cancel::CancelHandler;
 use pgwire::api::portal::{Format, Portal};
-use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
+use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler, send_describe_response};
 use pgwire::api::results::{
     DataRowEncoder, DescribePortalResponse, DescribeStatementResponse, QueryResponse, Response, Tag,
 };
 use pgwire::api::stmt::{QueryParser, StoredStatement};
-use pgwire::api::store::PortalStore;
+use pgwire::api::store::{Entry, PortalStore};
 use pgwire::api::{
     ClientInfo, ClientPortalStore, DEFAULT_NAME, METADATA_DATABASE, METADATA_USER,
     PgWireServerHandlers, Type,
@@ -53,7 +53,8 @@ use pgwire::api::{
 use pgwire::api::{PgWireConnectionState, PidSecretKeyGenerator, RandomPidSecretKeyGenerator};
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::cancel::CancelRequest;
-use pgwire::messages::extendedquery::{Parse, ParseComplete};
+use pgwire::messages::data::{NoData, ParameterDescription};
+use pgwire::messages::extendedquery::{Bind, BindComplete, Describe, Parse, ParseComplete};
 use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
 
 use crate::databases::Database;
@@ -68,6 +69,43 @@ use strata_query::{Interrupt, QueryError};
 pub(crate) struct PgStatement {
     sql: String,
     params: usize,
+    /// The result columns the client was last told about (a Describe of the statement or of
+    /// a portal of it): rows of other columns are refused with 0A000 at Execute, as
+    /// PostgreSQL refuses them ("cached plan must not change result type"), instead of being
+    /// sent under the old RowDescription (a binary int8 read as text). Shared by the clones
+    /// pgwire makes of the statement.
+    described: Arc<Mutex<Option<Vec<Column>>>>,
+}
+
+impl PgStatement {
+    /// Remembers `columns` as what the client expects this statement's rows to be.
+    fn remember_columns(&self, columns: Option<&[Column]>) {
+        *self.described.lock() = Some(columns.map(<[Column]>::to_vec).unwrap_or_default());
+    }
+
+    /// Refuses rows of `columns` when the client was told of other ones (see
+    /// [`PgStatement::described`]).
+    fn check_columns(&self, columns: &[Column]) -> PgWireResult<()> {
+        match self.described.lock().as_deref() {
+            Some(told) if told != columns => {
+                // PostgreSQL's message and routine: asyncpg recognizes the error by its
+                // routine and prepares the statement again.
+                let mut info = ErrorInfo::new(
+                    "ERROR".to_owned(),
+                    "0A000".to_owned(),
+                    "cached plan must not change result type".to_owned(),
+                );
+                info.detail = Some(
+                    "a table the statement reads was changed since the statement was \
+                     described: prepare it again"
+                        .to_owned(),
+                );
+                info.routine = Some("RevalidateCachedQuery".to_owned());
+                Err(PgWireError::UserError(Box::new(info)))
+            }
+            _ => Ok(()),
+        }
+    }
 }
 
 /// Per-connection handlers.
@@ -322,6 +360,7 @@ impl QueryParser for PgParser {
                 Ok(Some(PgStatement {
                     sql: (*one).to_owned(),
                     params,
+                    described: Arc::new(Mutex::new(None)),
                 }))
             }
             _ => Err(user_error(
@@ -836,6 +875,88 @@ impl ExtendedQueryHandler for PgQuery {
         Ok(())
     }
 
+    /// Bind, as pgwire's default does, except that a format code other than 0 (text) and 1
+    /// (binary) is refused with 22023, as in PostgreSQL (pgwire read any other code as binary
+    /// when it was the only one).
+    async fn on_bind<C>(&self, client: &mut C, message: Bind) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        if let Some(bad) = message
+            .parameter_format_codes
+            .iter()
+            .chain(&message.result_column_format_codes)
+            .find(|&&c| c != 0 && c != 1)
+        {
+            return Err(user_error(
+                "22023",
+                format!("unsupported format code: {bad}"),
+            ));
+        }
+        let statement_name = message.statement_name.as_deref().unwrap_or(DEFAULT_NAME);
+        let portal_name = message.portal_name.as_deref().unwrap_or(DEFAULT_NAME);
+        match client.portal_store().get_statement(statement_name) {
+            Some(Entry::Value(statement)) => {
+                let portal = Portal::try_new(&message, statement)?;
+                client.portal_store().put_portal(Arc::new(portal));
+            }
+            Some(Entry::Empty) => {
+                if !message.parameters.is_empty() {
+                    return Err(user_error(
+                        "08P01",
+                        format!(
+                            "bind message supplies {} parameters, but prepared statement \
+                             \"{statement_name}\" requires 0",
+                            message.parameters.len()
+                        ),
+                    ));
+                }
+                client.portal_store().put_empty_portal(portal_name);
+            }
+            None => return Err(PgWireError::StatementNotFound(statement_name.to_owned())),
+        }
+        client
+            .send(PgWireBackendMessage::BindComplete(BindComplete::new()))
+            .await?;
+        Ok(())
+    }
+
+    /// Describe, as pgwire's default does, except that a statement with parameters that
+    /// returns no rows (an INSERT) is answered NoData after its ParameterDescription, as in
+    /// PostgreSQL (pgwire sent an empty RowDescription).
+    async fn on_describe<C>(&self, client: &mut C, message: Describe) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        if message.target_type == b'S' {
+            let name = message.name.as_deref().unwrap_or(DEFAULT_NAME);
+            if let Some(Entry::Value(stmt)) = client.portal_store().get_statement(name) {
+                let described = self.do_describe_statement(client, &stmt).await?;
+                if !described.fields.is_empty() {
+                    return send_describe_response(client, &described).await;
+                }
+                client
+                    .send(PgWireBackendMessage::ParameterDescription(
+                        ParameterDescription::new(
+                            described.parameters.iter().map(Type::oid).collect(),
+                        ),
+                    ))
+                    .await?;
+                client
+                    .send(PgWireBackendMessage::NoData(NoData::new()))
+                    .await?;
+                return Ok(());
+            }
+        }
+        self._on_describe(client, message).await
+    }
+
     async fn do_describe_statement<C>(
         &self,
         client: &mut C,
@@ -867,6 +988,7 @@ impl ExtendedQueryHandler for PgQuery {
             })
             .await?
             .map_err(|e| sql_error(&e))?;
+        target.statement.remember_columns(columns.as_deref());
         let fields = columns
             .map(|c| values::fields(&c, &Format::UnifiedText))
             .unwrap_or_default();
@@ -889,6 +1011,10 @@ impl ExtendedQueryHandler for PgQuery {
             .blocking(client, move |db| sql::describe(db, &sql))
             .await?
             .map_err(|e| sql_error(&e))?;
+        portal
+            .statement
+            .statement
+            .remember_columns(columns.as_deref());
         let columns = columns.unwrap_or_default();
         check_result_formats(&portal.result_column_format, columns.len())?;
         Ok(DescribePortalResponse::new(values::fields(
@@ -925,12 +1051,18 @@ impl ExtendedQueryHandler for PgQuery {
                 .blocking(client, move |db| sql::describe(db, &planned))
                 .await?
                 .map_err(|e| sql_error(&e))?;
+            if let Some(columns) = &columns {
+                stmt.check_columns(columns)?;
+            }
             check_result_formats(&portal.result_column_format, columns.map_or(0, |c| c.len()))?;
         }
         let outcome = self
             .run_statement(client, sql)
             .await?
             .map_err(|e| sql_error(&e))?;
+        if let Outcome::Rows { columns, .. } = &outcome {
+            stmt.check_columns(columns)?;
+        }
         Ok(self.response_in(client.portal_store(), outcome, &portal.result_column_format))
     }
 }

@@ -242,6 +242,9 @@ pub fn param_literal(portal: &Portal<super::PgStatement>, i: usize) -> Result<St
                 }
                 number_literal(n.to_string())
             }
+            Type::NUMERIC if exact_integer(text.trim()).is_some() => {
+                number_literal(exact_integer(text.trim()).unwrap_or_default().to_string())
+            }
             Type::FLOAT4 | Type::FLOAT8 | Type::NUMERIC => {
                 let f: f64 = text.trim().parse().map_err(|e| bad(&e))?;
                 if !f.is_finite() {
@@ -298,12 +301,14 @@ pub fn param_literal(portal: &Portal<super::PgStatement>, i: usize) -> Result<St
             if b { "TRUE" } else { "FALSE" }.to_owned()
         }
         // psycopg sends Python `Decimal`s, and `int`s beyond 64 bits, as binary numerics:
-        // DOUBLE values, as the text form above makes them.
+        // a whole one that fits 64 bits (no fraction digits, `Decimal("12345678901234567")`)
+        // as an exact BIGINT, any other as DOUBLE, as the text form above makes them.
         Type::NUMERIC => {
-            let f: f64 = numeric_text(raw)
-                .map_err(|e| bad(&e))?
-                .parse()
-                .map_err(|e| bad(&e))?;
+            let text = numeric_text(raw).map_err(|e| bad(&e))?;
+            if let Some(n) = exact_integer(&text) {
+                return Ok(number_literal(n.to_string()));
+            }
+            let f: f64 = text.parse().map_err(|e| bad(&e))?;
             if !f.is_finite() {
                 return Err(bad(&"out of range for type DOUBLE"));
             }
@@ -320,6 +325,17 @@ pub fn param_literal(portal: &Portal<super::PgStatement>, i: usize) -> Result<St
             )));
         }
     })
+}
+
+/// `text` as a 64-bit integer when it is one exactly: an optional sign and digits only (no
+/// fraction, no exponent), within `i64`. A numeric parameter like that is bound as an integer,
+/// not as a DOUBLE, which would round it past 2^53.
+fn exact_integer(text: &str) -> Option<i64> {
+    let digits = text.strip_prefix(['-', '+']).unwrap_or(text);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse().ok()
 }
 
 /// PostgreSQL's binary `numeric` as decimal text (`-12.5`, `0.0001`, `100000000`). The
@@ -342,6 +358,7 @@ fn numeric_text(raw: &[u8]) -> Result<String, String> {
     let ndigits = usize::from(word(0)?);
     let weight = i64::from(word(1)?.cast_signed());
     let sign = word(2)?;
+    let dscale = word(3)?;
     match sign {
         0x0000 | 0x4000 => {}
         0xC000 => return Err("NaN and infinity are not supported".into()),
@@ -381,6 +398,9 @@ fn numeric_text(raw: &[u8]) -> Result<String, String> {
         for e in (lowest..0).rev() {
             text.push_str(&format!("{:04}", group(e)));
         }
+    } else if dscale > 0 {
+        // `Decimal("5.0")`: digits after the point, all zero; it stays a fraction (DOUBLE).
+        text.push_str(".0");
     }
     Ok(text)
 }
@@ -405,6 +425,24 @@ mod tests {
             raw.extend_from_slice(&d.to_be_bytes());
         }
         raw
+    }
+
+    #[test]
+    fn whole_numerics_are_exact_integers() {
+        assert_eq!(
+            exact_integer("12345678901234567"),
+            Some(12_345_678_901_234_567)
+        );
+        assert_eq!(exact_integer("-9223372036854775808"), Some(i64::MIN));
+        assert_eq!(exact_integer("9223372036854775808"), None);
+        assert_eq!(exact_integer("1.0"), None);
+        assert_eq!(exact_integer("1e3"), None);
+        assert_eq!(exact_integer("-"), None);
+        // `Decimal("5.0")`: dscale 1 keeps it a fraction.
+        assert_eq!(
+            numeric_text(&[0, 1, 0, 0, 0, 0, 0, 1, 0, 5]).as_deref(),
+            Ok("5.0")
+        );
     }
 
     #[test]
