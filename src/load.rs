@@ -9,8 +9,9 @@
 //!    a slice of the map, parsed by one thread per core (parts cut at line ends), sorted as
 //!    two halves on two threads and merged, and written by one thread per core on parts of
 //!    about equal bytes (the budget then counts two 24-byte entries per pair). Standard input
-//!    (`-`), a pipe, or a file that cannot be mapped is read in 8 MiB chunks and parsed by one
-//!    thread. A file truncated by another process during the load kills it with SIGBUS
+//!    (`-`), a pipe, or a file that cannot be mapped is read on a thread of its own
+//!    (`input.rs`, so that an interrupt ends a load waiting for input) and parsed in chunks of
+//!    up to 8 MiB by one thread. A file truncated by another process during the load kills it with SIGBUS
 //!    before anything is ingested.
 //! 2. **Merge** (`merge.rs`), only when runs overlap: a k-way merge of the runs into final
 //!    tables. Sorted input (every run above the previous one) skips this step: its run tables
@@ -19,7 +20,8 @@
 //! 3. **Ingest**: every final table in one `Db::ingest` call, so the load is all or nothing: a
 //!    load killed before that call returns leaves the database as it was, and the scratch
 //!    directory is removed at the next open. SIGINT or SIGTERM stops the load at its next
-//!    check, and it removes what it wrote before exiting with status 130.
+//!    check (at once while it waits for input), and it removes what it wrote before exiting
+//!    with status 130.
 //!
 //! Duplicate keys: the **last occurrence in the input wins** (`--format tsv`); with
 //! `--format counts` the counts of a key are summed and ingested as one merge operand for
@@ -31,8 +33,11 @@
 //!
 //! Lines end at `\n` (a `\r` before it belongs to the value); the key ends at the first tab.
 //! Bad lines (no tab, key over 64 KiB, value over `max_value_size`, invalid UTF-8 with
-//! `--text`, a count that is not a decimal integer) stop the load with their line number and
-//! nothing ingested, or with `--skip-bad` are skipped and counted.
+//! `--text`, a count that is not a decimal integer or out of the `i64` range) stop the load
+//! with their line number and nothing ingested, or with `--skip-bad` are skipped and counted.
+//! A line read from a stream is refused as soon as no good line can start as it does (no tab
+//! in its first 64 KiB + 1 bytes, or a value past `max_value_size` already), and the rest of
+//! it is skipped unread, so input without newlines (`/dev/zero`) never fills memory.
 //!
 //! `strata load --resp HOST:PORT FILE` sends the same pairs to a Redis-protocol server
 //! instead, as pipelined SETs (`resp.rs`), typically twemproxy in front of several
@@ -41,6 +46,7 @@
 //! in docs/scale-out.md.
 
 mod client;
+mod input;
 mod ketama;
 mod merge;
 mod nutcracker;
@@ -65,6 +71,9 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use strata_engine::{CounterAdd, Db, Options};
 
+use input::StreamInput;
+#[cfg(test)]
+use parse::BadLine;
 pub(crate) use parse::Format;
 use parse::Rules;
 pub(crate) use rebalance::{RebalanceArgs, run as run_rebalance};
@@ -171,6 +180,22 @@ impl LoadConfig {
     }
 }
 
+/// Key bytes an error message shows; a longer key is cut, with its length after it.
+const SHOWN_KEY_BYTES: usize = 64;
+
+/// `key` for an error message, quoted: the first [`SHOWN_KEY_BYTES`] bytes (invalid UTF-8
+/// replaced), then `... (N bytes)` when the key is longer, so a 64 KiB key does not fill the
+/// terminal.
+pub(crate) fn shown_key(key: &[u8]) -> String {
+    let head = key.get(..SHOWN_KEY_BYTES).unwrap_or(key);
+    let shown = format!("{:?}", String::from_utf8_lossy(head));
+    if head.len() < key.len() {
+        format!("{shown}... ({} bytes)", key.len())
+    } else {
+        shown
+    }
+}
+
 /// The error of a load stopped by SIGINT or SIGTERM before its ingest.
 #[derive(Debug)]
 pub(crate) struct Interrupted;
@@ -184,7 +209,8 @@ impl std::fmt::Display for Interrupted {
 impl std::error::Error for Interrupted {}
 
 /// [`Interrupted`] once `interrupt` is set. The load looks at the flag after every read of the
-/// input (at most 8 MiB), after every run and every 65,536 merged keys, and before the ingest.
+/// input (at most 8 MiB), every 50 ms while it waits for input (`input::StreamInput`), after
+/// every run and every 65,536 merged keys, and before the ingest.
 pub(crate) fn check_interrupt(interrupt: Option<&AtomicBool>) -> anyhow::Result<()> {
     if interrupt.is_some_and(|i| i.load(Ordering::Relaxed)) {
         return Err(Interrupted.into());
@@ -421,12 +447,12 @@ pub(crate) fn run(args: &LoadArgs) -> anyhow::Result<ExitCode> {
     let interrupt = Arc::new(AtomicBool::new(false));
     let _watch = SignalWatch::start(Arc::clone(&interrupt))?;
     // The input is opened before the database, so a missing or unreadable file creates
-    // nothing.
+    // nothing. A stream is read on a thread of its own, so that an interrupt ends a load
+    // waiting for input (`input::StreamInput`).
     let mut input = if file.as_os_str() == "-" {
-        // Standard input keeps its buffer across locks: the bytes looked at here are read
-        // again by the load.
-        refuse_compressed_head(&stdin_head(&mut std::io::stdin().lock()), "-")?;
-        None
+        let stream = StreamInput::start(std::io::stdin(), Arc::clone(&interrupt))
+            .context("starting the input thread")?;
+        Source::Stream(stream, None)
     } else {
         let input =
             std::fs::File::open(file).with_context(|| format!("opening {}", file.display()))?;
@@ -435,8 +461,28 @@ pub(crate) fn run(args: &LoadArgs) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("reading the metadata of {}", file.display()))?;
         anyhow::ensure!(!meta.is_dir(), "{} is a directory", file.display());
         refuse_compressed(&input, file)?;
-        Some((input, meta))
+        // A regular file is mapped; anything else, or a file that cannot be mapped (an empty
+        // file, some file systems, sysfs), is read as a stream.
+        match meta.is_file().then(|| runs::map_file(&input)).flatten() {
+            Some(map) => Source::Mapped(map),
+            None => Source::Stream(
+                StreamInput::start(input, Arc::clone(&interrupt))
+                    .context("starting the input thread")?,
+                // Sizes the arena and the progress bar; only a hint (sysfs files say 4096).
+                meta.is_file().then_some(meta.len()),
+            ),
+        }
     };
+    if let Source::Stream(stream, None) = &mut input {
+        // Standard input: its first bytes are looked at (and read again by the load).
+        match stream.peek(10) {
+            Ok(head) => refuse_compressed_head(head, "-")?,
+            Err(_) if interrupt.load(Ordering::Relaxed) => {
+                return Ok(interrupted(file));
+            }
+            Err(e) => return Err(anyhow::Error::new(e).context("reading standard input")),
+        }
+    }
     let mut options = Options::default();
     if args.format == Format::Counts {
         options = options.merge_operator(Some(Arc::new(CounterAdd)));
@@ -460,38 +506,14 @@ pub(crate) fn run(args: &LoadArgs) -> anyhow::Result<ExitCode> {
         config.key_prefix = vec![strata_server::databases::KV_PREFIX];
     }
     config.interrupt = Some(interrupt);
-    let report = match &mut input {
-        None => {
-            let reader = &mut std::io::stdin().lock();
-            load(
-                &db,
-                &options,
-                Input::Stream {
-                    reader,
-                    total_bytes: None,
-                },
-                &config,
-            )
-        }
-        Some((input, meta)) => {
-            // A regular file is mapped; anything else, or a file that cannot be mapped (an
-            // empty file, some file systems, sysfs), is read as a stream.
-            let map = if meta.is_file() {
-                runs::map_file(input)
-            } else {
-                None
-            };
-            let source = match &map {
-                Some(map) => Input::Mapped(map),
-                None => Input::Stream {
-                    reader: input,
-                    // Sizes the arena and the progress bar; only a hint (sysfs files say 4096).
-                    total_bytes: meta.is_file().then_some(meta.len()),
-                },
-            };
-            load(&db, &options, source, &config)
-        }
+    let source = match &mut input {
+        Source::Stream(stream, total_bytes) => Input::Stream {
+            reader: stream,
+            total_bytes: *total_bytes,
+        },
+        Source::Mapped(map) => Input::Mapped(map),
     };
+    let report = load(&db, &options, source, &config);
     let report = match report {
         Ok(report) => report,
         Err(e) => {
@@ -500,11 +522,7 @@ pub(crate) fn run(args: &LoadArgs) -> anyhow::Result<ExitCode> {
             drop(db.close());
             trace.remove();
             if e.is::<Interrupted>() {
-                eprintln!(
-                    "strata: load of {} interrupted: nothing was loaded",
-                    file.display()
-                );
-                return Ok(ExitCode::from(130));
+                return Ok(interrupted(file));
             }
             return Err(e.context(format!("loading {}", file.display())));
         }
@@ -512,6 +530,22 @@ pub(crate) fn run(args: &LoadArgs) -> anyhow::Result<ExitCode> {
     db.close()?;
     outln!("{report}")?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The input of a local load, opened.
+enum Source {
+    /// Read on its own thread; the size of a regular file that could not be mapped.
+    Stream(StreamInput, Option<u64>),
+    Mapped(memmap2::Mmap),
+}
+
+/// Says that the load of `file` was interrupted; its exit status.
+fn interrupted(file: &Path) -> ExitCode {
+    eprintln!(
+        "strata: load of {} interrupted: nothing was loaded",
+        file.display()
+    );
+    ExitCode::from(130)
 }
 
 /// `strata load --resp HOST:PORT FILE`.
@@ -530,7 +564,10 @@ fn run_resp(args: &LoadArgs, addr: &str) -> anyhow::Result<ExitCode> {
             format: args.format,
             text: args.text,
             max_value_size: Options::default().max_value_size,
-            max_key_size: strata_engine::MAX_KEY_SIZE,
+            // The server's limit (the engine's, less the byte its key encoding adds): a key
+            // over it is refused here as a bad line, before any pair is sent, instead of by
+            // the server after the pairs before it were written.
+            max_key_size: strata_server::databases::MAX_REDIS_KEY_SIZE,
         },
         skip_bad: args.skip_bad,
         pipeline_len: args.pipeline.max(1),
@@ -545,7 +582,7 @@ fn run_resp(args: &LoadArgs, addr: &str) -> anyhow::Result<ExitCode> {
         redis::cmd("SELECT")
             .arg(name)
             .query::<()>(&mut conn)
-            .with_context(|| format!("selecting database {name} on {addr}"))?;
+            .map_err(|e| anyhow::Error::new(e).context(select_hint(name, addr)))?;
     }
     let report = if file.as_os_str() == "-" {
         let stdin = &mut std::io::stdin().lock();
@@ -562,6 +599,26 @@ fn run_resp(args: &LoadArgs, addr: &str) -> anyhow::Result<ExitCode> {
     let report = report.with_context(|| format!("loading {} into {addr}", file.display()))?;
     outln!("{report}")?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// What a failed `SELECT name` says: the server's own reply for a name (`value is not an
+/// integer or out of range`, as Redis words it) does not say that the database is missing, nor
+/// that `SELECT` never creates one.
+fn select_hint(name: &str, addr: &str) -> String {
+    let numbered = !name.is_empty() && name.bytes().all(|b| b.is_ascii_digit() || b == b'-');
+    if numbered {
+        return format!(
+            "selecting database {name} on {addr} (a numbered database is 0-15, or a name that \
+             exists)"
+        );
+    }
+    let (host, port) = addr.rsplit_once(':').unwrap_or((addr, "6379"));
+    format!(
+        "selecting database {name} on {addr}: no database of that name exists there (SELECT \
+         never creates one); create it first with `redis-cli -h {host} -p {port} DATABASES \
+         CREATE {name}` against `strata serve` (or a PostgreSQL connection naming it), see \
+         docs/server.md, \"Databases\""
+    )
 }
 
 /// Removes the scratch directory when the load ends, however it ends.

@@ -150,10 +150,10 @@ pub(crate) fn check_counts_add(
             if sum.is_none() {
                 let shown: String = String::from_utf8_lossy(existing).chars().take(40).collect();
                 anyhow::bail!(
-                    "key {:?}: the database holds {shown:?}, which is not a count the loaded \
+                    "key {}: the database holds {shown:?}, which is not a count the loaded \
                      count {} can be added to (not a decimal 64-bit integer, or the sum \
                      overflows); nothing was loaded",
-                    String::from_utf8_lossy(key.strip_prefix(key_prefix).unwrap_or(key)),
+                    super::shown_key(key.strip_prefix(key_prefix).unwrap_or(key)),
                     String::from_utf8_lossy(count)
                 );
             }

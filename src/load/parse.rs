@@ -60,6 +60,14 @@ pub(crate) enum BadLine {
     ValueTooLong(usize, usize),
     NotUtf8,
     NotACount,
+    /// A line not ended yet with no tab in its first `limit + 1` bytes: its key is over
+    /// `limit` bytes (or it has no tab). The rest of the line is not read.
+    KeyOverLimit(usize),
+    /// A line not ended yet whose value already exceeds `limit` bytes. The rest of the line
+    /// is not read.
+    ValueOverLimit(usize),
+    /// A decimal integer outside the signed 64-bit range.
+    CountOutOfRange,
     /// A count followed by a carriage return: the file has CRLF line ends.
     CountWithCr,
 }
@@ -74,8 +82,24 @@ impl std::fmt::Display for BadLine {
             BadLine::ValueTooLong(n, max) => {
                 write!(f, "value of {n} bytes exceeds the limit of {max} bytes")
             }
+            BadLine::KeyOverLimit(max) => write!(
+                f,
+                "no tab in the first {} bytes: the key exceeds the limit of {max} bytes (or \
+                 the line has no tab; the line was not read to its end)",
+                max + 1
+            ),
+            BadLine::ValueOverLimit(max) => write!(
+                f,
+                "value exceeds the limit of {max} bytes (the line was not read to its end)"
+            ),
             BadLine::NotUtf8 => write!(f, "key or value is not valid UTF-8 (--text)"),
             BadLine::NotACount => write!(f, "count is not a decimal integer"),
+            BadLine::CountOutOfRange => write!(
+                f,
+                "count is out of the signed 64-bit range ({} ..= {})",
+                i64::MIN,
+                i64::MAX
+            ),
             BadLine::CountWithCr => write!(
                 f,
                 "count is followed by a carriage return: the file has CRLF (Windows) line ends; \
@@ -113,10 +137,24 @@ impl Rules {
         if self.format == Format::Counts && parse_counter(value).is_none() {
             return Err(match value.strip_suffix(b"\r") {
                 Some(count) if parse_counter(count).is_some() => BadLine::CountWithCr,
+                _ if is_decimal_integer(value) => BadLine::CountOutOfRange,
                 _ => BadLine::NotACount,
             });
         }
         Ok(tab)
+    }
+
+    /// For a line read a piece at a time: why no line that starts with `len` bytes (no
+    /// newline among them) can be good, its first tab at `tab` (`None`: no tab yet), so it can
+    /// be refused before the rest is read. `None` while it may still be good.
+    pub(crate) fn refuse_unended(&self, len: usize, tab: Option<usize>) -> Option<BadLine> {
+        match tab {
+            None if len > self.max_key_size => Some(BadLine::KeyOverLimit(self.max_key_size)),
+            Some(tab) if len - tab - 1 > self.max_value_size => {
+                Some(BadLine::ValueOverLimit(self.max_value_size))
+            }
+            _ => None,
+        }
     }
 
     /// Checks the line `line` that starts at `off` in its arena, as [`Rules::check`] does,
@@ -132,6 +170,17 @@ impl Rules {
             vlen: u32::try_from(vlen)
                 .map_err(|_| BadLine::ValueTooLong(vlen, self.max_value_size))?,
         })
+    }
+}
+
+/// True for an optional `-` and then digits without a leading zero (the form
+/// [`parse_counter`] takes), whatever its size: such a count that does not parse is out of the
+/// `i64` range.
+fn is_decimal_integer(bytes: &[u8]) -> bool {
+    let digits = bytes.strip_prefix(b"-").unwrap_or(bytes);
+    match digits {
+        [b'1'..=b'9', rest @ ..] => rest.iter().all(u8::is_ascii_digit),
+        _ => false,
     }
 }
 
@@ -186,7 +235,52 @@ mod tests {
         assert_eq!(r.check(b"read\t1.5"), Err(BadLine::NotACount));
         assert_eq!(r.check(b"read\t"), Err(BadLine::NotACount));
         assert_eq!(r.check(b"read\t12\r"), Err(BadLine::CountWithCr));
+        let r = Rules {
+            max_value_size: 64,
+            ..r
+        };
+        assert_eq!(r.check(b"read\t9223372036854775807"), Ok(4));
+        assert_eq!(r.check(b"read\t-9223372036854775808"), Ok(4));
+        assert_eq!(
+            r.check(b"read\t18446744073709551616"),
+            Err(BadLine::CountOutOfRange)
+        );
+        assert_eq!(
+            r.check(b"read\t-9223372036854775809"),
+            Err(BadLine::CountOutOfRange)
+        );
+        assert_eq!(r.check(b"read\t012"), Err(BadLine::NotACount));
+        assert!(
+            BadLine::CountOutOfRange
+                .to_string()
+                .contains("out of the signed 64-bit range")
+        );
         assert!(BadLine::CountWithCr.to_string().contains("CRLF"));
+    }
+
+    #[test]
+    fn an_unended_line_is_refused_once_no_good_line_can_start_so() {
+        let r = Rules {
+            max_key_size: 4,
+            ..rules(Format::Tsv, false)
+        };
+        assert_eq!(r.refuse_unended(4, None), None);
+        assert_eq!(r.refuse_unended(5, None), Some(BadLine::KeyOverLimit(4)));
+        // Key of 4 bytes, tab, 8 bytes of value: still good; one more is not.
+        assert_eq!(r.refuse_unended(13, Some(4)), None);
+        assert_eq!(
+            r.refuse_unended(14, Some(4)),
+            Some(BadLine::ValueOverLimit(8))
+        );
+        assert_eq!(
+            r.refuse_unended(10, Some(0)),
+            Some(BadLine::ValueOverLimit(8))
+        );
+        assert!(
+            BadLine::KeyOverLimit(4)
+                .to_string()
+                .starts_with("no tab in the first 5 bytes")
+        );
     }
 
     #[test]

@@ -295,10 +295,7 @@ impl Walk<'_> {
             match value {
                 Value::BulkString(v) => by_owner.entry(*owner).or_default().push((key, v)),
                 Value::Nil => report.vanished += 1,
-                other => anyhow::bail!(
-                    "GET {:?}: unexpected reply {other:?}",
-                    String::from_utf8_lossy(key)
-                ),
+                other => anyhow::bail!("GET {}: unexpected reply {other:?}", super::shown_key(key)),
             }
         }
         let mut copied: Vec<&[u8]> = Vec::new();
@@ -316,8 +313,8 @@ impl Walk<'_> {
             for ((key, _), reply) in pairs.iter().zip(&replies) {
                 if let Some(why) = client::refused(reply, Expect::Ok) {
                     anyhow::bail!(
-                        "SET {:?} on {} ({}): {why}",
-                        String::from_utf8_lossy(key),
+                        "SET {} on {} ({}): {why}",
+                        super::shown_key(key),
                         server.addr(),
                         server.name
                     );

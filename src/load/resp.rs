@@ -22,7 +22,7 @@ use anyhow::Context;
 use redis::Value;
 
 use super::client::{self, Expect};
-use super::parse::{Format, Rules};
+use super::parse::{BadLine, Format, Rules};
 use super::runs::BadLineError;
 use super::{MAX_REPORTED_BAD_LINES, progress_bar};
 
@@ -149,19 +149,18 @@ pub(crate) fn load_resp(
         result
     };
     loop {
-        line.clear();
-        let n = input
-            .read_until(b'\n', &mut line)
-            .context("reading the input")?;
+        let (n, refused) =
+            read_line(input, &mut line, &config.rules).context("reading the input")?;
         if n == 0 {
             break;
         }
-        report.bytes += n as u64;
+        report.bytes += n;
         line_no += 1;
-        if line.last() == Some(&b'\n') {
-            line.pop();
-        }
-        let tab = match config.rules.check(&line) {
+        let checked = match refused {
+            Some(reason) => Err(reason),
+            None => config.rules.check(&line),
+        };
+        let tab = match checked {
             Ok(tab) => tab,
             Err(reason) => {
                 let err = BadLineError {
@@ -202,6 +201,45 @@ pub(crate) fn load_resp(
     Ok(report)
 }
 
+/// Reads one line into `line` (without its newline), holding no more of it than a good line
+/// can be: a line that `rules` refuses before its end ([`Rules::refuse_unended`]) is refused
+/// then, and the rest of it is skipped a buffer at a time. Returns the bytes read (newline and
+/// skipped bytes included; 0 at the end of the input) and that refusal.
+fn read_line(
+    input: &mut dyn BufRead,
+    line: &mut Vec<u8>,
+    rules: &Rules,
+) -> std::io::Result<(u64, Option<BadLine>)> {
+    line.clear();
+    let (mut read, mut tab) = (0u64, None);
+    loop {
+        let buf = match input.fill_buf() {
+            Ok(buf) => buf,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if buf.is_empty() {
+            return Ok((read, None));
+        }
+        let end = memchr::memchr(b'\n', buf);
+        let from = line.len();
+        line.extend_from_slice(&buf[..end.unwrap_or(buf.len())]);
+        let used = end.map_or(buf.len(), |i| i + 1);
+        input.consume(used);
+        read += used as u64;
+        if end.is_some() {
+            return Ok((read, None));
+        }
+        if tab.is_none() {
+            tab = memchr::memchr(b'\t', &line[from..]).map(|i| from + i);
+        }
+        if let Some(reason) = rules.refuse_unended(line.len(), tab) {
+            let skipped = input.skip_until(b'\n')?;
+            return Ok((read + skipped as u64, Some(reason)));
+        }
+    }
+}
+
 /// Sends one pipeline and checks every reply; acknowledged pairs are added to `report`.
 fn send(
     conn: &mut redis::Connection,
@@ -232,11 +270,62 @@ fn send(
     match first_refusal {
         None => Ok(()),
         Some((line, key, why)) => anyhow::bail!(
-            "line {line} (key {:?}): {why} ({refusals} of the {} commands of this pipeline \
+            "line {line} (key {}): {why} ({refusals} of the {} commands of this pipeline \
              were refused; {} pairs were acknowledged in all)",
-            String::from_utf8_lossy(key),
+            super::shown_key(key),
             batch.lines.len(),
             report.pairs
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::expect_used, reason = "a panic is how a test fails")]
+
+    use super::*;
+
+    fn rules() -> Rules {
+        Rules {
+            format: Format::Tsv,
+            text: false,
+            max_value_size: 8,
+            max_key_size: 4,
+        }
+    }
+
+    #[test]
+    fn lines_over_the_limits_are_refused_before_their_end_and_skipped() {
+        let input = b"k\tv\nkkkkk-and-more-key\tv\nk\t123456789-and-more\nlast\tv";
+        let mut reader = std::io::BufReader::with_capacity(4, &input[..]);
+        let mut line = Vec::new();
+        let mut got = Vec::new();
+        loop {
+            let (n, refused) = read_line(&mut reader, &mut line, &rules()).expect("read");
+            if n == 0 {
+                break;
+            }
+            got.push((n, refused, line.clone()));
+        }
+        assert_eq!(got.len(), 4);
+        assert_eq!(got[0], (4, None, b"k\tv".to_vec()));
+        assert_eq!(got[1].1, Some(BadLine::KeyOverLimit(4)));
+        assert_eq!(got[2].1, Some(BadLine::ValueOverLimit(8)));
+        assert!(
+            got[2].2.len() <= 4 + 1 + 8 + 4,
+            "held at most a buffer past the limit"
+        );
+        assert_eq!(got[3], (6, None, b"last\tv".to_vec()));
+        let total: u64 = got.iter().map(|g| g.0).sum();
+        assert_eq!(total, input.len() as u64);
+    }
+
+    #[test]
+    fn long_keys_are_shown_cut_in_messages() {
+        let shown = super::super::shown_key(&[b'k'; 65_536]);
+        assert!(shown.starts_with("\"kkkk"), "{shown}");
+        assert!(shown.ends_with("\"... (65536 bytes)"), "{shown}");
+        assert!(shown.len() < 100, "{shown}");
+        assert_eq!(super::super::shown_key(b"read:1"), "\"read:1\"");
     }
 }

@@ -18,6 +18,42 @@ use super::parse::{BadLine, Entry, Format, Rules, key_prefix};
 /// Bytes read from the input per `read` call.
 const READ_CHUNK_BYTES: usize = 8 << 20;
 
+/// Bytes read at a time while the rest of a refused line is skipped.
+const SKIP_CHUNK_BYTES: usize = 64 << 10;
+
+/// The line not ended yet at the end of the arena, on the stream path: where it starts and
+/// its first tab, looked for in the bytes read since (each byte once).
+#[derive(Debug, Default)]
+struct UnendedLine {
+    /// Start of the line in the arena; `None` before the first look.
+    start: Option<usize>,
+    /// Offset of its first tab within the line, once found.
+    tab: Option<usize>,
+    /// Arena offset up to which a tab was looked for.
+    scanned: usize,
+}
+
+impl UnendedLine {
+    /// Why `arena[start..]`, a line without its newline yet, can be refused already
+    /// ([`Rules::refuse_unended`]); `None` while it may still be good.
+    fn refusal(&mut self, rules: &Rules, arena: &[u8], start: usize) -> Option<BadLine> {
+        if self.start != Some(start) {
+            *self = UnendedLine {
+                start: Some(start),
+                tab: None,
+                scanned: start,
+            };
+        }
+        if self.tab.is_none() {
+            match memchr::memchr(b'\t', &arena[self.scanned..]) {
+                Some(i) => self.tab = Some(self.scanned + i - start),
+                None => self.scanned = arena.len(),
+            }
+        }
+        rules.refuse_unended(arena.len() - start, self.tab)
+    }
+}
+
 /// Runs with fewer entries are written by one thread.
 const PARALLEL_MIN_ENTRIES: usize = 10_000;
 
@@ -106,6 +142,7 @@ impl RunWriter<'_> {
             carry.clear();
             // Start of the first line not yet parsed.
             let mut parsed = 0;
+            let mut tail = UnendedLine::default();
             loop {
                 let used = arena.len() + entries.len() * Entry::SIZE;
                 if used >= self.memory_bytes && !entries.is_empty() {
@@ -125,7 +162,7 @@ impl RunWriter<'_> {
                 let n = input
                     .take(want as u64)
                     .read_to_end(&mut arena)
-                    .context("reading the input")?;
+                    .map_err(|e| self.read_error(e))?;
                 stats.bytes += n as u64;
                 if n == 0 {
                     eof = true;
@@ -138,6 +175,19 @@ impl RunWriter<'_> {
                     break;
                 }
                 parsed = self.parse_lines(&arena, parsed, before, &mut entries, stats)?;
+                // A line not ended yet is refused as soon as no good line can start so, and
+                // the rest of it is skipped unread: a stream without newlines (/dev/zero)
+                // never fills memory.
+                if let Some(reason) = tail.refusal(&self.rules, &arena, parsed) {
+                    arena.truncate(parsed);
+                    self.bad_line(reason, stats)?;
+                    tail = UnendedLine::default();
+                    if !self.skip_rest_of_line(input, &mut arena, stats)? {
+                        eof = true;
+                        break;
+                    }
+                    parsed = self.parse_lines(&arena, parsed, parsed, &mut entries, stats)?;
+                }
                 (self.progress)(stats);
                 check_interrupt(self.interrupt)?;
             }
@@ -295,6 +345,60 @@ impl RunWriter<'_> {
         Ok(start)
     }
 
+    /// A failed read of the input: [`super::Interrupted`] when the load was interrupted
+    /// (a read waiting for input gives up then), else the error.
+    fn read_error(&self, e: std::io::Error) -> anyhow::Error {
+        match check_interrupt(self.interrupt) {
+            Err(interrupted) => interrupted,
+            Ok(()) => anyhow::Error::new(e).context("reading the input"),
+        }
+    }
+
+    /// Reads and drops input up to the next newline, counting it in `stats`; appends what
+    /// follows the newline in the same read to `arena`. Returns false at the end of the input.
+    /// Holds at most [`SKIP_CHUNK_BYTES`] of the line at a time.
+    fn skip_rest_of_line(
+        &mut self,
+        input: &mut dyn Read,
+        arena: &mut Vec<u8>,
+        stats: &mut ReadStats,
+    ) -> anyhow::Result<bool> {
+        let mut buf = vec![0u8; SKIP_CHUNK_BYTES];
+        loop {
+            check_interrupt(self.interrupt)?;
+            let n = match input.read(&mut buf) {
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(self.read_error(e)),
+            };
+            if n == 0 {
+                return Ok(false);
+            }
+            stats.bytes += n as u64;
+            if let Some(i) = memchr::memchr(b'\n', &buf[..n]) {
+                arena.extend_from_slice(&buf[i + 1..n]);
+                return Ok(true);
+            }
+            (self.progress)(stats);
+        }
+    }
+
+    /// Counts a refused line (the next line number): an error without `skip_bad`, else
+    /// reported through `on_bad`.
+    fn bad_line(&mut self, reason: BadLine, stats: &mut ReadStats) -> anyhow::Result<()> {
+        stats.lines += 1;
+        let err = BadLineError {
+            line: stats.lines,
+            reason,
+        };
+        if !self.skip_bad {
+            return Err(err.into());
+        }
+        stats.bad_lines += 1;
+        (self.on_bad)(&err);
+        Ok(())
+    }
+
     /// Parses `arena[start..end]` (one line without its newline).
     fn parse_line(
         &mut self,
@@ -304,25 +408,14 @@ impl RunWriter<'_> {
         entries: &mut Vec<Entry>,
         stats: &mut ReadStats,
     ) -> anyhow::Result<()> {
-        stats.lines += 1;
         match self.rules.entry(&arena[start..end], start) {
             Ok(entry) => {
+                stats.lines += 1;
                 stats.pairs += 1;
                 entries.push(entry);
                 Ok(())
             }
-            Err(reason) => {
-                let err = BadLineError {
-                    line: stats.lines,
-                    reason,
-                };
-                if !self.skip_bad {
-                    return Err(err.into());
-                }
-                stats.bad_lines += 1;
-                (self.on_bad)(&err);
-                Ok(())
-            }
+            Err(reason) => self.bad_line(reason, stats),
         }
     }
 
@@ -745,8 +838,8 @@ pub(crate) fn final_count(sum: i128, key: &[u8]) -> anyhow::Result<i64> {
 
 fn overflow(key: &[u8]) -> String {
     format!(
-        "the counts of key {:?} overflow a 64-bit integer",
-        String::from_utf8_lossy(key)
+        "the counts of key {} overflow a 64-bit integer",
+        super::shown_key(key)
     )
 }
 

@@ -717,45 +717,122 @@ fn signal_child_load() {
     std::process::exit(status);
 }
 
-#[test]
-fn sigint_stops_the_command_and_leaves_no_database() {
+/// The scratch directories (`strata-load-*.tmp`) in `db`.
+fn scratch_dirs_in(db: &std::path::Path) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(db)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| is_scratch_name(&e.file_name().to_string_lossy()))
+        .map(|e| e.path())
+        .collect()
+}
+
+/// Starts `strata load DB -` in a child, feeds it `input` and keeps its standard input open,
+/// waits until `ready` holds, sends SIGINT; returns whether it stopped within 20 s, its exit
+/// status and its stderr.
+fn interrupt_a_waiting_load(
+    db: &std::path::Path,
+    input: &[u8],
+    ready: impl Fn() -> bool,
+) -> (bool, Option<i32>, String) {
     use std::io::Write;
     use std::process::{Command, Stdio};
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("fresh");
     let mut child = Command::new(std::env::current_exe().expect("test binary"))
         .args(["--exact", "load::tests::signal_child_load", "--nocapture"])
-        .env(SIGNAL_CHILD_ENV, &db)
+        .env(SIGNAL_CHILD_ENV, db)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn the child");
     let mut stdin = child.stdin.take().expect("stdin");
-    let (input, _) = unsorted_input(20_000);
-    stdin.write_all(input.as_bytes()).expect("feed the child");
+    stdin.write_all(input).expect("feed the child");
     // The load is now waiting for more input, its scratch tables maybe written.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while !db.exists() && std::time::Instant::now() < deadline {
+    while !ready() && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    assert!(db.exists(), "the child never opened the database");
+    assert!(ready(), "the child never started loading");
     let sent = Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status()
         .expect("kill");
     assert!(sent.success());
-    // More input after the signal: the load looks at the flag after this read.
-    stdin.write_all(input.as_bytes()).ok();
+    // No more input, and standard input stays open: the load, waiting for input, stops at
+    // once all the same.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while child.try_wait().expect("try_wait").is_none() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let stopped = child.try_wait().expect("try_wait").is_some();
+    if !stopped {
+        child.kill().ok();
+    }
     drop(stdin);
     let out = child.wait_with_output().expect("wait");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    (stopped, out.status.code(), stderr)
+}
+
+#[test]
+fn sigint_stops_a_load_waiting_for_input_and_leaves_no_database() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("fresh");
+    let (input, _) = unsorted_input(20_000);
+    let (stopped, status, stderr) =
+        interrupt_a_waiting_load(&db, input.as_bytes(), || !scratch_dirs_in(&db).is_empty());
+    assert!(
+        stopped,
+        "the load kept waiting for input after SIGINT: {stderr}"
+    );
+    assert_eq!(status, Some(130), "{stderr}");
     assert!(
         stderr.contains("interrupted: nothing was loaded"),
         "{stderr}"
     );
     assert!(!db.exists(), "the database the load created is left behind");
+}
+
+#[test]
+fn sigint_leaves_an_existing_database_as_it_was_without_scratch_directory() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("held");
+    let database = Db::open(&db, Options::default()).expect("open");
+    database.put(b"kept", b"1").expect("put");
+    database.close().expect("close");
+    let (stopped, status, stderr) =
+        interrupt_a_waiting_load(&db, b"a\t1\n", || !scratch_dirs_in(&db).is_empty());
+    assert!(
+        stopped,
+        "the load kept waiting for input after SIGINT: {stderr}"
+    );
+    assert_eq!(status, Some(130), "{stderr}");
+    assert_eq!(scratch_dirs_in(&db), Vec::<std::path::PathBuf>::new());
+    let database = Db::open(&db, Options::default()).expect("open");
+    assert_eq!(
+        contents(&database),
+        vec![("kept".to_owned(), "1".to_owned())]
+    );
+    database.close().expect("close");
+}
+
+#[test]
+fn sigint_before_any_input_creates_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("never");
+    // The load waits for its first bytes (compressed input is refused before the database
+    // is created): give it time to get there.
+    let started = std::time::Instant::now();
+    let (stopped, status, stderr) = interrupt_a_waiting_load(&db, b"", || {
+        started.elapsed() > std::time::Duration::from_millis(500)
+    });
+    assert!(
+        stopped,
+        "the load kept waiting for input after SIGINT: {stderr}"
+    );
+    assert_eq!(status, Some(130), "{stderr}");
+    assert!(!db.exists());
 }
 
 #[test]
@@ -783,4 +860,102 @@ fn compressed_input_is_refused_before_anything_is_loaded() -> anyhow::Result<()>
         refuse_compressed(&std::fs::File::open(&path)?, &path)?;
     }
     Ok(())
+}
+
+/// `head`, then zero bytes without end; counts the zero bytes served.
+struct Endless {
+    head: Vec<u8>,
+    at: usize,
+    zeros_served: u64,
+}
+
+impl std::io::Read for Endless {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.at < self.head.len() {
+            let n = buf.len().min(self.head.len() - self.at);
+            buf[..n].copy_from_slice(&self.head[self.at..self.at + n]);
+            self.at += n;
+            return Ok(n);
+        }
+        buf.fill(0);
+        self.zeros_served += buf.len() as u64;
+        Ok(buf.len())
+    }
+}
+
+#[test]
+fn a_stream_line_without_end_is_refused_once_over_any_limit_without_reading_it_all() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let options = Options::default();
+    let db = Db::open(dir.path(), options.clone()).expect("open");
+    for (head, reason) in [
+        (
+            &b"a\t1\n"[..],
+            BadLine::KeyOverLimit(strata_engine::MAX_KEY_SIZE),
+        ),
+        (
+            b"a\t1\nkey\t",
+            BadLine::ValueOverLimit(options.max_value_size),
+        ),
+    ] {
+        let mut input = Endless {
+            head: head.to_vec(),
+            at: 0,
+            zeros_served: 0,
+        };
+        let err = load(
+            &db,
+            &options,
+            Input::Stream {
+                reader: &mut input,
+                total_bytes: None,
+            },
+            &LoadConfig::new(&options),
+        )
+        .expect_err("refused");
+        let bad = err.downcast_ref::<BadLineError>().expect("a bad line");
+        assert_eq!((bad.line, &bad.reason), (2, &reason));
+        // Refused within a read or two past the limit, not at the end of the input.
+        let limit = match reason {
+            BadLine::KeyOverLimit(n) | BadLine::ValueOverLimit(n) => n as u64,
+            _ => unreachable!(),
+        };
+        assert!(
+            input.zeros_served < limit + (32 << 20),
+            "{}",
+            input.zeros_served
+        );
+        assert!(contents(&db).is_empty());
+    }
+}
+
+#[test]
+fn skip_bad_skips_over_long_lines_unread_on_both_paths() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Small value limit and memory, so that reads return pieces of the long lines.
+    let options = Options::default().max_value_size(4096);
+    let mut input = b"a\t1\n".to_vec();
+    input.extend(std::iter::repeat_n(0u8, 1 << 20));
+    input.extend_from_slice(b"\nb\t2\nc\t");
+    input.extend(std::iter::repeat_n(b'x', 200_000));
+    input.extend_from_slice(b"\nd\t4");
+    for use_file in [true, false] {
+        let db = Db::open(dir.path().join(use_file.to_string()), options.clone()).expect("open");
+        let config = LoadConfig {
+            skip_bad: true,
+            memory_bytes: 64 << 10,
+            ..LoadConfig::new(&options)
+        };
+        let report = load_via(use_file, &db, &options, &input, &config).expect("load");
+        assert_eq!(
+            (report.pairs, report.bad_lines, report.bytes),
+            (3, 2, input.len() as u64),
+            "file {use_file}"
+        );
+        let want: Vec<(String, String)> = [("a", "1"), ("b", "2"), ("d", "4")]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        assert_eq!(contents(&db), want, "file {use_file}");
+    }
 }

@@ -343,10 +343,12 @@ fn resp_load_selects_the_database_named() {
     };
     // SELECT never creates a named database: a missing one fails the load, naming it.
     let err = load("run42").expect_err("no such database");
-    assert!(
-        format!("{err:#}").contains("selecting database run42"),
-        "{err:#}"
-    );
+    let msg = format!("{err:#}");
+    assert!(msg.contains("selecting database run42"), "{msg}");
+    assert!(msg.contains("no database of that name exists"), "{msg}");
+    assert!(msg.contains("DATABASES CREATE run42"), "{msg}");
+    let err = load("16").expect_err("out of range");
+    assert!(format!("{err:#}").contains("0-15"), "{err:#}");
     let mut conn = node.conn();
     let () = redis::cmd("DATABASES")
         .arg("CREATE")
@@ -363,4 +365,34 @@ fn resp_load_selects_the_database_named() {
         .expect("select");
     assert_eq!(dbsize(&mut conn), 2);
     assert!(Cli::try_parse_from(["load", "--select", "x", "db", "in.tsv"]).is_err());
+}
+
+#[test]
+fn resp_load_checks_keys_against_the_servers_limit_before_sending_them() {
+    let node = Node::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = dir.path().join("in.tsv");
+    let max = strata_server::databases::MAX_REDIS_KEY_SIZE;
+    let (fits, over) = ("k".repeat(max), "o".repeat(max + 1));
+    std::fs::write(&input, format!("a\t1\n{over}\t2\n{fits}\t3\n")).expect("input");
+    let input = input.to_str().expect("utf-8 path");
+    let addr = node.addr();
+    let cli = Cli::try_parse_from(["load", "--resp", &addr, input]).expect("parses");
+    let err = format!(
+        "{:#}",
+        run(&cli.load).expect_err("the long key is a bad line")
+    );
+    assert!(
+        err.contains(&format!(
+            "line 2: key of {} bytes exceeds the limit of {max} bytes",
+            max + 1
+        )),
+        "{err}"
+    );
+    assert!(err.len() < 300, "the key is not echoed: {err}");
+    let cli = Cli::try_parse_from(["load", "--resp", &addr, "--skip-bad", input]).expect("parses");
+    run(&cli.load).expect("loads with the long key skipped");
+    let keys = node.keys();
+    assert_eq!(keys.len(), 2);
+    assert_eq!(keys.get(&fits).map(String::as_str), Some("3"));
 }
