@@ -70,16 +70,16 @@ pub enum Error {
         path: PathBuf,
     },
 
-    /// A write, fsync, flush or manifest update failed (in this call, for a manifest update
-    /// whose durability is unknown, or in an earlier one), so the durable state is in doubt.
-    /// The database refuses writes; close and reopen it to recover from the files (after
-    /// freeing space when the cause was a full disk: recovery writes too).
-    #[error(
-        "database is poisoned ({reason}): its durable state is in doubt; close and reopen it \
-         (free disk space first if the disk is full)"
-    )]
+    /// Writes are refused since an earlier failure (or this call's, for a manifest update
+    /// whose durability is unknown). Either a write, fsync, flush or manifest update failed, so
+    /// the durable state is in doubt: close and reopen the database to recover from the files
+    /// (after freeing space when the cause was a full disk: recovery writes too). Or a
+    /// compaction read damaged data ([`Error::Corruption`] naming the table): nothing durable is
+    /// in doubt, but the table must be restored or repaired (`strata check` lists the damage)
+    /// before the database is reopened. `reason` says which, and what to do.
+    #[error("database is poisoned: {reason}")]
     Poisoned {
-        /// What failed first.
+        /// What failed first, and what to do about it.
         reason: String,
     },
 

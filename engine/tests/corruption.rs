@@ -343,3 +343,78 @@ fn a_current_that_cannot_be_looked_at_is_an_io_error_not_a_missing_database() {
         assert!(!message.contains("no database"), "{message}");
     }
 }
+
+/// Writes `key{i:05}` for `i` in `keys`, flushes, closes; returns the new table.
+fn write_table(dir: &Path, keys: std::ops::Range<u32>) -> PathBuf {
+    let before = files_with_ext(dir, "sst");
+    let db = Db::open(dir, no_compression()).expect("open");
+    for i in keys {
+        db.put(format!("key{i:05}").as_bytes(), b"value")
+            .expect("put");
+    }
+    db.flush().expect("flush");
+    db.close().expect("close");
+    files_with_ext(dir, "sst")
+        .into_iter()
+        .find(|t| !before.contains(t))
+        .expect("a new table")
+}
+
+/// The message of a poisoned database after a compaction met a damaged table: it names the
+/// table and says what to do, and does not claim the durable state is in doubt.
+fn assert_corruption_poison(err: &Error, table: &Path) {
+    let msg = err.to_string();
+    assert!(matches!(err, Error::Poisoned { .. }), "{msg}");
+    let name = table.file_name().expect("name").to_string_lossy();
+    assert!(msg.contains(&*name), "names the table {name}: {msg}");
+    assert!(msg.contains("strata check"), "{msg}");
+    assert!(msg.contains("Nothing durable is in doubt"), "{msg}");
+    assert!(!msg.contains("durable state is in doubt"), "{msg}");
+    assert!(!msg.contains("disk is full"), "{msg}");
+}
+
+#[test]
+fn a_manual_compaction_meeting_a_damaged_table_poisons_with_a_corruption_message() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let damaged = write_table(dir.path(), 0..2000);
+    write_table(dir.path(), 1000..3000);
+    flip_byte(&damaged, 100);
+    let db = Db::open(dir.path(), no_compression()).expect("open");
+    let err = db
+        .compact_range(None, None)
+        .expect_err("compaction reads the damage");
+    assert!(err.is_corruption(), "{err}");
+    let err = db.put(b"k", b"v").expect_err("writes stop");
+    assert_corruption_poison(&err, &damaged);
+    // Reads of undamaged blocks go on.
+    assert!(db.get(b"key02999").expect("get").is_some());
+}
+
+#[test]
+fn a_background_compaction_meeting_a_damaged_table_poisons_with_a_corruption_message() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let damaged = write_table(dir.path(), 0..2000);
+    flip_byte(&damaged, 100);
+    let o = no_compression()
+        .level0_file_num_compaction_trigger(2)
+        .level0_slowdown_writes_trigger(2)
+        .level0_stop_writes_trigger(2);
+    let db = Db::open(dir.path(), o).expect("open");
+    for i in 1000..3000u32 {
+        db.put(format!("key{i:05}").as_bytes(), b"value")
+            .expect("put");
+    }
+    db.flush().expect("flush");
+    // The compaction of the two level-0 tables fails in the background; writes then fail.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let err = loop {
+        match db.put(b"k", b"v") {
+            Err(e) => break e,
+            Ok(()) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Ok(()) => panic!("writes went on after the compaction met damage"),
+        }
+    };
+    assert_corruption_poison(&err, &damaged);
+}

@@ -122,7 +122,13 @@ fn background_main(inner: &Arc<DbInner>) {
             Job::Compaction(ks, task) => {
                 let result = inner.run_compaction_task(&ks, &task);
                 if let Err(e) = &result {
-                    inner.set_poison(format!("compaction of level {} failed: {e}", task.level));
+                    inner.set_background_error(
+                        &format!(
+                            "compaction of level {} of keyspace {:?}",
+                            task.level, ks.name
+                        ),
+                        e,
+                    );
                 }
                 let mut bg = inner.bg.lock();
                 for (_, f) in task.all_inputs() {
@@ -289,8 +295,7 @@ impl DbInner {
             Ok(v) => v,
             Err(Error::InvalidArgument(reason)) => return Err(Error::InvalidArgument(reason)),
             Err(e) => {
-                let reason = format!("manifest write {what} failed: {e}");
-                self.set_poison(reason.clone());
+                let reason = self.set_poison(format!("manifest write {what} failed: {e}"));
                 return Err(Error::Poisoned { reason });
             }
         };
@@ -501,7 +506,13 @@ impl DbInner {
             self.refresh_pending_compaction_bytes();
             self.wake_background();
             if let Err(e) = result {
-                self.set_poison(format!("manual compaction failed: {e}"));
+                self.set_background_error(
+                    &format!(
+                        "manual compaction of level {} of keyspace {:?}",
+                        task.level, ks.name
+                    ),
+                    &e,
+                );
                 return Err(e);
             }
         }

@@ -261,9 +261,9 @@ impl Db {
             log_number: Some(log.wal_number),
             ..VersionEdit::default()
         };
-        let version = versions
-            .log_and_apply(edit)
-            .inspect_err(|e| inner.set_poison(format!("creating keyspace failed: {e}")))?;
+        let version = versions.log_and_apply(edit).inspect_err(|e| {
+            inner.set_poison(format!("creating keyspace failed: {e}"));
+        })?;
         inner.track_version(&version);
         let state = Arc::new(KeyspaceState::new(
             id,
@@ -311,9 +311,9 @@ impl Db {
                 keyspace_drop: true,
                 ..VersionEdit::default()
             };
-            versions
-                .log_and_apply(edit)
-                .inspect_err(|e| inner.set_poison(format!("dropping keyspace failed: {e}")))?;
+            versions.log_and_apply(edit).inspect_err(|e| {
+                inner.set_poison(format!("dropping keyspace failed: {e}"));
+            })?;
             state.dropped.store(true, Ordering::Release);
             inner.keyspaces.write().remove(&state.id);
             // Handles must not keep the tables alive; iterators hold their own super version.

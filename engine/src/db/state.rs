@@ -19,6 +19,10 @@ use crate::types::{FileNumber, SeqNo};
 use crate::version::{Version, VersionSet};
 use crate::wal;
 
+/// What a poisoned database's error says when a write, fsync or manifest update failed.
+pub(crate) const DOUBT_ADVICE: &str = "the durable state is in doubt: close and reopen the \
+     database to recover from its files (free disk space first if the disk is full)";
+
 /// An immutable memtable waiting to be flushed, with the WALs that hold its writes.
 #[derive(Debug)]
 pub(crate) struct ImmMemTable {
@@ -242,7 +246,8 @@ pub(crate) struct DbInner {
     pub(crate) pending_deletes: Mutex<Vec<FileNumber>>,
     /// Estimated bytes compaction must still rewrite (for write backpressure).
     pub(crate) pending_compaction_bytes: AtomicU64,
-    /// First failure that put durable state in doubt; once set, writes are refused.
+    /// First failure that stopped writes (durable state in doubt, or damaged data met by a
+    /// background job), with what to do; once set, writes are refused.
     pub(crate) poison: Mutex<Option<String>>,
     pub(crate) closed: AtomicBool,
     pub(crate) stats: Stats,
@@ -348,15 +353,45 @@ impl DbInner {
         self.bg_cv.notify_all();
     }
 
-    /// Records the first durability failure; later writes get [`Error::Poisoned`].
-    pub(crate) fn set_poison(&self, reason: String) {
+    /// Records a durability failure (a write, fsync or manifest update that failed, so what
+    /// is on disk is in doubt), unless the database is already poisoned; later writes get
+    /// [`Error::Poisoned`] with `reason` and what to do. Returns that full reason.
+    pub(crate) fn set_poison(&self, reason: String) -> String {
+        self.poison_with(format!("{reason}; {DOUBT_ADVICE}"))
+    }
+
+    /// Poisons the database for a failed flush or compaction `what` ("compaction of level 2 of
+    /// keyspace \"default\""). Damaged data read by it ([`Error::is_corruption`]) puts nothing
+    /// durable in doubt, so the reason says so and points at `strata check` and the damaged
+    /// table; writes and background work still stop, as RocksDB stops on a background
+    /// `Corruption` error (going on would keep failing on the same table, and a flush would
+    /// pile tables onto level 0 that never compact). Any other error is a durability failure
+    /// ([`DbInner::set_poison`]).
+    pub(crate) fn set_background_error(&self, what: &str, e: &Error) {
+        if let Error::Poisoned { reason } = e {
+            // Poisoned already (a manifest write of this job failed): the first reason stays.
+            self.poison_with(reason.clone());
+        } else if e.is_corruption() {
+            self.poison_with(format!(
+                "{what} read damaged data: {e}. Nothing durable is in doubt, but writes and \
+                 background work are stopped (reads go on): run `strata check` on the \
+                 database, restore the damaged table from a backup or checkpoint (or repair it), \
+                 then reopen"
+            ));
+        } else {
+            self.set_poison(format!("{what} failed: {e}"));
+        }
+    }
+
+    fn poison_with(&self, reason: String) -> String {
         tracing::error!(%reason, "database poisoned; writes are refused until reopen");
         let mut p = self.poison.lock();
         if p.is_none() {
-            *p = Some(reason);
+            *p = Some(reason.clone());
         }
         drop(p);
         self.bg_cv.notify_all();
+        reason
     }
 
     pub(crate) fn is_poisoned(&self) -> bool {

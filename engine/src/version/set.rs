@@ -523,7 +523,10 @@ impl VersionSet {
     /// Records the first manifest failure and passes the error on.
     fn poison(&mut self, e: Error) -> Error {
         tracing::error!(error = %e, "manifest write failed; refusing further version edits");
-        self.poisoned = Some(format!("manifest write failed: {e}"));
+        self.poisoned = Some(format!(
+            "manifest write failed: {e}; the manifest's tail is in doubt: close and reopen the \
+             database (free disk space first if the disk is full)"
+        ));
         e
     }
 }
