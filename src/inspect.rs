@@ -189,7 +189,6 @@ pub(crate) fn scan(
 }
 
 pub(crate) fn sst_dump(file: &Path, entries: bool) -> anyhow::Result<ExitCode> {
-    use strata_engine::iterator::InternalIterator;
     let number = file
         .file_stem()
         .and_then(|s| s.to_str())
@@ -239,33 +238,137 @@ pub(crate) fn sst_dump(file: &Path, entries: bool) -> anyhow::Result<ExitCode> {
         None => outln!("table id:          none (written before table ids)")?,
     }
     if entries {
-        let mut it = table.iter();
-        it.seek_to_first()?;
         let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-        while it.valid() {
-            let k = it.key();
-            writeln!(
-                out,
-                "{} @ {} {:?} => {}",
-                escape(k.user_key),
-                k.seqno,
-                k.kind,
-                escape(it.value())
-            )?;
-            it.next()?;
-        }
+        let problems = dump_entries(&table, file, &mut out)?;
         out.flush()?;
-        // Reading entries checks each block's checksum, not the order of keys (a table written
-        // wrong): the table check says whether what was printed is in order.
-        let problems = table.block_problems();
         if !problems.is_empty() {
-            for p in &problems {
-                eprintln!("problem: {p}");
-            }
             return Ok(ExitCode::FAILURE);
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Prints every entry of `table` (the file `file`) to `out`, block by block, walking the index
+/// itself: a data block that cannot be read (a checksum mismatch, a malformed entry) is
+/// reported on stderr where it would have been printed and the walk goes on with the next
+/// block. Then the table is checked as `strata check` checks it (key order included), and the
+/// problems not reported yet are reported. Returns every problem reported.
+///
+/// # Errors
+/// Writing to `out`; reading the file's footer or index, which [`Table::open`] read already.
+fn dump_entries(table: &Table, file: &Path, out: &mut dyn Write) -> anyhow::Result<Vec<String>> {
+    use std::os::unix::fs::FileExt;
+    use std::sync::Arc;
+    use strata_engine::Error;
+    use strata_engine::iterator::InternalIterator;
+    use strata_engine::sstable::block::Block;
+    use strata_engine::sstable::format::{
+        BLOCK_TRAILER_LEN, BlockHandle, FOOTER_LEN, Footer, decode_block,
+    };
+    let handle =
+        std::fs::File::open(file).with_context(|| format!("opening {}", file.display()))?;
+    let path: Arc<Path> = Arc::from(file);
+    let corrupt = |offset: u64, reason: &str| Error::Corruption {
+        file: file.to_path_buf(),
+        offset,
+        reason: reason.to_owned(),
+    };
+    let read = |h: BlockHandle| -> strata_engine::Result<strata_engine::Bytes> {
+        let len = usize::try_from(h.size)
+            .ok()
+            .and_then(|n| n.checked_add(BLOCK_TRAILER_LEN))
+            .ok_or_else(|| corrupt(h.offset, "block size overflows"))?;
+        let mut buf = vec![0u8; len];
+        handle
+            .read_exact_at(&mut buf, h.offset)
+            .map_err(|source| Error::Io {
+                path: file.to_path_buf(),
+                source,
+            })?;
+        decode_block(buf.into(), file, h.offset)
+    };
+    let footer_at = table.file_size().saturating_sub(FOOTER_LEN as u64);
+    let mut buf = [0u8; FOOTER_LEN];
+    handle
+        .read_exact_at(&mut buf, footer_at)
+        .with_context(|| format!("reading the footer of {}", file.display()))?;
+    let footer = Footer::decode(&buf, file, footer_at)?;
+    // Data blocks lie below the first meta block.
+    let data_end = [
+        (footer.filter.size > 0).then_some(footer.filter.offset),
+        Some(footer.properties.offset),
+        Some(footer.index.offset),
+    ]
+    .into_iter()
+    .flatten()
+    .min()
+    .unwrap_or(footer_at);
+    let index = Arc::new(Block::new(
+        read(footer.index)?,
+        footer.format,
+        Arc::clone(&path),
+        footer.index.offset,
+    )?);
+    let mut reported: Vec<String> = Vec::new();
+    let report = |reported: &mut Vec<String>, problem: String| {
+        eprintln!("problem: {problem}");
+        reported.push(problem);
+    };
+    let mut blocks = index.iter();
+    blocks.seek_to_first()?;
+    // One block's entries, formatted before they are written (a damaged block's entries
+    // before the damage are printed too).
+    let mut lines: Vec<u8> = Vec::new();
+    while blocks.valid() {
+        lines.clear();
+        let walked = BlockHandle::decode_exact(blocks.value())
+            .ok_or_else(|| corrupt(footer.index.offset, "malformed block handle in index"))
+            .and_then(|h| {
+                h.check_within(data_end, file, footer.index.offset, "data block")?;
+                let mut it = Arc::new(Block::new(
+                    read(h)?,
+                    footer.format,
+                    Arc::clone(&path),
+                    h.offset,
+                )?)
+                .iter();
+                it.seek_to_first()?;
+                while it.valid() {
+                    let k = it.key();
+                    // Writing to a Vec cannot fail.
+                    writeln!(
+                        lines,
+                        "{} @ {} {:?} => {}",
+                        escape(k.user_key),
+                        k.seqno,
+                        k.kind,
+                        escape(it.value())
+                    )
+                    .unwrap_or_default();
+                    it.next()?;
+                }
+                Ok(())
+            });
+        out.write_all(&lines)
+            .context("writing to standard output")?;
+        if let Err(e) = walked {
+            out.flush().context("writing to standard output")?;
+            report(&mut reported, format!("{e}; going on with the next block"));
+        }
+        if let Err(e) = blocks.next() {
+            report(&mut reported, format!("{e}; the index ends here"));
+            break;
+        }
+    }
+    // Reading entries checks each block's checksum, not the order of keys (a table written
+    // wrong): the table check says whether what was printed is in order.
+    for problem in table.block_problems() {
+        let text = problem.to_string();
+        if !reported.iter().any(|r| r.starts_with(&text)) {
+            report(&mut reported, text);
+        }
+    }
+    Ok(reported)
 }
 
 /// Printable form of a byte string: ASCII as is, other bytes as `\xNN`.
@@ -432,8 +535,14 @@ fn check_once(dir: &Path) -> anyhow::Result<Checked> {
             // on its own since no manifest says which tables are live.
             let mut problems = vec![format!("{e} (the database does not open)")];
             problems.extend(table_file_problems(dir));
+            // The notes an open would give, from the manifest alone when it replays: a damaged
+            // last record it ignored (often why the open failed: the edit of a flush lost,
+            // the WAL it emptied is gone) and the tables it does not name.
+            let (damaged_tail, unreferenced) = manifest_notes(dir);
             return Ok(Checked {
                 problems,
+                unreferenced,
+                damaged_tail,
                 ..Checked::default()
             });
         }
@@ -454,6 +563,41 @@ fn check_once(dir: &Path) -> anyhow::Result<Checked> {
     };
     db.close()?;
     Ok(checked)
+}
+
+/// For a database that does not open: the manifest's damaged last record that its replay
+/// ignored (the manifest and the record's offset), and the table files in `dir` its replayed
+/// versions do not name. Nothing when the manifest itself does not replay (the problem says
+/// why).
+fn manifest_notes(dir: &Path) -> (Option<(std::path::PathBuf, u64)>, Vec<std::path::PathBuf>) {
+    let Ok(recovered) = strata_engine::version::VersionSet::replay(&strata_engine::fs::os(), dir)
+    else {
+        return (None, Vec::new());
+    };
+    let named = recovered.table_numbers();
+    let mut unreferenced: Vec<(strata_engine::FileNumber, std::path::PathBuf)> =
+        std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .filter_map(|entry| {
+                let entry = entry.ok()?;
+                match strata_engine::filename::parse(entry.file_name().to_str()?)? {
+                    strata_engine::filename::FileKind::Table(number)
+                        if !named.contains(&number) =>
+                    {
+                        Some((number, entry.path()))
+                    }
+                    _ => None,
+                }
+            })
+            .collect();
+    unreferenced.sort();
+    (
+        recovered
+            .torn_tail()
+            .map(|(path, offset)| (path.to_path_buf(), offset)),
+        unreferenced.into_iter().map(|(_, path)| path).collect(),
+    )
 }
 
 /// Every problem of the table files (`NNNNNN.sst`) in `dir`, each read and checked on its own
@@ -652,6 +796,71 @@ mod tests {
             ..ScanArgs::default()
         };
         assert_eq!(run(&raw)?, "a\tb\tline\nbreak\n");
+        Ok(())
+    }
+
+    #[test]
+    fn sst_dump_reports_a_damaged_block_and_goes_on_with_the_next() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("000007.sst");
+        let options = Options {
+            block_size: 256,
+            compression: false,
+            ..Options::default()
+        };
+        let mut writer = strata_engine::TableWriter::create(&path, &options)?;
+        for i in 0..200 {
+            writer.put(
+                format!("key-{i:04}").as_bytes(),
+                format!("value-{i:04}-padding").as_bytes(),
+            )?;
+        }
+        writer.finish()?;
+        let sound = Table::open(
+            &strata_engine::fs::OsFs,
+            &path,
+            strata_engine::FileNumber(7),
+            None,
+            strata_engine::cache::BlockCache::new(1 << 20),
+        )?;
+        let mut out = Vec::new();
+        assert!(dump_entries(&sound, &path, &mut out)?.is_empty());
+        assert_eq!(String::from_utf8(out)?.lines().count(), 200);
+        assert_eq!(sst_dump(&path, true)?, ExitCode::SUCCESS);
+        // A flipped byte in the value of key 100, in a data block in the middle.
+        let mut bytes = std::fs::read(&path)?;
+        let at = bytes
+            .windows(10)
+            .position(|w| w == b"value-0100")
+            .expect("stored uncompressed");
+        bytes[at] ^= 0xff;
+        std::fs::write(&path, bytes)?;
+        let table = Table::open(
+            &strata_engine::fs::OsFs,
+            &path,
+            strata_engine::FileNumber(7),
+            None,
+            strata_engine::cache::BlockCache::new(1 << 20),
+        )?;
+        let mut out = Vec::new();
+        let problems = dump_entries(&table, &path, &mut out)?;
+        let out = String::from_utf8(out)?;
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].contains("checksum mismatch"), "{problems:?}");
+        assert!(problems[0].contains("going on with the next block"));
+        assert!(
+            out.contains("key-0000 @"),
+            "entries before the damaged block"
+        );
+        assert!(
+            out.contains("key-0199 @"),
+            "entries after the damaged block"
+        );
+        assert!(!out.contains("key-0100 @"));
+        let lines = out.lines().count();
+        assert!((150..200).contains(&lines), "{lines} entries printed");
+        // The command's status is 1, as its help says: a problem of the table.
+        assert_eq!(sst_dump(&path, true)?, ExitCode::FAILURE);
         Ok(())
     }
 }

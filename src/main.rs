@@ -149,8 +149,10 @@ enum Command {
     SstDump {
         /// The `.sst` file.
         file: PathBuf,
-        /// Also print every entry (internal key, sequence number, kind, value), then check the
-        /// table as `strata check` does (key order included): problems go to stderr, exit 1.
+        /// Also print every entry (internal key, sequence number, kind, value), going on with
+        /// the next data block after a damaged one, then check the table as `strata check`
+        /// does (key order included): problems go to stderr, exit status 1. A table that does
+        /// not open at all (damaged footer, index or properties block) is exit status 2.
         #[arg(long)]
         entries: bool,
     },
