@@ -11,8 +11,8 @@
 //!    about equal bytes (the budget then counts two 24-byte entries per pair). Standard input
 //!    (`-`), a pipe, or a file that cannot be mapped is read on a thread of its own
 //!    (`input.rs`, so that an interrupt ends a load waiting for input) and parsed in chunks of
-//!    up to 8 MiB by one thread. A file truncated by another process during the load kills it with SIGBUS
-//!    before anything is ingested.
+//!    up to 8 MiB by one thread. A file truncated by another process during the load kills it
+//!    with SIGBUS before anything is ingested.
 //! 2. **Merge** (`merge.rs`), only when runs overlap: a k-way merge of the runs into final
 //!    tables. Sorted input (every run above the previous one) skips this step: its run tables
 //!    are final. Many runs (more than half the open-file limit) are first merged in groups of
@@ -473,10 +473,11 @@ pub(crate) fn run(args: &LoadArgs) -> anyhow::Result<ExitCode> {
             ),
         }
     };
-    if let Source::Stream(stream, None) = &mut input {
-        // Standard input: its first bytes are looked at (and read again by the load).
+    if let Source::Stream(stream, _) = &mut input {
+        // Standard input or a pipe, whose first bytes cannot be read at an offset: they are
+        // looked at here (and read again by the load).
         match stream.peek(10) {
-            Ok(head) => refuse_compressed_head(head, "-")?,
+            Ok(head) => refuse_compressed_head(head, &file.display().to_string())?,
             Err(_) if interrupt.load(Ordering::Relaxed) => {
                 return Ok(interrupted(file));
             }

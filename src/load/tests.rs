@@ -959,3 +959,37 @@ fn skip_bad_skips_over_long_lines_unread_on_both_paths() {
         assert_eq!(contents(&db), want, "file {use_file}");
     }
 }
+
+#[test]
+fn a_pipe_given_by_name_is_read_as_a_stream_and_checked_for_compression() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fifo = dir.path().join("pipe");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo");
+    assert!(made.success());
+    let db = dir.path().join("db");
+    let feed = |bytes: &'static [u8]| {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::write(fifo, bytes).expect("write the pipe"))
+    };
+    let writer = feed(b"\x1f\x8b\x08\x00rest");
+    let err = run(&cli(&[db.as_os_str(), fifo.as_os_str()])).expect_err("compressed");
+    writer.join().expect("writer");
+    assert!(err.to_string().contains("looks gzip-compressed"), "{err:#}");
+    assert!(!db.exists(), "nothing is created");
+    let writer = feed(b"b\t2\na\t1\n");
+    let code = run(&cli(&[db.as_os_str(), fifo.as_os_str()])).expect("load");
+    writer.join().expect("writer");
+    assert_eq!(code, ExitCode::SUCCESS);
+    let database = Db::open(&db, Options::default()).expect("open");
+    assert_eq!(
+        contents(&database),
+        vec![
+            ("a".to_owned(), "1".to_owned()),
+            ("b".to_owned(), "2".to_owned())
+        ]
+    );
+    database.close().expect("close");
+}
