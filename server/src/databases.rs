@@ -618,6 +618,17 @@ impl Databases {
         }
     }
 
+    /// The database `name` if it is open, waiting for the registry's lock (held only for
+    /// map updates, never during an open or a close) instead of giving up as
+    /// [`Databases::get_open`] does; opens nothing. For answers that must not open a
+    /// database (`INFO engine`).
+    pub fn open_one(&self, name: &str) -> Option<Arc<Database>> {
+        match self.open.lock().get(name) {
+            Some(Slot::Open(db)) => Some(take(db)),
+            _ => None,
+        }
+    }
+
     /// The database `name`, opening (or creating) it on first use. Blocks while it is being
     /// opened (recovery replays its WAL) or closed: call from a blocking context unless
     /// [`Databases::get_open`] found it. Other databases are not held up meanwhile: the

@@ -1343,6 +1343,46 @@ fn idle_databases_are_closed_and_reopen_with_their_data() {
     roundtrip(&mut b, &encode(&[b"GET", b"k"]), b"$3\r\none\r\n");
 }
 
+/// Regression: with `--max-databases` reached and `db0` closed as idle, a new connection's
+/// first command, even `PING`, got `too many open databases ... db0 was not opened` and the
+/// connection was closed, so `SELECT` of an open database was out of reach. `db0` is now
+/// opened by the first command that needs a database, and a refusal keeps the connection.
+#[test]
+fn a_connection_opens_db0_only_for_a_command_that_needs_it() {
+    let server = TestServer::start(|c| {
+        c.max_databases = 2;
+        c.close_idle_databases = Some(Duration::from_millis(100));
+    });
+    let mut b = server.raw();
+    roundtrip(
+        &mut b,
+        &encode(&[b"DATABASES", b"CREATE", b"run1"]),
+        b"+OK\r\n",
+    );
+    roundtrip(&mut b, &encode(&[b"SELECT", b"run1"]), b"+OK\r\n");
+    // db0 is held by no one: it is closed, which makes room for run2, held by `c`.
+    let mut c = server.raw();
+    when_room(&mut c, &[b"DATABASES", b"CREATE", b"run2"], "run2");
+    roundtrip(&mut c, &encode(&[b"SELECT", b"run2"]), b"+OK\r\n");
+    let mut d = server.raw();
+    roundtrip(&mut d, &encode(&[b"PING"]), b"+PONG\r\n");
+    roundtrip(
+        &mut d,
+        &encode(&[b"GET", b"k"]),
+        b"-ERR too many open databases: 2 are open (--max-databases); db0 was not opened\r\n",
+    );
+    roundtrip(&mut d, &encode(&[b"PING"]), b"+PONG\r\n");
+    // INFO, CLIENT and the rest that need no database work on another new connection.
+    let mut e = server.client();
+    let info: String = redis::cmd("INFO").arg("engine").query(&mut e).unwrap();
+    assert!(info.contains("database:db0\r\ndatabase_open:0"), "{info}");
+    let me: String = redis::cmd("CLIENT").arg("INFO").query(&mut e).unwrap();
+    assert!(me.contains(" db=0 "), "{me}");
+    roundtrip(&mut d, &encode(&[b"SELECT", b"run1"]), b"+OK\r\n");
+    roundtrip(&mut d, &encode(&[b"SET", b"k", b"v"]), b"+OK\r\n");
+    roundtrip(&mut d, &encode(&[b"GET", b"k"]), b"$1\r\nv\r\n");
+}
+
 /// Sends `command`, which opens database `name`, on `conn` until it answers `+OK` instead of
 /// the server's refusal with `--max-databases 2` (until the idle closer makes room).
 fn when_room(conn: &mut std::net::TcpStream, command: &[&[u8]], name: &str) {

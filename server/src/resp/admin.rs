@@ -195,7 +195,7 @@ pub(crate) fn select(s: &mut Session, args: &[Bytes]) {
     };
     match s.shared.databases.get_or_open(&name) {
         Ok(db) => {
-            s.db = db;
+            s.set_db(db);
             s.out.ok();
         }
         Err(e) => s.out.error(&resp_server_error(&e)),
@@ -309,7 +309,10 @@ pub(crate) fn sub_arity_error(s: &mut Session, command: &str, sub: &[u8]) {
 /// One connection's line of `CLIENT LIST` / `CLIENT INFO`, with Redis 7's field names
 /// (those that mean something here; the buffer and memory fields are left out).
 fn client_line(entry: &ClientEntry, state: &ClientState, laddr: Option<SocketAddr>) -> String {
-    let db = state.db.name();
+    let db = state
+        .db
+        .as_ref()
+        .map_or(crate::server::DEFAULT_DATABASE, |d| d.name());
     format!(
         "id={} addr={} laddr={} name={} age={} idle={} flags=N db={} sub=0 psub=0 multi=-1 \
          cmd={} user=default resp={}\n",
@@ -637,8 +640,23 @@ pub(crate) fn info(s: &mut Session, args: &[Bytes]) {
         }
         text.push_str("\r\n");
     }
-    if want("engine") {
-        let st = s.db.db().stats();
+    // The connection's database, or `db0` if some other connection has it open (a
+    // connection opens `db0` only for its first command that needs it; INFO does not).
+    let engine_db = if want("engine") {
+        s.db_if_open()
+            .cloned()
+            .or_else(|| s.shared.databases.open_one(s.db_name()))
+    } else {
+        None
+    };
+    if want("engine") && engine_db.is_none() {
+        let _ = write!(
+            text,
+            "# Engine\r\ndatabase:{}\r\ndatabase_open:0\r\n\r\n",
+            s.db_name()
+        );
+    } else if let Some(db) = engine_db {
+        let st = db.db().stats();
         let _ = write!(
             text,
             "# Engine\r\ndatabase:{}\r\nuser_bytes:{}\r\nwal_bytes:{}\r\nwal_syncs:{}\r\n\
@@ -647,7 +665,7 @@ pub(crate) fn info(s: &mut Session, args: &[Bytes]) {
              stall_micros:{}\r\ndelay_micros:{}\r\nblock_cache_hits:{}\r\nblock_cache_misses:{}\r\n\
              block_cache_usage_bytes:{}\r\nblock_cache_capacity_bytes:{}\r\nbloom_checked:{}\r\nbloom_useful:{}\r\npending_compaction_bytes:{}\r\n\
              memtable_bytes:{}\r\nimmutable_memtables:{}\r\nlast_seqno:{}\r\ntable_bytes:{}\r\n",
-            s.db.name(),
+            db.name(),
             st.user_bytes,
             st.wal_bytes,
             st.wal_syncs,
@@ -772,7 +790,7 @@ pub(crate) fn sql(s: &mut Session, args: &[Bytes]) {
                 crate::error::ServerError::ShuttingDown,
             ))
         } else {
-            crate::sql::run(&s.db, stmt, &interrupt)
+            crate::sql::run(s.db(), stmt, &interrupt)
         };
         match result {
             Ok(o) => outcomes.push(o),

@@ -27,7 +27,7 @@ pub(crate) struct ClientState {
     /// `CLIENT SETNAME`'s name.
     pub name: Option<Bytes>,
     /// The selected database.
-    pub db: Arc<Database>,
+    pub db: Option<Arc<Database>>,
     /// The last command run, lower case.
     pub last_command: &'static str,
     /// 2 or 3 (`HELLO 3`).
@@ -147,7 +147,7 @@ mod tests {
     fn state(db: &Arc<Database>) -> ClientState {
         ClientState {
             name: None,
-            db: Arc::clone(db),
+            db: Some(Arc::clone(db)),
             last_command: "NULL",
             resp: 2,
             last_active: Instant::now(),

@@ -44,7 +44,7 @@ pub(crate) const NOT_INTEGER: &str = "ERR value is not an integer or out of rang
 pub(crate) const SYNTAX: &str = "ERR syntax error";
 
 pub(crate) fn get(s: &mut Session, args: &[Bytes]) {
-    match s.db.get(arg(args, 1)) {
+    match s.db().get(arg(args, 1)) {
         Ok(v) => {
             count_lookup(s, v.is_some());
             s.out.bulk_or_null(v.as_deref());
@@ -101,7 +101,7 @@ pub(crate) fn set(s: &mut Session, args: &[Bytes]) {
     }
     s.flush_pending();
     let (key, value) = (arg(args, 1), arg(args, 2));
-    let db = std::sync::Arc::clone(&s.db);
+    let db = std::sync::Arc::clone(s.db());
     let _locks = db.lock_keys([key], true);
     let old = match db.get(key) {
         Ok(old) => old,
@@ -129,7 +129,7 @@ pub(crate) fn set(s: &mut Session, args: &[Bytes]) {
 
 pub(crate) fn getdel(s: &mut Session, args: &[Bytes]) {
     let key = arg(args, 1);
-    let db = std::sync::Arc::clone(&s.db);
+    let db = std::sync::Arc::clone(s.db());
     let _locks = db.lock_keys([key], true);
     let found = db.get(key);
     if let Ok(v) = &found {
@@ -151,7 +151,7 @@ pub(crate) fn getdel(s: &mut Session, args: &[Bytes]) {
 
 pub(crate) fn del(s: &mut Session, args: &[Bytes]) {
     let keys = args.get(1..).unwrap_or_default();
-    let db = std::sync::Arc::clone(&s.db);
+    let db = std::sync::Arc::clone(s.db());
     let _locks = db.lock_keys(keys, true);
     let mut batch = crate::databases::KvBatch::new();
     let mut deleted: Vec<&[u8]> = Vec::new();
@@ -183,10 +183,11 @@ pub(crate) fn read_together(
     keys: &[Bytes],
 ) -> strata_engine::Result<Vec<Option<Bytes>>> {
     let keys: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
-    let values =
-        s.db.multi_get(&keys)
-            .into_iter()
-            .collect::<strata_engine::Result<Vec<_>>>()?;
+    let values = s
+        .db()
+        .multi_get(&keys)
+        .into_iter()
+        .collect::<strata_engine::Result<Vec<_>>>()?;
     let hits = values.iter().filter(|v| v.is_some()).count() as u64;
     count_lookups(s, hits, values.len() as u64 - hits);
     Ok(values)
@@ -225,7 +226,7 @@ pub(crate) fn mset(s: &mut Session, args: &[Bytes]) {
 }
 
 pub(crate) fn strlen(s: &mut Session, args: &[Bytes]) {
-    match s.db.get(arg(args, 1)) {
+    match s.db().get(arg(args, 1)) {
         Ok(v) => {
             count_lookup(s, v.is_some());
             s.out
@@ -237,7 +238,7 @@ pub(crate) fn strlen(s: &mut Session, args: &[Bytes]) {
 
 pub(crate) fn append(s: &mut Session, args: &[Bytes]) {
     let (key, suffix) = (arg(args, 1), arg(args, 2));
-    let db = std::sync::Arc::clone(&s.db);
+    let db = std::sync::Arc::clone(s.db());
     let _locks = db.lock_keys([key], true);
     let mut value = match db.get(key) {
         Ok(v) => v.map(|v| v.to_vec()).unwrap_or_default(),
@@ -285,7 +286,7 @@ pub(crate) fn decrby(s: &mut Session, args: &[Bytes]) {
 /// INCR and friends: a read-modify-write under the key's exclusive stripe lock, written as
 /// a plain put (see `docs/server.md`, "Counters", for why not a blind merge).
 fn incr_by(s: &mut Session, key: &[u8], delta: i64) {
-    let db = std::sync::Arc::clone(&s.db);
+    let db = std::sync::Arc::clone(s.db());
     let _locks = db.lock_keys([key], true);
     let current = match db.get(key) {
         Ok(None) => 0,
@@ -307,7 +308,7 @@ fn incr_by(s: &mut Session, key: &[u8], delta: i64) {
 }
 
 pub(crate) fn ttl(s: &mut Session, args: &[Bytes]) {
-    match s.db.get(arg(args, 1)) {
+    match s.db().get(arg(args, 1)) {
         Ok(v) => {
             count_lookup(s, v.is_some());
             s.out.integer(if v.is_some() { -1 } else { -2 });
@@ -321,7 +322,7 @@ pub(crate) fn pttl(s: &mut Session, args: &[Bytes]) {
 }
 
 pub(crate) fn key_type(s: &mut Session, args: &[Bytes]) {
-    match s.db.get(arg(args, 1)) {
+    match s.db().get(arg(args, 1)) {
         Ok(v) => {
             count_lookup(s, v.is_some());
             s.out.simple(if v.is_some() { "string" } else { "none" });

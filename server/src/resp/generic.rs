@@ -37,7 +37,7 @@ pub(crate) fn renamenx(s: &mut Session, args: &[Bytes]) {
 
 fn rename_generic(s: &mut Session, args: &[Bytes], nx: bool) {
     let (from, to) = (arg(args, 1), arg(args, 2));
-    let db = Arc::clone(&s.db);
+    let db = Arc::clone(s.db());
     let _locks = db.lock_keys([from, to], true);
     let Some(value) = read(s, &db, from) else {
         return;
@@ -82,8 +82,8 @@ fn target_database(s: &mut Session, name: &[u8]) -> Option<Arc<Database>> {
             return None;
         }
     };
-    if name == s.db.name() {
-        return Some(Arc::clone(&s.db));
+    if name == s.db().name() {
+        return Some(Arc::clone(s.db()));
     }
     match s.shared.databases.get_or_open(&name) {
         Ok(db) => Some(db),
@@ -117,7 +117,7 @@ fn lock_across<'a>(
 /// source is missing or the destination exists (without `REPLACE`).
 pub(crate) fn copy(s: &mut Session, args: &[Bytes]) {
     let (from, to) = (arg(args, 1), arg(args, 2));
-    let db = Arc::clone(&s.db);
+    let db = Arc::clone(s.db());
     let (mut replace, mut target) = (false, Arc::clone(&db));
     let mut i = 3;
     while i < args.len() {
@@ -163,7 +163,7 @@ pub(crate) fn copy(s: &mut Session, args: &[Bytes]) {
 /// exists there.
 pub(crate) fn move_key(s: &mut Session, args: &[Bytes]) {
     let key = arg(args, 1);
-    let db = Arc::clone(&s.db);
+    let db = Arc::clone(s.db());
     let Some(target) = target_database(s, arg(args, 2)) else {
         return;
     };
@@ -208,7 +208,7 @@ pub(crate) fn randomkey(s: &mut Session, _args: &[Bytes]) {
         reason = "a random start key: byte order does not matter"
     )]
     let start = random_u64().to_be_bytes();
-    let db = Arc::clone(&s.db);
+    let db = Arc::clone(s.db());
     let mut sample = Vec::with_capacity(RANDOM_SAMPLE);
     let wrapped = db
         .scan_from(None)
@@ -262,7 +262,7 @@ pub(crate) fn persist(s: &mut Session, _args: &[Bytes]) {
 
 /// EXPIRETIME / PEXPIRETIME key: -1 for an existing key (no expiry), -2 for a missing one.
 pub(crate) fn expiretime(s: &mut Session, args: &[Bytes]) {
-    let db = Arc::clone(&s.db);
+    let db = Arc::clone(s.db());
     if let Some(v) = read(s, &db, arg(args, 1)) {
         count_lookup(s, v.is_some());
         s.out.integer(if v.is_some() { -1 } else { -2 });
@@ -308,7 +308,7 @@ pub(crate) fn expire(s: &mut Session, args: &[Bytes]) {
     {
         return s.out.error(&invalid_expire_time(&command));
     }
-    let db = Arc::clone(&s.db);
+    let db = Arc::clone(s.db());
     if let Some(v) = read(s, &db, arg(args, 1)) {
         if v.is_some() {
             s.out.error(EXPIRY_UNSUPPORTED);

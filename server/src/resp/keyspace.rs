@@ -166,7 +166,7 @@ pub(crate) fn scan(s: &mut Session, args: &[Bytes]) {
     let start = if cursor == 0 {
         None
     } else {
-        match s.shared.cursors.get(s.db.name(), cursor) {
+        match s.shared.cursors.get(s.db().name(), cursor) {
             Some(k) => Some(k),
             None => return s.out.error("ERR invalid cursor"),
         }
@@ -180,7 +180,7 @@ pub(crate) fn scan(s: &mut Session, args: &[Bytes]) {
     };
     let mut found = Vec::new();
     let mut next = None;
-    for (examined, kv) in s.db.scan_from(start.as_deref()).enumerate() {
+    for (examined, kv) in s.db().scan_from(start.as_deref()).enumerate() {
         let (key, _) = match kv {
             Ok(kv) => kv,
             Err(e) => return s.out.error(&resp_engine_error(&e)),
@@ -196,7 +196,7 @@ pub(crate) fn scan(s: &mut Session, args: &[Bytes]) {
             found.push(key);
         }
     }
-    let next_id = next.map_or(0, |k| s.shared.cursors.insert(s.db.name(), k));
+    let next_id = next.map_or(0, |k| s.shared.cursors.insert(s.db().name(), k));
     s.out.array(2);
     s.out.bulk(next_id.to_string().as_bytes());
     s.out.array(found.len());
@@ -210,8 +210,9 @@ pub(crate) fn keys(s: &mut Session, args: &[Bytes]) {
     let pattern = arg(args, 1);
     let prefix = glob::literal_prefix(pattern);
     let mut found = Vec::new();
-    for kv in
-        s.db.scan_from(Some(prefix.as_slice()).filter(|p| !p.is_empty()))
+    for kv in s
+        .db()
+        .scan_from(Some(prefix.as_slice()).filter(|p| !p.is_empty()))
     {
         match kv {
             Ok((key, _)) if !key.starts_with(&prefix) => break,
@@ -238,7 +239,7 @@ pub(crate) fn count_keys(db: &Database) -> strata_engine::Result<u64> {
 
 /// DBSIZE: exact, counted by a scan of the key space.
 pub(crate) fn dbsize(s: &mut Session, _args: &[Bytes]) {
-    match count_keys(&s.db) {
+    match count_keys(s.db()) {
         Ok(n) => s.out.integer(i64::try_from(n).unwrap_or(i64::MAX)),
         Err(e) => s.out.error(&resp_engine_error(&e)),
     }
@@ -290,7 +291,7 @@ pub(crate) fn flushdb(s: &mut Session, args: &[Bytes]) {
     if !flush_mode_ok(args) {
         return s.out.error(SYNTAX);
     }
-    match flush(&s.db) {
+    match flush(s.db()) {
         Ok(()) => s.out.ok(),
         Err(e) => s.out.error(&resp_engine_error(&e)),
     }

@@ -30,7 +30,7 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 
 use crate::protocol::RequestParser;
-use crate::server::{DEFAULT_DATABASE, Shared};
+use crate::server::Shared;
 use session::Session;
 
 /// Most requests run per batch before replies are written.
@@ -49,25 +49,9 @@ pub(crate) async fn serve_connection(
 ) {
     // redis-benchmark -P 16 crawls with Nagle's algorithm on.
     let _ = stream.set_nodelay(true);
-    let db = match shared.databases.get_open(DEFAULT_DATABASE) {
-        Some(db) => db,
-        None => {
-            let s = Arc::clone(&shared);
-            match shared
-                .blocking(move || s.databases.get_or_open(DEFAULT_DATABASE))
-                .await
-            {
-                Ok(Ok(db)) => db,
-                Ok(Err(e)) => {
-                    let line = format!("-{}\r\n", crate::error::resp_server_error(&e));
-                    let _ = stream.write_all(line.as_bytes()).await;
-                    return;
-                }
-                Err(_) => return,
-            }
-        }
-    };
-    let mut session = Session::new(Arc::clone(&shared), peer, db);
+    // `db0` is opened by the first command that needs it (`Session::open_database`): PING,
+    // AUTH, SELECT of another database and INFO work while it cannot be opened.
+    let mut session = Session::new(Arc::clone(&shared), peer);
     let mut parser = RequestParser::new();
     let mut buf = BytesMut::with_capacity(READ_CHUNK);
     let idle = shared.config.idle_timeout;

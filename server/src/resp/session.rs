@@ -25,6 +25,7 @@ use crate::databases::{Database, KvBatch, MAX_REDIS_KEY_SIZE, key_length_error};
 use crate::error::resp_engine_error;
 use crate::protocol::reply::echoed;
 use crate::protocol::{Limits, ReplyBuffer};
+use crate::server::DEFAULT_DATABASE;
 use crate::server::Shared;
 
 /// Flush the pending batch once it holds this many bytes.
@@ -49,7 +50,10 @@ struct Pending {
 #[derive(Debug)]
 pub(crate) struct Session {
     pub shared: Arc<Shared>,
-    pub db: Arc<Database>,
+    /// The selected database; `None` until the first command that needs it opens `db0` (see
+    /// [`Session::open_database`]), so a connection can `PING`, `AUTH`, `SELECT` another
+    /// database or read `INFO` while `db0` cannot be opened (`--max-databases` reached).
+    db: Option<Arc<Database>>,
     pub authenticated: bool,
     pub name: Option<Bytes>,
     pub out: ReplyBuffer,
@@ -68,14 +72,14 @@ pub(crate) struct Session {
 }
 
 impl Session {
-    pub fn new(shared: Arc<Shared>, peer: SocketAddr, db: Arc<Database>) -> Session {
+    pub fn new(shared: Arc<Shared>, peer: SocketAddr) -> Session {
         let authenticated = shared.config.requirepass.is_none();
         let registration = shared.clients.register(
             shared.client_id(),
             peer,
             ClientState {
                 name: None,
-                db: Arc::clone(&db),
+                db: None,
                 last_command: "NULL",
                 resp: 2,
                 last_active: Instant::now(),
@@ -83,7 +87,9 @@ impl Session {
         );
         Session {
             shared,
-            db,
+            // Not even an open `db0` is taken here: a connection that only selects another
+            // database never holds it, so it can be closed as idle.
+            db: None,
             authenticated,
             name: None,
             out: ReplyBuffer::new(),
@@ -93,6 +99,52 @@ impl Session {
             pending: Pending::default(),
             uncounted_commands: 0,
             refused_multi: false,
+        }
+    }
+
+    /// The selected database. Only for commands whose [`CommandSpec::database`] is set:
+    /// [`Session::execute`] opens it before they run.
+    #[expect(
+        clippy::expect_used,
+        reason = "Session::execute opens the database before any command that uses it"
+    )]
+    pub fn db(&self) -> &Arc<Database> {
+        self.db
+            .as_ref()
+            .expect("the database is opened before a command that needs it")
+    }
+
+    /// The selected database if it is open (`db0` may not be yet).
+    pub fn db_if_open(&self) -> Option<&Arc<Database>> {
+        self.db.as_ref()
+    }
+
+    /// The name of the selected database, open or not.
+    pub fn db_name(&self) -> &str {
+        self.db.as_ref().map_or(DEFAULT_DATABASE, |db| db.name())
+    }
+
+    /// Selects `db` (`SELECT`).
+    pub fn set_db(&mut self, db: Arc<Database>) {
+        self.db = Some(db);
+    }
+
+    /// Opens `db0` if no database is open yet; false, with the error replied, when it cannot
+    /// be (too many open databases): the connection stays open, and commands that need no
+    /// database, or `SELECT` of an open one, still work.
+    fn open_database(&mut self) -> bool {
+        if self.db.is_some() {
+            return true;
+        }
+        match self.shared.databases.get_or_open(DEFAULT_DATABASE) {
+            Ok(db) => {
+                self.db = Some(db);
+                true
+            }
+            Err(e) => {
+                self.out.error(&crate::error::resp_server_error(&e));
+                false
+            }
         }
     }
 
@@ -117,7 +169,7 @@ impl Session {
     pub fn client_state(&self) -> ClientState {
         ClientState {
             name: self.name.clone(),
-            db: Arc::clone(&self.db),
+            db: self.db.clone(),
             last_command: self.last_command,
             resp: if self.out.resp3() { 3 } else { 2 },
             last_active: Instant::now(),
@@ -142,10 +194,13 @@ impl Session {
     /// opening databases, SQL, or writes that fsync.
     pub fn batch_may_block(&self, batch: &[Vec<Bytes>]) -> bool {
         let synced = self.shared.config.sync == SyncMode::Always;
+        let unopened = self.db.is_none();
         batch.iter().any(|args| {
             args.first()
                 .and_then(|name| table::lookup(name))
-                .is_some_and(|spec| spec.heavy || (synced && spec.write))
+                .is_some_and(|spec| {
+                    spec.heavy || (synced && spec.write) || (unopened && spec.database)
+                })
         })
     }
 
@@ -167,7 +222,7 @@ impl Session {
         let mut rest = batch;
         // A killed connection (`CLIENT KILL`, its own included) runs nothing more.
         while !rest.is_empty() && !self.quit && !self.registration.entry.is_killed() {
-            let gets = if self.authenticated && !self.refused_multi {
+            let gets = if self.authenticated && !self.refused_multi && self.db.is_some() {
                 rest.iter().take_while(|args| is_plain_get(args)).count()
             } else {
                 0
@@ -208,7 +263,7 @@ impl Session {
             .map(|args| super::commands::arg(args, 1))
             .collect();
         let (mut hits, mut misses) = (0, 0);
-        for value in self.db.multi_get(&keys) {
+        for value in self.db().multi_get(&keys) {
             match value {
                 Ok(v) => {
                     if v.is_some() {
@@ -256,6 +311,9 @@ impl Session {
         }
         if !spec.batchable {
             self.flush_pending();
+        }
+        if spec.database && !self.open_database() {
+            return;
         }
         if spec.name == "INFO" {
             self.count_commands();
@@ -369,8 +427,9 @@ impl Session {
         let mut pending = std::mem::take(&mut self.pending);
         let batch = std::mem::take(&mut pending.batch);
         let result = {
-            let _locks = self.db.lock_keys(&pending.keys, false);
-            self.db.write(batch)
+            let db = self.db();
+            let _locks = db.lock_keys(&pending.keys, false);
+            db.write(batch)
         };
         self.settle(&pending, result);
     }
@@ -384,7 +443,7 @@ impl Session {
         }
         let mut pending = std::mem::take(&mut self.pending);
         let batch = std::mem::take(&mut pending.batch);
-        let db = Arc::clone(&self.db);
+        let db = Arc::clone(self.db());
         let result = db.write_async(batch, &pending.keys).await;
         self.settle(&pending, result);
     }

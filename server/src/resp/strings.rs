@@ -73,7 +73,7 @@ fn length(n: usize) -> i64 {
 /// SETNX key value: sets the key only if it does not exist; 1 if it was set, else 0.
 pub(crate) fn setnx(s: &mut Session, args: &[Bytes]) {
     let (key, value) = (arg(args, 1), arg(args, 2));
-    let db = Arc::clone(&s.db);
+    let db = Arc::clone(s.db());
     let _locks = db.lock_keys([key], true);
     let Some(old) = read(s, &db, key) else {
         return;
@@ -88,7 +88,7 @@ pub(crate) fn setnx(s: &mut Session, args: &[Bytes]) {
 /// GETSET key value: sets the key and returns its old value (nil when it had none).
 pub(crate) fn getset(s: &mut Session, args: &[Bytes]) {
     let (key, value) = (arg(args, 1), arg(args, 2));
-    let db = Arc::clone(&s.db);
+    let db = Arc::clone(s.db());
     let _locks = db.lock_keys([key], true);
     let Some(old) = read(s, &db, key) else {
         return;
@@ -109,7 +109,7 @@ pub(crate) fn msetnx(s: &mut Session, args: &[Bytes]) {
             .error("ERR wrong number of arguments for 'msetnx' command");
     }
     let keys: Vec<&Bytes> = pairs.iter().step_by(2).collect();
-    let db = Arc::clone(&s.db);
+    let db = Arc::clone(s.db());
     let _locks = db.lock_keys(&keys, true);
     for key in &keys {
         match read(s, &db, key) {
@@ -232,7 +232,7 @@ pub(crate) fn getex(s: &mut Session, args: &[Bytes]) {
         i += 1;
     }
     // As Redis 7.0: a missing key is nil before the time is looked at.
-    let db = Arc::clone(&s.db);
+    let db = Arc::clone(s.db());
     let Some(v) = read(s, &db, arg(args, 1)) else {
         return;
     };
@@ -265,7 +265,7 @@ pub(crate) fn setrange(s: &mut Session, args: &[Bytes]) {
             Err(_) => return s.out.error("ERR offset is out of range"),
         },
     };
-    let db = Arc::clone(&s.db);
+    let db = Arc::clone(s.db());
     let _locks = db.lock_keys([key], true);
     let Some(old) = read(s, &db, key) else {
         return;
@@ -296,7 +296,7 @@ pub(crate) fn getrange(s: &mut Session, args: &[Bytes]) {
     else {
         return s.out.error(NOT_INTEGER);
     };
-    let db = Arc::clone(&s.db);
+    let db = Arc::clone(s.db());
     let Some(value) = read(s, &db, arg(args, 1)) else {
         return;
     };
@@ -345,7 +345,7 @@ pub(crate) fn getbit(s: &mut Session, args: &[Bytes]) {
     let Some(offset) = bit_offset(s, arg(args, 2)) else {
         return s.out.error(BAD_BIT_OFFSET);
     };
-    let db = Arc::clone(&s.db);
+    let db = Arc::clone(s.db());
     let Some(value) = read(s, &db, arg(args, 1)) else {
         return;
     };
@@ -370,7 +370,7 @@ pub(crate) fn setbit(s: &mut Session, args: &[Bytes]) {
         _ => return s.out.error("ERR bit is not an integer or out of range"),
     };
     let key = arg(args, 1);
-    let db = Arc::clone(&s.db);
+    let db = Arc::clone(s.db());
     let _locks = db.lock_keys([key], true);
     let Some(old) = read(s, &db, key) else {
         return;
@@ -395,7 +395,7 @@ pub(crate) fn setbit(s: &mut Session, args: &[Bytes]) {
 /// as it is stored (see [`add_decimals`]).
 pub(crate) fn incrbyfloat(s: &mut Session, args: &[Bytes]) {
     let key = arg(args, 1);
-    let db = Arc::clone(&s.db);
+    let db = Arc::clone(s.db());
     let _locks = db.lock_keys([key], true);
     let Some(old) = read(s, &db, key) else {
         return;

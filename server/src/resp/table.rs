@@ -178,6 +178,9 @@ pub(crate) struct CommandSpec {
     pub heavy: bool,
     /// Allowed before AUTH.
     pub no_auth: bool,
+    /// Uses the selected database: a connection opens `db0` (its first database) for the
+    /// first such command, not at connect.
+    pub database: bool,
     /// May join the pending blind-write batch (the handler flushes it otherwise).
     pub batchable: bool,
     /// O(1)-ish (reported as `fast` by COMMAND).
@@ -205,6 +208,7 @@ const fn spec(
         write: false,
         heavy: false,
         no_auth: false,
+        database: true,
         batchable: false,
         fast: false,
         keys: (0, 0, 0),
@@ -228,6 +232,10 @@ impl CommandSpec {
     }
     const fn no_auth(mut self) -> Self {
         self.no_auth = true;
+        self
+    }
+    const fn no_database(mut self) -> Self {
+        self.database = false;
         self
     }
     const fn batchable(mut self) -> Self {
@@ -322,6 +330,7 @@ pub(crate) static COMMANDS: &[CommandSpec] = &[
         .complexity("O(log N + M) where M is the length of the new value (it is rewritten)")
         .args(&[key("key"), string("value")]),
     spec("AUTH", -2, admin::auth, "connection")
+        .no_database()
         .no_auth()
         .fast()
         .doc("Authenticates the connection.")
@@ -330,6 +339,7 @@ pub(crate) static COMMANDS: &[CommandSpec] = &[
             string("password"),
         ]),
     spec("CLIENT", -2, admin::client, "connection")
+        .no_database()
         .doc("A container for client connection commands.")
         .since("2.4.0")
         .complexity("Depends on subcommand.")
@@ -429,6 +439,7 @@ pub(crate) static COMMANDS: &[CommandSpec] = &[
             ),
         ]),
     spec("COMMAND", -1, introspect::command, "server")
+        .no_database()
         .doc("Returns detailed information about all commands.")
         .since("2.8.13")
         .complexity("O(N) where N is the number of commands")
@@ -467,6 +478,7 @@ pub(crate) static COMMANDS: &[CommandSpec] = &[
             ),
         ]),
     spec("CONFIG", -2, introspect::config, "server")
+        .no_database()
         .doc("A container for server configuration commands.")
         .since("2.0.0")
         .complexity("Depends on subcommand.")
@@ -492,6 +504,7 @@ pub(crate) static COMMANDS: &[CommandSpec] = &[
             word("replace", "REPLACE").optional(),
         ]),
     spec("DATABASES", -1, keyspace::databases, "server")
+        .no_database()
         .heavy()
         .doc(
             "Strata extension: lists every database under the data directory, or creates \
@@ -529,6 +542,7 @@ pub(crate) static COMMANDS: &[CommandSpec] = &[
         .complexity(PER_KEY)
         .args(KEYS),
     spec("ECHO", 2, admin::echo, "connection")
+        .no_database()
         .fast()
         .doc("Returns the given string.")
         .args(&[string("message")]),
@@ -548,6 +562,7 @@ pub(crate) static COMMANDS: &[CommandSpec] = &[
         .complexity(POINT)
         .args(KEY),
     spec("FLUSHALL", -1, keyspace::flushall, "server")
+        .no_database()
         .write()
         .heavy()
         .doc("Removes all keys from all databases (SQL tables are kept).")
@@ -560,6 +575,7 @@ pub(crate) static COMMANDS: &[CommandSpec] = &[
         .complexity(WHOLE)
         .args(FLUSH_MODE),
     spec("FUNCTION", -2, admin::function, "scripting")
+        .no_database()
         .doc("FUNCTION FLUSH only (there are no functions).")
         .since("7.0.0")
         .complexity("Depends on subcommand.")
@@ -627,6 +643,7 @@ pub(crate) static COMMANDS: &[CommandSpec] = &[
         .complexity(POINT)
         .args(&[key("key"), string("value")]),
     spec("HELLO", -1, admin::hello, "connection")
+        .no_database()
         .no_auth()
         .fast()
         .doc("Handshakes with the server.")
@@ -668,6 +685,7 @@ pub(crate) static COMMANDS: &[CommandSpec] = &[
         .complexity(POINT)
         .args(&[key("key"), string("increment")]),
     spec("INFO", -1, admin::info, "server")
+        .no_database()
         .heavy()
         .doc("Returns information and statistics about the server and the engine.")
         .complexity("O(1); the keyspace section counts keys: O(N) in all open databases")
@@ -736,6 +754,7 @@ pub(crate) static COMMANDS: &[CommandSpec] = &[
         .complexity(POINT)
         .args(KEY),
     spec("PING", -1, admin::ping, "connection")
+        .no_database()
         .fast()
         .doc("Returns the server's liveliness response.")
         .args(&[string("message").optional()]),
@@ -753,6 +772,7 @@ pub(crate) static COMMANDS: &[CommandSpec] = &[
         .complexity(POINT)
         .args(KEY),
     spec("QUIT", -1, admin::quit, "connection")
+        .no_database()
         .no_auth()
         .fast()
         .doc("Closes the connection."),
@@ -784,6 +804,7 @@ pub(crate) static COMMANDS: &[CommandSpec] = &[
             string("type").token("TYPE").since("6.0.0").optional(),
         ]),
     spec("SELECT", 2, admin::select, "connection")
+        .no_database()
         .heavy()
         .doc(
             "Changes the selected database (0-15 = db0-db15, or the name of an existing \
