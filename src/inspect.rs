@@ -717,6 +717,51 @@ mod tests {
     }
 
     #[test]
+    fn a_torn_last_manifest_record_that_shuts_the_database_is_noted_with_its_table()
+    -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        // As `strata put` three times: each open flushes the WAL it replays.
+        for key in [b"a", b"b", b"c"] {
+            let db = Db::open(dir.path(), Options::default())?;
+            db.put(key, b"value")?;
+            db.close()?;
+        }
+        let mut names: Vec<_> = std::fs::read_dir(dir.path())?
+            .map(|e| e.map(|e| e.path()))
+            .collect::<Result<_, _>>()?;
+        names.sort();
+        let manifest = names
+            .iter()
+            .find(|p| p.to_string_lossy().contains("MANIFEST-"))
+            .expect("a manifest");
+        let newest_table = names
+            .iter()
+            .rfind(|p| p.extension().is_some_and(|e| e == "sst"))
+            .expect("a table");
+        let len = std::fs::metadata(manifest)?.len();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(manifest)?
+            .set_len(len - 3)?;
+        let checked = check_once(dir.path())?;
+        assert_eq!(checked.problems.len(), 1, "{:?}", checked.problems);
+        let problem = &checked.problems[0];
+        let manifest_name = manifest
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned());
+        assert!(
+            problem.contains(manifest_name.as_deref().unwrap_or("?")),
+            "{problem}"
+        );
+        assert!(!problem.contains("deleted by hand"), "{problem}");
+        let (tail_file, tail_offset) = checked.damaged_tail.expect("the damaged record is noted");
+        assert_eq!(&tail_file, manifest);
+        assert!(tail_offset > 0 && tail_offset < len);
+        assert_eq!(checked.unreferenced, vec![newest_table.clone()]);
+        Ok(())
+    }
+
+    #[test]
     fn check_notes_only_the_scratch_directories_of_loads_and_index_builds() -> anyhow::Result<()> {
         let dir = tempfile::tempdir()?;
         for name in [

@@ -418,3 +418,74 @@ fn a_background_compaction_meeting_a_damaged_table_poisons_with_a_corruption_mes
     };
     assert_corruption_poison(&err, &damaged);
 }
+
+#[test]
+fn a_torn_last_manifest_record_is_named_by_the_wal_hole_it_leaves() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // As `strata put` three times: each open flushes the WAL it replays (a manifest edit),
+    // then writes one key to a new WAL.
+    for key in ["a", "b", "c"] {
+        let db = Db::open(dir.path(), Options::default()).expect("open");
+        db.put(key.as_bytes(), b"v").expect("put");
+        db.close().expect("close");
+    }
+    let manifest = files_with_ext(dir.path(), "")
+        .into_iter()
+        .chain(
+            std::fs::read_dir(dir.path())
+                .expect("dir")
+                .map(|e| e.expect("e").path()),
+        )
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("MANIFEST-"))
+        })
+        .expect("a manifest");
+    let len = std::fs::metadata(&manifest).expect("meta").len();
+    OpenOptions::new()
+        .write(true)
+        .open(&manifest)
+        .expect("open")
+        .set_len(len - 3)
+        .expect("truncate");
+    let name = manifest
+        .file_name()
+        .expect("name")
+        .to_string_lossy()
+        .into_owned();
+    let orphans: Vec<String> = files_with_ext(dir.path(), "sst")
+        .iter()
+        .map(|p| p.file_name().expect("name").to_string_lossy().into_owned())
+        .collect();
+    assert!(!orphans.is_empty());
+    // The read-only open (what `strata check` does) and the writing open both name the
+    // manifest, the damaged record's offset and the table it had added.
+    for read_only in [true, false] {
+        let err = Db::open(dir.path(), Options::default().read_only(read_only))
+            .expect_err("a hole in the WALs");
+        let msg = err.to_string();
+        let Error::Corruption { file, offset, .. } = &err else {
+            panic!("{msg}");
+        };
+        assert!(file.ends_with(&name), "names the manifest: {msg}");
+        assert!(*offset > 0 && *offset < len, "{msg}");
+        assert!(msg.contains("damaged last record"), "{msg}");
+        assert!(
+            msg.contains(orphans.last().expect("table")),
+            "names the table: {msg}"
+        );
+        assert!(!msg.contains("deleted by hand"), "{msg}");
+    }
+    // The writing open kept the table in lost/ and rewrote the manifest without the record:
+    // the next open's hole points there, not at a deleted WAL.
+    assert!(
+        dir.path()
+            .join("lost")
+            .join(orphans.last().expect("table"))
+            .exists()
+    );
+    let err = Db::open(dir.path(), Options::default()).expect_err("still a hole");
+    let msg = err.to_string();
+    assert!(msg.contains("lost/"), "{msg}");
+    assert!(!msg.contains("deleted by hand"), "{msg}");
+}

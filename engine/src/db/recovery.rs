@@ -128,12 +128,25 @@ fn open_once(dir: &Path, options: Options) -> Result<Arc<DbInner>> {
     // is rewritten moves them back.
     let mut kept_tables = KeptTables::none(&fs);
     let mut ignored_manifest_tail = None;
+    // With a damaged last manifest record ignored: the tables no record names (in `lost/`
+    // after a writing open moved them), for the error of a WAL hole that record explains.
+    let mut unnamed_tables: Vec<PathBuf> = Vec::new();
     let mut versions = if read_only {
         let recovered = VersionSet::replay(&fs, &dir)?;
         recovered.check_tables()?;
         ignored_manifest_tail = recovered
             .torn_tail()
             .map(|(path, offset)| (path.to_path_buf(), offset));
+        if ignored_manifest_tail.is_some() {
+            let named = recovered.table_numbers();
+            unnamed_tables = list_dir(&*fs, &dir)?
+                .into_iter()
+                .filter_map(|(path, _, kind)| match kind {
+                    FileKind::Table(n) if !named.contains(&n) => Some(path),
+                    _ => None,
+                })
+                .collect();
+        }
         recovered.into_read_only()
     } else if fs.exists(&dir.join(filename::CURRENT)) {
         if options.error_if_exists {
@@ -153,6 +166,11 @@ fn open_once(dir: &Path, options: Options) -> Result<Arc<DbInner>> {
             // Before the manifest is rewritten: if a table cannot be kept, the open fails
             // with the damaged record still there and nothing changed.
             kept_tables.move_unnamed(&dir, &recovered.table_numbers())?;
+            unnamed_tables = kept_tables
+                .moved
+                .iter()
+                .map(|(_, _, to)| to.clone())
+                .collect();
         }
         let versions = recovered.install()?;
         // The damaged record is gone from now on: the tables stay in `lost/` even if the open
@@ -226,6 +244,12 @@ fn open_once(dir: &Path, options: Options) -> Result<Arc<DbInner>> {
         stop: false,
         read_only,
         unreplayed_tail: None,
+        lost_tables: fs
+            .list_dir(&dir.join(filename::LOST_DIR))
+            .is_ok_and(|entries| !entries.is_empty()),
+        manifest_tail: ignored_manifest_tail
+            .clone()
+            .map(|(path, offset)| (path, offset, unnamed_tables)),
     };
     for (i, &number) in wals.iter().enumerate() {
         let newest = i + 1 == wals.len();
@@ -503,6 +527,12 @@ struct ReplayKeyspace {
     edit: VersionEdit,
 }
 
+/// A hole's reason from [`Replay::follows`] without its guess at the cause (the text in
+/// parentheses), for an error that gives the cause itself.
+fn hole_without_cause(reason: &str) -> &str {
+    reason.split(" (").next().unwrap_or(reason)
+}
+
 struct Replay<'a> {
     fs: &'a dyn FileSystem,
     dir: &'a Path,
@@ -522,6 +552,14 @@ struct Replay<'a> {
     /// In a read-only open, the newest WAL and the offset of the partial or damaged record
     /// it ends with (not replayed, not cut off): what `Db::unreplayed_wal_tail` reports.
     unreplayed_tail: Option<(PathBuf, u64)>,
+    /// The manifest and offset of its damaged last record, when the open ignored one: a hole
+    /// in the WALs is then most likely that record's doing (it named the table a flush wrote
+    /// the missing records to), and the error names it instead of blaming a deleted WAL.
+    /// With it, the tables no manifest record names (where they are now).
+    manifest_tail: Option<(PathBuf, u64, Vec<PathBuf>)>,
+    /// `lost/` holds tables: an earlier open ignored a damaged last manifest record and kept
+    /// the tables it may have added there, which explains a hole better than a deleted WAL.
+    lost_tables: bool,
 }
 
 impl Replay<'_> {
@@ -639,31 +677,46 @@ impl Replay<'_> {
         }
         let first = batch.seqno();
         let skipped_above_horizon = first.get().saturating_sub(1) > self.horizon.get();
+        let cause = if self.lost_tables {
+            "most likely the flush whose manifest edit an earlier open found damaged and \
+             dropped: lost/ holds the tables it kept then (`strata check` lists them)"
+        } else {
+            "a WAL was deleted by hand, or after a flush whose manifest edit is missing"
+        };
         let hole = match self.next_seqno {
             // Records below the horizon may come first: a keyspace that has not flushed them
             // beside one that flushed later writes.
-            None if skipped_above_horizon => Some(format!(
-                "records with sequence numbers {} to {} are in no table and no WAL (a WAL \
-                 was deleted by hand, or after a flush whose manifest edit is missing)",
-                self.horizon.get() + 1,
-                first.get() - 1
+            None if skipped_above_horizon => Some((
+                format!(
+                    "records with sequence numbers {} to {} are in no table and no WAL \
+                     ({cause})",
+                    self.horizon.get() + 1,
+                    first.get() - 1
+                ),
+                true,
             )),
             None => None,
-            Some(expected) if first < expected => Some(format!(
-                "sequence numbers go backwards: {} after records up to {}",
-                first.get(),
-                expected.get() - 1
+            Some(expected) if first < expected => Some((
+                format!(
+                    "sequence numbers go backwards: {} after records up to {}",
+                    first.get(),
+                    expected.get() - 1
+                ),
+                false,
             )),
-            Some(expected) if first > expected && skipped_above_horizon => Some(format!(
-                "records with sequence numbers {} to {} are missing before this one (an older \
-                 WAL cut short, or one between two others deleted)",
-                expected.get().max(self.horizon.get() + 1),
-                first.get() - 1
+            Some(expected) if first > expected && skipped_above_horizon => Some((
+                format!(
+                    "records with sequence numbers {} to {} are missing before this one (an \
+                     older WAL cut short, or one between two others deleted)",
+                    expected.get().max(self.horizon.get() + 1),
+                    first.get() - 1
+                ),
+                true,
             )),
             Some(_) => None,
         };
         self.next_seqno = Some(SeqNo(first.get().saturating_add(count)));
-        let Some(reason) = hole else {
+        let Some((reason, missing)) = hole else {
             return Ok(true);
         };
         match self.recovery_mode {
@@ -677,7 +730,35 @@ impl Replay<'_> {
                 Ok(false)
             }
             WalRecoveryMode::TolerateCorruptedTail | WalRecoveryMode::AbsoluteConsistency => {
-                Err(Error::corruption(path, offset, reason))
+                match &self.manifest_tail {
+                    Some((manifest, tail, unnamed)) if missing => {
+                        let tables = if unnamed.is_empty() {
+                            "no table file is left that the manifest does not name".to_owned()
+                        } else {
+                            let names: Vec<String> =
+                                unnamed.iter().map(|t| t.display().to_string()).collect();
+                            format!(
+                                "the tables the manifest does not name: {}",
+                                names.join(", ")
+                            )
+                        };
+                        Err(Error::corruption(
+                            manifest,
+                            *tail,
+                            format!(
+                                "the damaged last record here was ignored (a crash cut its \
+                                 write short, or the disk damaged it), and without it the WALs \
+                                 have a hole before {} (byte offset {offset}): {}. That record \
+                                 most likely named the table a flush wrote them to ({tables}; \
+                                 read them with `strata sst-dump --entries`). Restore the \
+                                 database from a backup or checkpoint, or salvage those tables",
+                                path.display(),
+                                hole_without_cause(&reason),
+                            ),
+                        ))
+                    }
+                    _ => Err(Error::corruption(path, offset, reason)),
+                }
             }
         }
     }

@@ -713,12 +713,12 @@ pub struct RecoveredManifest {
 impl RecoveredManifest {
     /// The manifest replayed and the offset of its torn last record, when one was ignored
     /// (a crash cut its write short; the edit in it never took effect).
-    pub(crate) fn torn_tail(&self) -> Option<(&Path, u64)> {
+    pub fn torn_tail(&self) -> Option<(&Path, u64)> {
         self.torn_tail.map(|offset| (self.path.as_path(), offset))
     }
 
     /// The numbers of the tables the recovered versions name.
-    pub(crate) fn table_numbers(&self) -> HashSet<FileNumber> {
+    pub fn table_numbers(&self) -> HashSet<FileNumber> {
         self.keyspaces
             .values()
             .flat_map(|ks| ks.current.all_file_numbers())
