@@ -213,6 +213,10 @@ impl Db {
 
     /// A snapshot of the current state: reads through [`ReadOptions::at`] see exactly the
     /// writes acknowledged before this call. Released when dropped.
+    ///
+    /// On a closed database it still returns a snapshot (of the state at the close; it
+    /// returns no `Result`), but nothing can read through it: every read fails with
+    /// [`crate::Error::Closed`].
     pub fn snapshot(&self) -> Snapshot {
         self.inner().snapshot()
     }

@@ -57,7 +57,7 @@ pub enum Error {
 
     /// A [`crate::TableSorter`] was given the same key twice (its tables would hold two
     /// entries for one key). Nothing of the sort is ingested; the database is untouched.
-    #[error("key {:?} was added to the sort twice", String::from_utf8_lossy(key))]
+    #[error("key {} was added to the sort twice", key_for_message(key))]
     DuplicateKey {
         /// The key given twice.
         key: Vec<u8>,
@@ -137,6 +137,23 @@ impl Error {
     }
 }
 
+/// Bytes of a key shown in an error message; the rest is counted, not printed (keys reach
+/// 64 KiB).
+const KEY_BYTES_SHOWN: usize = 64;
+
+/// `key` for an error message: its UTF-8 (lossy) quoted as `{:?}` quotes a string, cut after
+/// the first 64 bytes with `... (N bytes)` appended when longer.
+pub(crate) fn key_for_message(key: &[u8]) -> String {
+    match key.get(..KEY_BYTES_SHOWN) {
+        Some(shown) if key.len() > KEY_BYTES_SHOWN => format!(
+            "{:?}... ({} bytes)",
+            String::from_utf8_lossy(shown),
+            key.len()
+        ),
+        _ => format!("{:?}", String::from_utf8_lossy(key)),
+    }
+}
+
 /// Extension to attach a path to `std::io::Result`.
 pub(crate) trait IoContext<T> {
     /// Maps an `io::Error` into [`Error::Io`] naming `path`.
@@ -146,5 +163,26 @@ pub(crate) trait IoContext<T> {
 impl<T> IoContext<T> for std::io::Result<T> {
     fn ctx(self, path: &std::path::Path) -> Result<T> {
         self.map_err(|e| Error::io(path, e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_keys_are_cut_in_messages() {
+        assert_eq!(key_for_message(b"abc"), "\"abc\"");
+        assert_eq!(
+            key_for_message(&[b'x'; 64]),
+            format!("\"{}\"", "x".repeat(64))
+        );
+        let long = vec![b'y'; 65_536];
+        assert_eq!(
+            key_for_message(&long),
+            format!("\"{}\"... (65536 bytes)", "y".repeat(64))
+        );
+        let e = Error::DuplicateKey { key: long };
+        assert!(e.to_string().len() < 200, "{e}");
     }
 }

@@ -126,9 +126,9 @@ impl TableWriter {
         self.options.check_entry_size(key, value)?;
         if self.entries > 0 && key <= self.last_key.as_slice() {
             return Err(Error::InvalidArgument(format!(
-                "keys must be strictly increasing: {:?} after {:?}",
-                String::from_utf8_lossy(key),
-                String::from_utf8_lossy(&self.last_key)
+                "keys must be strictly increasing: {} after {}",
+                crate::error::key_for_message(key),
+                crate::error::key_for_message(&self.last_key)
             )));
         }
         let builder = self.builder.as_mut().ok_or_else(|| {
@@ -232,6 +232,29 @@ mod tests {
             (&f.smallest_key[..], &f.largest_key[..]),
             (&b"b"[..], &b"c"[..])
         );
+        Ok(())
+    }
+
+    #[test]
+    fn table_writer_cuts_long_keys_in_its_order_error() -> Result<()> {
+        let dir = tmp()?;
+        let mut w = TableWriter::create(&dir.path().join("t.sst"), &Options::default())?;
+        let big = vec![b'z'; 60_000];
+        w.put(&big, b"1")?;
+        let mut smaller = vec![b'a'; 50_000];
+        smaller[0] = b'y';
+        let msg = match w.put(&smaller, b"2") {
+            Err(Error::InvalidArgument(msg)) => msg,
+            other => {
+                return Err(Error::InvalidArgument(format!(
+                    "expected the key order to be refused, got {other:?}"
+                )));
+            }
+        };
+        assert!(msg.len() < 300, "{msg}");
+        assert!(msg.contains("... (50000 bytes)"), "{msg}");
+        assert!(msg.contains("... (60000 bytes)"), "{msg}");
+        assert!(msg.contains(&format!("\"y{}\"", "a".repeat(63))), "{msg}");
         Ok(())
     }
 

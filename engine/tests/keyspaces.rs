@@ -581,3 +581,49 @@ fn a_crash_after_dropping_a_keyspace_with_unflushed_writes_reopens_with_every_wr
         Some(&b"v"[..])
     );
 }
+
+#[test]
+fn a_write_through_a_dropped_keyspaces_handle_names_the_keyspace() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    let old = db.keyspace("events").unwrap();
+    old.put(b"k", b"v").unwrap();
+    db.drop_keyspace("events").unwrap();
+    let err = old.put(b"k", b"v").unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidArgument(m) if m.contains("\"events\"") && m.contains("dropped")),
+        "{err}"
+    );
+    let mut batch = WriteBatch::new();
+    batch.put(b"default key", b"v");
+    batch.put_in(&old, b"k", b"v");
+    let err = db.write(batch, &WriteOptions::default()).unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidArgument(m) if m.contains("\"events\"") && !m.contains(" id ")),
+        "{err}"
+    );
+    assert_eq!(
+        db.get(b"default key").unwrap(),
+        None,
+        "the batch is all or nothing"
+    );
+}
+
+#[test]
+fn a_closed_database_lists_keyspaces_and_gives_snapshots_that_no_read_can_use() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    db.keyspace("a").unwrap();
+    db.clone().close().unwrap();
+    // Documented: these return no Result.
+    assert_eq!(
+        db.list_keyspaces(),
+        vec!["default".to_owned(), "a".to_owned()]
+    );
+    let snapshot = db.snapshot();
+    assert!(matches!(
+        db.get_opt(&ReadOptions::at(&snapshot), b"k"),
+        Err(Error::Closed)
+    ));
+    assert!(matches!(db.keyspace("a"), Err(Error::Closed)));
+}

@@ -315,6 +315,10 @@ impl Db {
                 inner.set_poison(format!("dropping keyspace failed: {e}"));
             })?;
             state.dropped.store(true, Ordering::Release);
+            inner
+                .dropped_keyspaces
+                .lock()
+                .insert(state.id, state.name.clone());
             inner.keyspaces.write().remove(&state.id);
             // Handles must not keep the tables alive; iterators hold their own super version.
             let old = std::mem::replace(
@@ -337,6 +341,9 @@ impl Db {
     }
 
     /// Names of the live keyspaces, the default one first, then in creation order.
+    ///
+    /// On a closed database it still answers (with the keyspaces live at the close) instead
+    /// of failing with [`Error::Closed`]: it returns no `Result`, and the answer reads no file.
     pub fn list_keyspaces(&self) -> Vec<String> {
         self.inner()
             .all_keyspaces()

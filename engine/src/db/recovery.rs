@@ -362,6 +362,7 @@ fn open_once(dir: &Path, options: Options) -> Result<Arc<DbInner>> {
         pending_deletes: Mutex::new(Vec::new()),
         pending_compaction_bytes: AtomicU64::new(0),
         poison: Mutex::new(None),
+        dropped_keyspaces: Mutex::new(BTreeMap::new()),
         closed: AtomicBool::new(false),
         stats: Stats::default(),
         options,

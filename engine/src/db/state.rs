@@ -249,6 +249,9 @@ pub(crate) struct DbInner {
     /// First failure that stopped writes (durable state in doubt, or damaged data met by a
     /// background job), with what to do; once set, writes are refused.
     pub(crate) poison: Mutex<Option<String>>,
+    /// Names of the keyspaces dropped since the open, by id (ids are never reused), so a
+    /// write through a dropped keyspace's handle can name it.
+    pub(crate) dropped_keyspaces: Mutex<BTreeMap<u32, String>>,
     pub(crate) closed: AtomicBool,
     pub(crate) stats: Stats,
 }

@@ -342,10 +342,16 @@ impl DbInner {
             let (id, _, key, value) = entry.map_err(Error::InvalidArgument)?;
             if id != ks.id {
                 ks = self.keyspace_by_id(id).ok_or_else(|| {
-                    Error::InvalidArgument(format!(
-                        "the batch writes to keyspace id {id}, which this database does not \
-                         have (dropped, or a handle of another database)"
-                    ))
+                    match self.dropped_keyspaces.lock().get(&id) {
+                        Some(name) => Error::InvalidArgument(format!(
+                            "keyspace {name:?} was dropped (the write went through a handle \
+                             taken before the drop)"
+                        )),
+                        None => Error::InvalidArgument(format!(
+                            "the batch writes to keyspace id {id}, which this database does \
+                             not have (a handle of another database)"
+                        )),
+                    }
                 })?;
             }
             ks.check_live()?;
