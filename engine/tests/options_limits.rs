@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use strata_engine::options::{MAX_BLOOM_BITS_PER_KEY, MAX_SIZE_OPTION, MAX_WRITE_BUFFER_SIZE};
 use strata_engine::sstable::filter::{Filter, FilterBuilder};
-use strata_engine::{Db, Error, Options, ReadOptions, TableFormat};
+use strata_engine::{Db, Error, Options, ReadOptions, TableFormat, TableSorter};
 
 fn small() -> Options {
     Options::default()
@@ -75,23 +75,30 @@ fn bloom_bits_per_key_above_the_limit_is_refused_at_open() {
 }
 
 /// Every accepted bits-per-key value, for any key count (a filter over few keys rounds its
-/// size up the most), gives filters the reader accepts.
+/// size up the most; a version-2 partition is sized for its own count), gives filters the
+/// reader accepts.
 #[test]
 fn every_accepted_bloom_size_decodes() {
-    for bits in 1..=MAX_BLOOM_BITS_PER_KEY {
-        for format in [TableFormat::V1, TableFormat::V2] {
-            for n in (1..=40u32).chain([1000, 16_385, 40_000]) {
-                let mut b = FilterBuilder::new(bits, format);
-                for i in 0..n {
-                    b.add_key(format!("key{i}").as_bytes());
-                }
-                let blob = b.finish().expect("finish").expect("some");
-                let f = Filter::decode(&blob, format, Path::new("t.sst"), 0)
-                    .unwrap_or_else(|e| panic!("{bits} bits, {n} keys, {format:?}: {e}"));
-                assert!(f.may_contain(b"key0"));
-                if n > 40 {
-                    break;
-                }
+    let decode = |bits: u32, format: TableFormat, n: u32| {
+        let mut b = FilterBuilder::new(bits, format);
+        for i in 0..n {
+            b.add_key(format!("key{i}").as_bytes());
+        }
+        let blob = b.finish().expect("finish").expect("some");
+        let f = Filter::decode(&blob, format, Path::new("t.sst"), 0)
+            .unwrap_or_else(|e| panic!("{bits} bits, {n} keys, {format:?}: {e}"));
+        assert!(f.may_contain(b"key0"));
+    };
+    for format in [TableFormat::V1, TableFormat::V2] {
+        for bits in 1..=MAX_BLOOM_BITS_PER_KEY {
+            for n in 1..=24 {
+                decode(bits, format, n);
+            }
+        }
+        // Several partitions, some with very few keys.
+        for bits in [1, 10, MAX_BLOOM_BITS_PER_KEY - 1, MAX_BLOOM_BITS_PER_KEY] {
+            for n in [16_385, 32_769] {
+                decode(bits, format, n);
             }
         }
     }
@@ -169,6 +176,22 @@ fn largest_accepted_sizes_open_without_allocating_them() {
     db.flush().expect("flush");
     db.compact_range(None, None).expect("compact");
     assert_eq!(db.iter(&ReadOptions::default()).count(), 100);
+}
+
+#[test]
+fn a_table_sorter_with_a_huge_memory_budget_allocates_only_what_it_holds() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut sorter =
+        TableSorter::new(&dir.path().join("sort"), &small(), usize::MAX).expect("sorter");
+    for i in (0..1000u32).rev() {
+        sorter
+            .add(format!("k{i:04}").as_bytes(), b"v")
+            .expect("add");
+    }
+    let sorted = sorter.finish().expect("finish");
+    let db = Db::open(dir.path().join("db"), small()).expect("open");
+    db.ingest(&sorted.paths()).expect("ingest");
+    assert_eq!(db.iter(&ReadOptions::default()).count(), 1000);
 }
 
 #[test]
