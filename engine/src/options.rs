@@ -33,6 +33,10 @@ pub const MAX_WRITE_BUFFER_SIZE: usize = 64 << 30;
 /// overflow the level-size and table-size arithmetic.
 pub const MAX_SIZE_OPTION: u64 = 1 << 50;
 
+/// Largest [`Options::max_background_jobs`] and [`Options::max_subcompactions`] accepted: each
+/// job and each subcompaction is a thread, and the open starts every background thread.
+pub const MAX_THREADS_OPTION: usize = 256;
+
 /// Largest memtable bloom filter, in bytes (128 MiB: 10 bits per key for 100 million keys),
 /// whatever [`Options::memtable_bloom_size_ratio`] of [`Options::write_buffer_size`] asks for.
 /// The filter is allocated (and zeroed) whole when the memtable is created.
@@ -174,14 +178,15 @@ pub struct Options {
     /// Background threads for flush and compaction. Default 2. As in RocksDB, a quarter of
     /// them (at least one) are kept for flushes: at most `max(1, jobs - max(1, jobs / 4))`
     /// compactions run at once (1 of the default 2), so a flush never waits behind compactions
-    /// that occupy every thread.
+    /// that occupy every thread. From 1 to 256 ([`MAX_THREADS_OPTION`]); the open starts them
+    /// all.
     pub max_background_jobs: usize,
     /// Key ranges a compaction is split into at most, each merged on its own thread (RocksDB's
     /// `max_subcompactions`; `docs/compaction.md` section 2.7). Default 2. The split points are
     /// first user keys of the compaction's tables in its output level, chosen so each range
     /// holds about the same bytes of them; a compaction with fewer than 2 such tables, or a
-    /// trivial move, is not split. 1 turns splitting off. Must be at least 1
-    /// ([`crate::Error::InvalidArgument`] at open otherwise).
+    /// trivial move, is not split. 1 turns splitting off. From 1 to 256
+    /// ([`MAX_THREADS_OPTION`]; [`crate::Error::InvalidArgument`] at open otherwise).
     pub max_subcompactions: usize,
     /// Folds merge operands written by `Db::merge`. Default `None`: reading a key that has
     /// merge operands is then [`crate::Error::InvalidArgument`]. [`crate::CounterAdd`] gives
@@ -514,11 +519,11 @@ impl Options {
         if self.delayed_write_rate == 0 {
             return bad("delayed_write_rate must be positive");
         }
-        if self.max_background_jobs < 1 {
-            return bad("max_background_jobs must be at least 1");
+        if !(1..=MAX_THREADS_OPTION).contains(&self.max_background_jobs) {
+            return bad("max_background_jobs must be between 1 and 256 (one thread each)");
         }
-        if self.max_subcompactions < 1 {
-            return bad("max_subcompactions must be at least 1");
+        if !(1..=MAX_THREADS_OPTION).contains(&self.max_subcompactions) {
+            return bad("max_subcompactions must be between 1 and 256 (one thread each)");
         }
         if !(0.0..=0.25).contains(&self.memtable_bloom_size_ratio) {
             return bad("memtable_bloom_size_ratio must be between 0 and 0.25");

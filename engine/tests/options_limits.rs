@@ -10,7 +10,9 @@
 use std::path::Path;
 use std::time::Duration;
 
-use strata_engine::options::{MAX_BLOOM_BITS_PER_KEY, MAX_SIZE_OPTION, MAX_WRITE_BUFFER_SIZE};
+use strata_engine::options::{
+    MAX_BLOOM_BITS_PER_KEY, MAX_SIZE_OPTION, MAX_THREADS_OPTION, MAX_WRITE_BUFFER_SIZE,
+};
 use strata_engine::sstable::filter::{Filter, FilterBuilder};
 use strata_engine::{Db, Error, Options, ReadOptions, TableFormat, TableSorter};
 
@@ -209,5 +211,68 @@ fn split_keys_clamps_huge_part_counts() {
         let cuts = db.split_keys(.., parts);
         assert!(cuts.windows(2).all(|w| w[0] < w[1]), "ascending");
         assert!(cuts.len() < 1 << 16);
+    }
+}
+
+#[test]
+fn extreme_counts_and_rates_work_or_are_refused() {
+    // 256 threads each is the limit; more is refused.
+    assert_eq!(MAX_THREADS_OPTION, 256);
+    refused(small().max_background_jobs(257), "max_background_jobs");
+    refused(small().max_subcompactions(257), "max_subcompactions");
+    let cases: Vec<(&str, Options)> = vec![
+        (
+            "max_background_jobs",
+            small().max_background_jobs(usize::MAX),
+        ),
+        ("max_subcompactions", small().max_subcompactions(usize::MAX)),
+        (
+            "max_write_buffer_number",
+            small().max_write_buffer_number(usize::MAX),
+        ),
+        ("max_open_files", small().max_open_files(usize::MAX)),
+        (
+            "level0 triggers",
+            small()
+                .level0_file_num_compaction_trigger(usize::MAX)
+                .level0_slowdown_writes_trigger(usize::MAX)
+                .level0_stop_writes_trigger(usize::MAX),
+        ),
+        ("delayed_write_rate", small().delayed_write_rate(u64::MAX)),
+        (
+            "block_restart_interval",
+            small().block_restart_interval(usize::MAX),
+        ),
+        ("max_total_wal_size", small().max_total_wal_size(u64::MAX)),
+        (
+            "pending limits",
+            small()
+                .soft_pending_compaction_bytes_limit(u64::MAX)
+                .hard_pending_compaction_bytes_limit(u64::MAX),
+        ),
+    ];
+    for (what, o) in cases {
+        let dir = tempfile::tempdir().expect("tempdir");
+        match Db::open(dir.path().join("db"), o) {
+            Err(Error::InvalidArgument(m)) => {
+                // One thread each: usize::MAX aborted the open on thread creation.
+                assert!(
+                    what == "max_background_jobs" || what == "max_subcompactions",
+                    "{what}: refused: {m}"
+                );
+                assert!(m.contains(what), "{m}");
+            }
+            Err(e) => panic!("{what}: {e}"),
+            Ok(db) => {
+                for i in 0..3000u32 {
+                    db.put(format!("k{i:05}").as_bytes(), &[1u8; 64])
+                        .expect(what);
+                }
+                db.flush().expect(what);
+                db.compact_range(None, None).expect(what);
+                assert_eq!(db.iter(&ReadOptions::default()).count(), 3000, "{what}");
+                db.close().expect(what);
+            }
+        }
     }
 }
