@@ -1047,3 +1047,149 @@ fn describe_format_codes_and_unknown_portals_answer_as_postgresql() {
     let error = error_response(&read_until_ready(&mut stream)).unwrap();
     assert!(error.contains("C34000"), "{error}");
 }
+
+/// Regression: `BEGIN READ ONLY`, `SET default_transaction_read_only = on` (psycopg's
+/// `read_only = True`) were accepted and then INSERTs succeeded, and `SHOW
+/// transaction_read_only` answered off. Read-only is honoured now: writes are refused with
+/// 25006 and change nothing.
+#[tokio::test]
+async fn read_only_transactions_refuse_writes_with_25006() -> TestResult {
+    let server = TestServer::start(|_| {});
+    let client = connect(&server, "ro").await?;
+    client
+        .batch_execute("CREATE TABLE t (id BIGINT PRIMARY KEY)")
+        .await?;
+    let read_only = || async { shown(&client, "SHOW transaction_read_only").await };
+    assert_eq!(read_only().await?.as_deref(), Some("off"));
+    client.batch_execute("BEGIN READ ONLY").await?;
+    assert_eq!(read_only().await?.as_deref(), Some("on"));
+    let err = client
+        .execute("INSERT INTO t VALUES (1)", &[])
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.code(),
+        Some(&SqlState::READ_ONLY_SQL_TRANSACTION),
+        "{err}"
+    );
+    assert_eq!(
+        err.as_db_error().unwrap().message(),
+        "cannot execute INSERT in a read-only transaction"
+    );
+    client.batch_execute("ROLLBACK").await?;
+    assert_eq!(read_only().await?.as_deref(), Some("off"));
+    client.execute("INSERT INTO t VALUES (2)", &[]).await?;
+    // The session default, and a READ WRITE transaction within it.
+    client
+        .batch_execute("SET default_transaction_read_only = on")
+        .await?;
+    assert_eq!(
+        shown(&client, "SHOW default_transaction_read_only")
+            .await?
+            .as_deref(),
+        Some("on")
+    );
+    for sql in ["DELETE FROM t", "CREATE TABLE u (id BIGINT PRIMARY KEY)"] {
+        let err = client.execute(sql, &[]).await.unwrap_err();
+        assert_eq!(
+            err.code(),
+            Some(&SqlState::READ_ONLY_SQL_TRANSACTION),
+            "{sql}"
+        );
+    }
+    assert_eq!(client.query("SELECT id FROM t", &[]).await?.len(), 1);
+    client
+        .batch_execute("BEGIN READ WRITE; INSERT INTO t VALUES (3); COMMIT")
+        .await?;
+    client.batch_execute("RESET ALL").await?;
+    client.execute("INSERT INTO t VALUES (4)", &[]).await?;
+    assert_eq!(client.query("SELECT id FROM t", &[]).await?.len(), 3);
+    Ok(())
+}
+
+/// A ROLLBACK after writes warns (a NoticeResponse, which clients show) that nothing was
+/// undone: statements commit one at a time.
+#[test]
+fn a_rollback_after_writes_warns_that_nothing_was_rolled_back() {
+    use std::io::Write;
+    let server = TestServer::start(|_| {});
+    let mut stream = raw_session(&server, "rb");
+    let mut run = |sql: &str| {
+        stream
+            .write_all(&pg_message(b'Q', format!("{sql}\0").as_bytes()))
+            .unwrap();
+        read_until_ready(&mut stream)
+    };
+    run("CREATE TABLE t (id BIGINT PRIMARY KEY)");
+    let notices = |replies: &[(u8, Vec<u8>)]| {
+        replies
+            .iter()
+            .filter(|(kind, _)| *kind == b'N')
+            .map(|(_, body)| String::from_utf8_lossy(body).into_owned())
+            .collect::<Vec<_>>()
+    };
+    // Nothing written: no warning.
+    run("BEGIN");
+    assert!(notices(&run("ROLLBACK")).is_empty());
+    run("BEGIN");
+    run("INSERT INTO t VALUES (1)");
+    let replies = run("ROLLBACK");
+    let notice = notices(&replies);
+    assert_eq!(notice.len(), 1, "{replies:?}");
+    assert!(
+        notice[0].contains("SWARNING") && notice[0].contains("nothing was rolled back"),
+        "{notice:?}"
+    );
+    // The notice comes before the ROLLBACK's CommandComplete.
+    let kinds: Vec<u8> = replies.iter().map(|(k, _)| *k).collect();
+    assert_eq!(kinds, b"NCZ");
+}
+
+/// The RESP `SQL` command: `SET statement_timeout` holds for the statements after it in the
+/// same call (it was answered SET and ignored); read-only transactions, which it cannot keep,
+/// are refused with 0A000 instead of ignored; text that is not UTF-8 carries `[22021]` as
+/// other SQL errors carry their SQLSTATE.
+#[tokio::test]
+async fn resp_sql_honours_statement_timeout_and_refuses_read_only() -> TestResult {
+    let server = TestServer::start(|_| {});
+    // RESP connections start in db0.
+    let client = connect(&server, "db0").await?;
+    fill_big(&client, 100_000).await?;
+    let mut redis = server.client();
+    let slow = "SELECT count(*) FROM big WHERE g >= 0";
+    let err = redis::cmd("SQL")
+        .arg(format!("SET statement_timeout = 5; {slow}"))
+        .query::<redis::Value>(&mut redis)
+        .unwrap_err();
+    assert!(err.to_string().contains("[57014]"), "{err}");
+    // The next call has no limit again.
+    let shown: redis::Value = redis::cmd("SQL")
+        .arg("SHOW statement_timeout")
+        .query(&mut redis)?;
+    assert_eq!(
+        shown,
+        redis::Value::Array(vec![
+            redis::Value::Array(vec![redis::Value::BulkString(
+                b"statement_timeout".to_vec()
+            )]),
+            redis::Value::Array(vec![redis::Value::BulkString(b"0".to_vec())]),
+        ])
+    );
+    let _: redis::Value = redis::cmd("SQL").arg(slow).query(&mut redis)?;
+    for sql in ["BEGIN READ ONLY", "SET default_transaction_read_only = on"] {
+        let err = redis::cmd("SQL")
+            .arg(sql)
+            .query::<redis::Value>(&mut redis)
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("[0A000] read-only"),
+            "{sql}: {err}"
+        );
+    }
+    let err = redis::cmd("SQL")
+        .arg(&b"SELECT '\xff'"[..])
+        .query::<redis::Value>(&mut redis)
+        .unwrap_err();
+    assert!(err.to_string().contains("[22021]"), "{err}");
+    Ok(())
+}

@@ -60,6 +60,7 @@ use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
 use crate::databases::Database;
 use crate::error::ServerError;
 use crate::server::Shared;
+use crate::sql::read_only::Change as ReadOnlyChange;
 use crate::sql::{self, Column, Outcome, SqlError};
 use connection::Activity;
 use strata_query::{Interrupt, QueryError};
@@ -143,6 +144,8 @@ impl PgHandlers {
                 backend_key: Mutex::new(None),
                 statement_timeout: Arc::clone(&statement_timeout),
                 named_statements: Mutex::new(HashSet::new()),
+                transaction: Mutex::new(Transaction::default()),
+                notices: Mutex::new(Vec::new()),
             }),
             startup,
             cancel,
@@ -443,6 +446,34 @@ struct PgQuery {
     /// the store and here, and only then does a Parse under its name fail with 42P05. Pruned
     /// to the store's names when it grows past [`NAMED_STATEMENTS_PRUNE`].
     named_statements: Mutex<HashSet<String>>,
+    /// The connection's transaction state: read-only mode, writes since `BEGIN`.
+    transaction: Mutex<Transaction>,
+    /// Warnings for the client, sent (as NoticeResponse) before the reply of the statement
+    /// that raised them.
+    notices: Mutex<Vec<ErrorInfo>>,
+}
+
+/// A connection's transaction state. Statements still commit one at a time; this is what
+/// `BEGIN`/`COMMIT` scope: the read-only mode (honoured: writes are refused with 25006) and
+/// whether a `ROLLBACK` has anything it cannot undo (it warns).
+#[derive(Debug, Default)]
+struct Transaction {
+    /// `default_transaction_read_only`.
+    default_read_only: bool,
+    /// Between `BEGIN` and `COMMIT`/`ROLLBACK`: the transaction's read-only mode.
+    open: Option<bool>,
+    /// Statements that changed data since `BEGIN`.
+    writes: usize,
+}
+
+impl Transaction {
+    fn read_only(&self) -> bool {
+        self.open.unwrap_or(self.default_read_only)
+    }
+}
+
+fn warning(code: &str, message: String) -> ErrorInfo {
+    ErrorInfo::new("WARNING".to_owned(), code.to_owned(), message)
 }
 
 /// Size of [`PgQuery::named_statements`] at which names no longer in the store (closed or
@@ -573,6 +604,58 @@ impl PgQuery {
             // Shutting down: the running statement finishes, no new one starts.
             return Ok(Err(SqlError::Server(ServerError::ShuttingDown)));
         }
+        if let Some(change) = sql::read_only::change(&stmt) {
+            let change = match change {
+                Ok(change) => change,
+                Err(e) => return Ok(Err(e)),
+            };
+            let mut tx = self.transaction.lock();
+            match change {
+                ReadOnlyChange::Begin(mode) => {
+                    tx.open = Some(mode.unwrap_or(tx.default_read_only));
+                    tx.writes = 0;
+                    return Ok(Ok(Outcome::Begin));
+                }
+                ReadOnlyChange::Transaction(read_only) => {
+                    if tx.open.is_some() {
+                        tx.open = Some(read_only);
+                    } else {
+                        self.notices.lock().push(warning(
+                            "25P01",
+                            "SET TRANSACTION can only be used in transaction blocks".to_owned(),
+                        ));
+                    }
+                    return Ok(Ok(Outcome::Command("SET".to_owned())));
+                }
+                ReadOnlyChange::Default(read_only) => {
+                    tx.default_read_only = read_only;
+                    // RESET ALL and DISCARD ALL reset the rest below.
+                    if sql::text::leading_words(&stmt, 1)
+                        .first()
+                        .is_some_and(|w| w == "SET")
+                    {
+                        return Ok(Ok(Outcome::Command("SET".to_owned())));
+                    }
+                }
+            }
+        }
+        match sql::text::leading_words(&stmt, 3).as_slice() {
+            [show, name] if show == "SHOW" && name == "TRANSACTION_READ_ONLY" => {
+                let on = self.transaction.lock().read_only();
+                return Ok(Ok(sql::text_row(
+                    "transaction_read_only",
+                    if on { "on" } else { "off" }.to_owned(),
+                )));
+            }
+            [show, name] if show == "SHOW" && name == "DEFAULT_TRANSACTION_READ_ONLY" => {
+                let on = self.transaction.lock().default_read_only;
+                return Ok(Ok(sql::text_row(
+                    "default_transaction_read_only",
+                    if on { "on" } else { "off" }.to_owned(),
+                )));
+            }
+            _ => {}
+        }
         if let Some(change) = sql::timeout::change(&stmt) {
             match change {
                 Ok(limit) => *self.statement_timeout.lock() = limit,
@@ -596,11 +679,13 @@ impl PgQuery {
         let limit = *self.statement_timeout.lock();
         let timed_out = Arc::new(AtomicBool::new(false));
         let deadline = limit.map(|limit| (limit, Arc::clone(&timed_out)));
+        let read_only = self.transaction.lock().read_only();
         let result = self
             .interruptible(client, deadline, move |db, interrupt| {
-                sql::run(db, &stmt, interrupt)
+                sql::run_in(db, &stmt, interrupt, read_only)
             })
             .await?;
+        self.after_statement(&result);
         Ok(match result {
             Err(SqlError::Query(QueryError::Interrupted)) if timed_out.load(Ordering::Acquire) => {
                 Err(SqlError::StatementTimeout)
@@ -614,6 +699,65 @@ impl PgQuery {
             }
             other => other,
         })
+    }
+
+    /// Keeps the transaction state up to date after a statement ran: `COMMIT` and `ROLLBACK`
+    /// end the transaction (a `ROLLBACK` after writes warns that they stay: statements commit
+    /// one at a time); a statement that changed data is counted.
+    fn after_statement(&self, result: &Result<Outcome, SqlError>) {
+        let mut tx = self.transaction.lock();
+        match result {
+            Ok(Outcome::Commit) => {
+                tx.open = None;
+            }
+            Ok(Outcome::Rollback) => {
+                if tx.writes > 0 {
+                    self.notices.lock().push(warning(
+                        "01000",
+                        format!(
+                            "nothing was rolled back: Strata commits each statement when it \
+                             completes, and the {} statement(s) that changed data since BEGIN \
+                             stay committed",
+                            tx.writes
+                        ),
+                    ));
+                }
+                tx.open = None;
+                tx.writes = 0;
+            }
+            Ok(Outcome::Command(tag)) if tx.open.is_some() => {
+                let word = tag.split(' ').next().unwrap_or_default();
+                if !matches!(
+                    word,
+                    "SET"
+                        | "RESET"
+                        | "DISCARD"
+                        | "SAVEPOINT"
+                        | "RELEASE"
+                        | "ROLLBACK"
+                        | "DEALLOCATE"
+                ) {
+                    tx.writes += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Sends the warnings statements raised (NoticeResponse), before their replies.
+    async fn send_notices<C>(&self, client: &mut C) -> PgWireResult<()>
+    where
+        C: Sink<PgWireBackendMessage> + Unpin + Send,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let notices = std::mem::take(&mut *self.notices.lock());
+        for notice in notices {
+            client
+                .send(PgWireBackendMessage::NoticeResponse(notice.into()))
+                .await?;
+        }
+        Ok(())
     }
 
     /// Runs `f` with the database on the blocking pool, with an [`Interrupt`] that a cancel
@@ -764,6 +908,7 @@ impl SimpleQueryHandler for PgQuery {
         } else {
             for stmt in sql::text::split_statements(query) {
                 let result = self.run_statement(client, stmt.to_owned()).await?;
+                self.send_notices(client).await?;
                 let failed = result.is_err();
                 outcomes.push(result);
                 if failed {
@@ -1056,10 +1201,9 @@ impl ExtendedQueryHandler for PgQuery {
             }
             check_result_formats(&portal.result_column_format, columns.map_or(0, |c| c.len()))?;
         }
-        let outcome = self
-            .run_statement(client, sql)
-            .await?
-            .map_err(|e| sql_error(&e))?;
+        let outcome = self.run_statement(client, sql).await?;
+        self.send_notices(client).await?;
+        let outcome = outcome.map_err(|e| sql_error(&e))?;
         if let Outcome::Rows { columns, .. } = &outcome {
             stmt.check_columns(columns)?;
         }

@@ -772,35 +772,29 @@ fn human_bytes(n: u64) -> String {
 /// array of those replies. Errors: `-ERR [SQLSTATE] message` (statements before it stay
 /// applied).
 pub(crate) fn sql(s: &mut Session, args: &[Bytes]) {
+    use crate::sql::SqlError;
     let Ok(text) = std::str::from_utf8(arg(args, 1)) else {
-        return s.out.error("ERR SQL text must be UTF-8");
+        return s.out.error(
+            "ERR [22021] invalid byte sequence for encoding \"UTF8\": SQL text must be UTF-8",
+        );
     };
     let statements = crate::sql::text::split_statements(text);
     let mut outcomes = Vec::with_capacity(statements.len());
-    // No cancel request in RESP; the shutdown stops a statement still running after its
-    // grace period, as over PostgreSQL.
-    let interrupt = strata_query::Interrupt::new();
     let shared = std::sync::Arc::clone(&s.shared);
-    let running = shared.running_sql.register_statement(&interrupt);
+    // `SET statement_timeout` holds for the statements after it in this call (a RESP
+    // connection keeps no SQL session between calls).
+    let mut limit = None;
     for (i, stmt) in statements.iter().enumerate() {
         // Once shutdown has begun no new statement starts (as over PostgreSQL): the one
         // running then finishes, the ones after it are refused with 57P01.
         let result = if shared.stopping.load(std::sync::atomic::Ordering::Acquire) {
-            Err(crate::sql::SqlError::Server(
-                crate::error::ServerError::ShuttingDown,
-            ))
+            Err(SqlError::Server(crate::error::ServerError::ShuttingDown))
         } else {
-            crate::sql::run(s.db(), stmt, &interrupt)
+            run_one(s, stmt, &mut limit)
         };
         match result {
             Ok(o) => outcomes.push(o),
             Err(e) => {
-                let e = match e {
-                    crate::sql::SqlError::Query(strata_query::QueryError::Interrupted) => {
-                        crate::sql::SqlError::Server(crate::error::ServerError::ShuttingDown)
-                    }
-                    e => e,
-                };
                 e.log_corruption();
                 let mut message = format!("ERR [{}] {e}", e.sqlstate());
                 if i > 0 {
@@ -815,7 +809,6 @@ pub(crate) fn sql(s: &mut Session, args: &[Bytes]) {
             }
         }
     }
-    drop(running);
     match outcomes.as_slice() {
         [] => s.out.error("ERR empty SQL statement"),
         [one] => sql_reply(s, one),
@@ -825,6 +818,72 @@ pub(crate) fn sql(s: &mut Session, args: &[Bytes]) {
                 sql_reply(s, o);
             }
         }
+    }
+}
+
+/// Runs one statement of a RESP `SQL` call. `limit` is the call's `statement_timeout`: a
+/// statement running longer is stopped (57014) and changes nothing. No cancel request
+/// reaches RESP; the shutdown stops a statement still running after its grace period, as
+/// over PostgreSQL (57P01). Read-only transactions are refused (0A000): the call keeps no
+/// session to hold the mode in, and accepting them would let writes through.
+fn run_one(
+    s: &Session,
+    stmt: &str,
+    limit: &mut Option<std::time::Duration>,
+) -> Result<crate::sql::Outcome, crate::sql::SqlError> {
+    use crate::sql::{Outcome, SqlError, read_only, timeout};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    if let Some(change) = read_only::change(stmt)
+        && change?.asks_read_only()
+    {
+        return Err(SqlError::NotSupported(
+            "read-only transactions are not supported over RESP (the SQL command keeps no \
+                 session); use a PostgreSQL connection, where they are honoured"
+                .to_owned(),
+        ));
+    }
+    if let Some(change) = timeout::change(stmt) {
+        *limit = change?;
+        if crate::sql::text::leading_words(stmt, 1)
+            .first()
+            .is_some_and(|w| w == "SET")
+        {
+            return Ok(Outcome::Command("SET".to_owned()));
+        }
+    }
+    if timeout::is_show(stmt) {
+        return Ok(crate::sql::text_row(
+            "statement_timeout",
+            timeout::show(*limit),
+        ));
+    }
+    let interrupt = strata_query::Interrupt::new();
+    let _running = s.shared.running_sql.register_statement(&interrupt);
+    let timed_out = std::sync::Arc::new(AtomicBool::new(false));
+    // The timer: a thread that interrupts the statement unless told first that it ended.
+    let (done, ended) = std::sync::mpsc::channel::<()>();
+    if let Some(limit) = *limit {
+        let interrupt = interrupt.clone();
+        let timed_out = std::sync::Arc::clone(&timed_out);
+        std::thread::spawn(move || {
+            if ended.recv_timeout(limit) == Err(std::sync::mpsc::RecvTimeoutError::Timeout) {
+                timed_out.store(true, Ordering::Release);
+                interrupt.interrupt();
+            }
+        });
+    }
+    let result = crate::sql::run(s.db(), stmt, &interrupt);
+    drop(done);
+    match result {
+        Err(SqlError::Query(strata_query::QueryError::Interrupted))
+            if timed_out.load(Ordering::Acquire) =>
+        {
+            Err(SqlError::StatementTimeout)
+        }
+        Err(SqlError::Query(strata_query::QueryError::Interrupted)) => {
+            Err(SqlError::Server(crate::error::ServerError::ShuttingDown))
+        }
+        other => other,
     }
 }
 

@@ -7,6 +7,7 @@
 //! which wrap work in transactions (psycopg2, pandas) run, but they group nothing: each
 //! statement commits when it completes, and `ROLLBACK` undoes nothing (a warning says so).
 
+pub mod read_only;
 pub mod text;
 pub mod timeout;
 pub mod types;
@@ -74,6 +75,10 @@ pub enum SqlError {
     /// Text that is not what the client sent or cannot be read as UTF-8 (SQLSTATE 22021):
     /// see [`check_statement_text`].
     BadEncoding(String),
+    /// A statement that writes, in a read-only transaction (25006); the command's name.
+    ReadOnlyTransaction(String),
+    /// A session feature this front end cannot honour (0A000): the message.
+    NotSupported(String),
 }
 
 impl fmt::Display for SqlError {
@@ -87,8 +92,12 @@ impl fmt::Display for SqlError {
             SqlError::UnknownSetting(name) => {
                 write!(f, "unrecognized configuration parameter \"{name}\"")
             }
-            SqlError::Params(msg) | SqlError::InvalidSetting(msg) | SqlError::BadEncoding(msg) => {
-                f.write_str(msg)
+            SqlError::Params(msg)
+            | SqlError::InvalidSetting(msg)
+            | SqlError::BadEncoding(msg)
+            | SqlError::NotSupported(msg) => f.write_str(msg),
+            SqlError::ReadOnlyTransaction(command) => {
+                write!(f, "cannot execute {command} in a read-only transaction")
             }
             SqlError::Server(e) => write!(f, "{e}"),
             SqlError::StatementTimeout => f.write_str(
@@ -130,6 +139,8 @@ impl SqlError {
             SqlError::InvalidSetting(_) => "22023",
             SqlError::StatementTimeout => "57014",
             SqlError::BadEncoding(_) => "22021",
+            SqlError::ReadOnlyTransaction(_) => "25006",
+            SqlError::NotSupported(_) => "0A000",
             SqlError::Server(ServerError::BadName(_)) => "3D000",
             SqlError::Server(ServerError::ShuttingDown) => "57P01",
             SqlError::Server(ServerError::TooManyDatabases { .. }) => "53000",
@@ -374,14 +385,36 @@ fn typed(columns: Vec<(String, Option<DataType>)>) -> Vec<Column> {
 /// Any [`SqlError`] (`QueryError::Interrupted` when stopped, SQLSTATE 57014); nothing of a
 /// failed statement is applied.
 pub fn run(database: &Database, stmt: &str, interrupt: &Interrupt) -> Result<Outcome, SqlError> {
+    run_in(database, stmt, interrupt, false)
+}
+
+/// [`run`], in a read-only transaction when `read_only` is set: a statement that writes is
+/// refused ([`SqlError::ReadOnlyTransaction`], 25006) before it runs.
+///
+/// # Errors
+/// As [`run`].
+pub fn run_in(
+    database: &Database,
+    stmt: &str,
+    interrupt: &Interrupt,
+    read_only: bool,
+) -> Result<Outcome, SqlError> {
     if let Some(outcome) = intercept(database, stmt) {
         return outcome;
     }
     let Some(parsed) = translate(stmt)? else {
         return Ok(Outcome::Empty);
     };
-    let sql = database.sql()?;
     use strata_query::ast::Statement as S;
+    if read_only
+        && !matches!(
+            parsed,
+            S::Select(_) | S::ShowTables | S::Describe { .. } | S::Explain(_)
+        )
+    {
+        return Err(SqlError::ReadOnlyTransaction(read_only::command_name(stmt)));
+    }
+    let sql = database.sql()?;
     let planned = match &parsed {
         S::Select(select) => Some(types::select_columns(&strata_query::plan::plan_select(
             &sql.catalog(),
