@@ -395,3 +395,35 @@ fn ingest_refuses_a_symlink_to_one_of_the_databases_own_tables() {
     assert_eq!(table_files(&db_dir), tables);
     assert_eq!(get(&db, 5).as_deref(), Some("a"));
 }
+
+#[test]
+fn a_failed_link_names_the_given_path_and_leaves_no_file_in_the_database() {
+    use strata_engine::fs::{EIO, Fault, FaultOp, FileSystem, MemFs};
+    let fs = MemFs::new();
+    let o = options().file_system(Arc::new(fs.clone()));
+    fs.create_dir_all(Path::new("/src")).expect("mkdir");
+    let source = PathBuf::from("/src/a.sst");
+    let mut w = TableWriter::create(&source, &o).expect("create");
+    w.put(b"key", b"value").expect("put");
+    w.finish().expect("finish");
+    let db = Db::open("/db", o).expect("open");
+    let tables = |fs: &MemFs| {
+        fs.list_dir(Path::new("/db"))
+            .expect("list")
+            .into_iter()
+            .filter(|e| e.path.extension().is_some_and(|x| x == "sst"))
+            .count()
+    };
+    // The fsync of the linked table fails.
+    fs.inject(Fault::new(FaultOp::Sync, EIO).on_path(".sst"));
+    let err = db.ingest(std::slice::from_ref(&source)).unwrap_err();
+    assert!(
+        matches!(&err, Error::Io { path, .. } if *path == source),
+        "names the given path: {err}"
+    );
+    assert_eq!(tables(&fs), 0, "the linked table is removed");
+    assert!(fs.exists(&source), "the source stays");
+    fs.clear_faults();
+    db.ingest(std::slice::from_ref(&source)).expect("ingest");
+    assert_eq!(db.get(b"key").expect("get").as_deref(), Some(&b"value"[..]));
+}
