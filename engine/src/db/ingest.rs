@@ -36,6 +36,9 @@ struct Candidate {
     /// `source` with symbolic links resolved: the file that is linked or copied in, so the
     /// database holds the table itself, never a link to it.
     resolved: PathBuf,
+    /// Whether `source` is a symbolic link (its directory entry is not `resolved`'s), to be
+    /// removed with the file once the table moved in.
+    is_link: bool,
     size: u64,
     num_entries: u64,
     smallest: Bytes,
@@ -60,7 +63,7 @@ impl DbInner {
             // The table moved in: remove the file, and the symbolic link the caller named it
             // by, if any (it would dangle).
             for path in
-                std::iter::once(&c.resolved).chain((c.source != c.resolved).then_some(&c.source))
+                std::iter::once(&c.resolved).chain(c.is_link.then_some(&c.source))
             {
                 if let Err(e) = self.fs().remove_file(path) {
                     tracing::warn!(path = %path.display(), error = %e, "could not remove ingested source file");
@@ -120,9 +123,13 @@ impl DbInner {
             if p.num_deletions != 0 {
                 return Err(invalid("the table holds tombstones"));
             }
+            // A relative or non-canonical path to the file itself names the same entry as
+            // `resolved` once its directory is resolved; a link's entry differs.
+            let is_link = path.file_name().is_none_or(|n| parent.join(n) != resolved);
             out.push(Candidate {
                 source: path.clone(),
                 resolved,
+                is_link,
                 size: table.file_size(),
                 num_entries: p.num_entries,
                 smallest: p.smallest_key.user_key.clone(),

@@ -696,14 +696,14 @@ fn split_keys_cut_a_range_into_parts_of_about_equal_bytes() -> TestResult {
 #[test]
 fn split_keys_cut_inside_tables_at_data_blocks() -> TestResult {
     let dir = tempfile::tempdir()?;
-    let db = Db::open(
-        dir.path(),
-        tiny().write_buffer_size(4 << 20).target_file_size(1 << 20),
-    )?;
+    // Written and compacted with 4 MiB tables, read with 1 MiB ones (`split_keys` cuts a level
+    // holding at least one target_file_size).
+    let opts = |target: u64| tiny().write_buffer_size(4 << 20).target_file_size(target);
+    let db = Db::open(dir.path(), opts(4 << 20))?;
     let key = |i: u32| format!("k{i:06}").into_bytes();
     // Values that LZ4 cannot shrink, so table bytes follow key counts: about 1.5 MiB in one
-    // flush, moved down whole as one table. Tables' first keys give no cut at all; cuts at
-    // data blocks make even parts.
+    // flush, compacted into one last-level table. Tables' first keys give no cut at all; cuts
+    // at data blocks make even parts.
     let mut x = 0x9E37_79B9_7F4A_7C15u64;
     let n = 18_000u32;
     for i in 0..n {
@@ -718,6 +718,8 @@ fn split_keys_cut_inside_tables_at_data_blocks() -> TestResult {
         db.put(&key(i), &value)?;
     }
     db.compact_range(None, None)?;
+    db.close()?;
+    let db = Db::open(dir.path(), opts(1 << 20))?;
     let files: usize = db.stats().levels.iter().map(|l| l.files).sum();
     assert_eq!(files, 1, "{:?}", db.stats().levels);
     for parts in [2u32, 3] {
