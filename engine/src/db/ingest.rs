@@ -62,9 +62,7 @@ impl DbInner {
         for c in &candidates {
             // The table moved in: remove the file, and the symbolic link the caller named it
             // by, if any (it would dangle).
-            for path in
-                std::iter::once(&c.resolved).chain(c.is_link.then_some(&c.source))
-            {
+            for path in std::iter::once(&c.resolved).chain(c.is_link.then_some(&c.source)) {
                 if let Err(e) = self.fs().remove_file(path) {
                     tracing::warn!(path = %path.display(), error = %e, "could not remove ingested source file");
                 }
