@@ -933,6 +933,15 @@ async fn a_statement_whose_result_columns_changed_is_refused_with_0a000() -> Tes
         client.query("SELECT v FROM t", &[]).await?[0].get::<_, i64>(0),
         7_017_280_452_245_743_464
     );
+    // A parameter's column, described as text before Bind (its type unknown), is not a
+    // change when it runs as TEXT.
+    let echo = client.prepare("SELECT $1").await?;
+    for _ in 0..2 {
+        assert_eq!(
+            client.query_one(&echo, &[&"x"]).await?.get::<_, String>(0),
+            "x"
+        );
+    }
     // Same columns after a recreate: still runs.
     other
         .batch_execute(

@@ -87,8 +87,15 @@ impl PgStatement {
     /// Refuses rows of `columns` when the client was told of other ones (see
     /// [`PgStatement::described`]).
     fn check_columns(&self, columns: &[Column]) -> PgWireResult<()> {
+        // Compared as the client sees them: names and wire types (a column of unknown type
+        // is described as `text`, as a TEXT one is).
+        let wire = |c: &[Column]| -> Vec<(String, Type)> {
+            c.iter()
+                .map(|c| (c.name.clone(), values::pg_type(c.ty)))
+                .collect()
+        };
         match self.described.lock().as_deref() {
-            Some(told) if told != columns => {
+            Some(told) if wire(told) != wire(columns) => {
                 // PostgreSQL's message and routine: asyncpg recognizes the error by its
                 // routine and prepares the statement again.
                 let mut info = ErrorInfo::new(
