@@ -404,17 +404,20 @@ fn a_background_compaction_meeting_a_damaged_table_poisons_with_a_corruption_mes
         db.put(format!("key{i:05}").as_bytes(), b"value")
             .expect("put");
     }
-    db.flush().expect("flush");
-    // The compaction of the two level-0 tables fails in the background; writes then fail.
+    // The compaction of the two level-0 tables fails in the background, which can happen
+    // before the flush returns (the flush then reports it); writes fail from then on.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    let err = loop {
-        match db.put(b"k", b"v") {
-            Err(e) => break e,
-            Ok(()) if std::time::Instant::now() < deadline => {
-                std::thread::sleep(std::time::Duration::from_millis(10));
+    let err = match db.flush() {
+        Err(e) => e,
+        Ok(()) => loop {
+            match db.put(b"k", b"v") {
+                Err(e) => break e,
+                Ok(()) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                Ok(()) => panic!("writes went on after the compaction met damage"),
             }
-            Ok(()) => panic!("writes went on after the compaction met damage"),
-        }
+        },
     };
     assert_corruption_poison(&err, &damaged);
 }
