@@ -1013,6 +1013,21 @@ fn whole_numeric_parameters_are_stored_exactly_in_bigint_columns() {
         pg_message(b'Q', b"INSERT INTO t VALUES (42.0)\0"),
     );
     assert!(error_response(&replies).is_none(), "{replies:?}");
+    // `SELECT $1` with a numeric parameter is described before Bind as float8 (its `0.0`
+    // stand-in): bound as the integer 12, it is sent as the float8 12.0 the client expects.
+    let mut bytes = pg_message(b'P', b"\0SELECT $1\0\0\x01\0\0\x06\xa4");
+    bytes.extend(pg_message(b'D', b"S\0"));
+    bytes.extend(pg_message(b'B', b"\0\0\0\0\0\x01\0\0\0\x0212\0\x01\0\x01"));
+    bytes.extend(pg_message(b'E', b"\0\0\0\0\0"));
+    bytes.extend(pg_message(b'S', b""));
+    let replies = run(&mut stream, bytes);
+    assert!(error_response(&replies).is_none(), "{replies:?}");
+    let row = replies
+        .iter()
+        .find(|(kind, _)| *kind == b'D')
+        .map(|(_, body)| body.clone())
+        .expect("a row");
+    assert_eq!(&row[6..], 12.0f64.to_be_bytes());
 }
 
 /// Protocol details clients rely on: a Describe of a statement returning no rows answers

@@ -87,33 +87,89 @@ impl PgStatement {
     /// Refuses rows of `columns` when the client was told of other ones (see
     /// [`PgStatement::described`]).
     fn check_columns(&self, columns: &[Column]) -> PgWireResult<()> {
-        // Compared as the client sees them: names and wire types (a column of unknown type
-        // is described as `text`, as a TEXT one is).
-        let wire = |c: &[Column]| -> Vec<(String, Type)> {
-            c.iter()
-                .map(|c| (c.name.clone(), values::pg_type(c.ty)))
-                .collect()
-        };
         match self.described.lock().as_deref() {
-            Some(told) if wire(told) != wire(columns) => {
-                // PostgreSQL's message and routine: asyncpg recognizes the error by its
-                // routine and prepares the statement again.
-                let mut info = ErrorInfo::new(
-                    "ERROR".to_owned(),
-                    "0A000".to_owned(),
-                    "cached plan must not change result type".to_owned(),
-                );
-                info.detail = Some(
-                    "a table the statement reads was changed since the statement was \
-                     described: prepare it again"
-                        .to_owned(),
-                );
-                info.routine = Some("RevalidateCachedQuery".to_owned());
-                Err(PgWireError::UserError(Box::new(info)))
-            }
+            Some(told) if !fits(told, columns) => Err(plan_changed()),
             _ => Ok(()),
         }
     }
+
+    /// `rows` of `columns` as the client was told they would be: a BIGINT column described
+    /// as DOUBLE is sent as DOUBLE (a `numeric` parameter described before Bind by its `0.0`
+    /// stand-in and bound as an exact integer, `SELECT $1`); any other difference is refused
+    /// as [`PgStatement::check_columns`] refuses it.
+    fn fit_rows(&self, outcome: Outcome) -> PgWireResult<Outcome> {
+        let Outcome::Rows { columns, mut rows } = outcome else {
+            return Ok(outcome);
+        };
+        let Some(told) = self.described.lock().clone() else {
+            return Ok(Outcome::Rows { columns, rows });
+        };
+        if !fits(&told, &columns) {
+            return Err(plan_changed());
+        }
+        let widened: Vec<usize> = (0..columns.len())
+            .filter(|&i| {
+                told.get(i).and_then(|c| c.ty) == Some(strata_query::DataType::Double)
+                    && columns.get(i).and_then(|c| c.ty) == Some(strata_query::DataType::BigInt)
+            })
+            .collect();
+        if widened.is_empty() {
+            return Ok(Outcome::Rows { columns, rows });
+        }
+        for row in &mut rows {
+            for &i in &widened {
+                if let Some(v) = row.get_mut(i)
+                    && let strata_query::Value::Int(n) = *v
+                {
+                    #[expect(
+                        clippy::cast_precision_loss,
+                        reason = "the column was described as float8: it rounds as SQL's \
+                                  integer to DOUBLE conversion does"
+                    )]
+                    let d = n as f64;
+                    *v = strata_query::Value::Double(d);
+                }
+            }
+        }
+        let mut columns = columns;
+        for &i in &widened {
+            if let Some(c) = columns.get_mut(i) {
+                c.ty = Some(strata_query::DataType::Double);
+            }
+        }
+        Ok(Outcome::Rows { columns, rows })
+    }
+}
+
+/// True when rows of `columns` can be sent under a RowDescription of `told`: the same names
+/// and wire types (a column of unknown type is described as `text`, as a TEXT one is), or
+/// a BIGINT column where DOUBLE was told (sent as DOUBLE, see [`PgStatement::fit_rows`]).
+fn fits(told: &[Column], columns: &[Column]) -> bool {
+    told.len() == columns.len()
+        && told.iter().zip(columns).all(|(t, c)| {
+            t.name == c.name
+                && (values::pg_type(t.ty) == values::pg_type(c.ty)
+                    || (t.ty == Some(strata_query::DataType::Double)
+                        && c.ty == Some(strata_query::DataType::BigInt)))
+        })
+}
+
+/// PostgreSQL's error for a prepared statement whose result columns changed since it was
+/// described: its message and routine, by which asyncpg recognizes it and prepares the
+/// statement again.
+fn plan_changed() -> PgWireError {
+    let mut info = ErrorInfo::new(
+        "ERROR".to_owned(),
+        "0A000".to_owned(),
+        "cached plan must not change result type".to_owned(),
+    );
+    info.detail = Some(
+        "a table the statement reads was changed since the statement was described: prepare \
+         it again"
+            .to_owned(),
+    );
+    info.routine = Some("RevalidateCachedQuery".to_owned());
+    PgWireError::UserError(Box::new(info))
 }
 
 /// Per-connection handlers.
@@ -1210,10 +1266,7 @@ impl ExtendedQueryHandler for PgQuery {
         }
         let outcome = self.run_statement(client, sql).await?;
         self.send_notices(client).await?;
-        let outcome = outcome.map_err(|e| sql_error(&e))?;
-        if let Outcome::Rows { columns, .. } = &outcome {
-            stmt.check_columns(columns)?;
-        }
+        let outcome = stmt.fit_rows(outcome.map_err(|e| sql_error(&e))?)?;
         Ok(self.response_in(client.portal_store(), outcome, &portal.result_column_format))
     }
 }
