@@ -20,9 +20,11 @@
 //!   after that with no engine call running (a client that does not read) is dropped
 //!   without a message: the socket may be in the middle of one.
 
+use std::cell::Cell;
 use std::io::Write as _;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::sync::Once;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -436,7 +438,13 @@ async fn next_message<S>(socket: &mut S) -> Next
 where
     S: futures::Stream<Item = Result<PgWireFrontendMessage, PgWireError>> + Unpin,
 {
-    match AssertUnwindSafe(socket.next()).catch_unwind().await {
+    quiet_decoder_panics();
+    let mut next = socket.next();
+    let decoding = std::future::poll_fn(move |cx| {
+        let _flag = Decoding::start();
+        next.poll_unpin(cx)
+    });
+    match AssertUnwindSafe(decoding).catch_unwind().await {
         Ok(Some(Ok(message))) => Next::Message(message),
         Ok(None) => Next::End,
         Ok(Some(Err(PgWireError::IoError(e)))) => {
@@ -456,6 +464,45 @@ where
             "invalid message format: a message is shorter than its fields".to_owned(),
         ),
     }
+}
+
+thread_local! {
+    /// Set while this thread polls for a client's next message ([`next_message`]).
+    static DECODING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Marks the thread as decoding a client's message until dropped (also when a decoder panic
+/// unwinds through it).
+struct Decoding;
+
+impl Decoding {
+    fn start() -> Decoding {
+        DECODING.with(|d| d.set(true));
+        Decoding
+    }
+}
+
+impl Drop for Decoding {
+    fn drop(&mut self) {
+        DECODING.with(|d| d.set(false));
+    }
+}
+
+/// Installs, once, a panic hook that logs a panic of pgwire's decoder (a malformed message,
+/// caught and answered by [`next_message`]) at debug level instead of printing it as a crash
+/// with its backtrace; every other panic goes to the hook that was there before.
+fn quiet_decoder_panics() {
+    static INSTALL: Once = Once::new();
+    INSTALL.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if DECODING.with(Cell::get) {
+                tracing::debug!(panic = %info, "malformed PostgreSQL message: the decoder panicked");
+            } else {
+                previous(info);
+            }
+        }));
+    });
 }
 
 /// Sends FATAL `why` after the messages already sent (so at a message boundary) and closes
