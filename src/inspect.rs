@@ -239,7 +239,7 @@ pub(crate) fn sst_dump(file: &Path, entries: bool) -> anyhow::Result<ExitCode> {
     }
     if entries {
         let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-        let problems = dump_entries(&table, file, &mut out)?;
+        let problems = dump_entries(&table, &mut out)?;
         out.flush()?;
         if !problems.is_empty() {
             return Ok(ExitCode::FAILURE);
@@ -248,127 +248,54 @@ pub(crate) fn sst_dump(file: &Path, entries: bool) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Prints every entry of `table` (the file `file`) to `out`, block by block, walking the index
-/// itself: a data block that cannot be read (a checksum mismatch, a malformed entry) is
-/// reported on stderr where it would have been printed and the walk goes on with the next
-/// block. Then the table is checked as `strata check` checks it (key order included), and the
-/// problems not reported yet are reported. Returns every problem reported.
+/// Prints every entry of `table` to `out`, block by block ([`Table::walk_data_blocks`]): a
+/// data block that cannot be read (a checksum mismatch, a malformed entry) is reported on
+/// stderr where it would have been printed and the walk goes on with the next block. Then the
+/// table is checked as `strata check` checks it (key order included), and the problems not
+/// reported yet are reported. Returns every problem reported.
 ///
 /// # Errors
-/// Writing to `out`; reading the file's footer or index, which [`Table::open`] read already.
-fn dump_entries(table: &Table, file: &Path, out: &mut dyn Write) -> anyhow::Result<Vec<String>> {
-    use std::os::unix::fs::FileExt;
-    use std::sync::Arc;
-    use strata_engine::Error;
-    use strata_engine::iterator::InternalIterator;
-    use strata_engine::sstable::block::Block;
-    use strata_engine::sstable::format::{
-        BLOCK_TRAILER_LEN, BlockHandle, FOOTER_LEN, Footer, decode_block,
-    };
-    let handle =
-        std::fs::File::open(file).with_context(|| format!("opening {}", file.display()))?;
-    let path: Arc<Path> = Arc::from(file);
-    let corrupt = |offset: u64, reason: &str| Error::Corruption {
-        file: file.to_path_buf(),
-        offset,
-        reason: reason.to_owned(),
-    };
-    let read = |h: BlockHandle| -> strata_engine::Result<strata_engine::Bytes> {
-        let len = usize::try_from(h.size)
-            .ok()
-            .and_then(|n| n.checked_add(BLOCK_TRAILER_LEN))
-            .ok_or_else(|| corrupt(h.offset, "block size overflows"))?;
-        let mut buf = vec![0u8; len];
-        handle
-            .read_exact_at(&mut buf, h.offset)
-            .map_err(|source| Error::Io {
-                path: file.to_path_buf(),
-                source,
-            })?;
-        decode_block(buf.into(), file, h.offset)
-    };
-    let footer_at = table.file_size().saturating_sub(FOOTER_LEN as u64);
-    let mut buf = [0u8; FOOTER_LEN];
-    handle
-        .read_exact_at(&mut buf, footer_at)
-        .with_context(|| format!("reading the footer of {}", file.display()))?;
-    let footer = Footer::decode(&buf, file, footer_at)?;
-    // Data blocks lie below the first meta block.
-    let data_end = [
-        (footer.filter.size > 0).then_some(footer.filter.offset),
-        Some(footer.properties.offset),
-        Some(footer.index.offset),
-    ]
-    .into_iter()
-    .flatten()
-    .min()
-    .unwrap_or(footer_at);
-    let index = Arc::new(Block::new(
-        read(footer.index)?,
-        footer.format,
-        Arc::clone(&path),
-        footer.index.offset,
-    )?);
+/// Writing to `out`.
+fn dump_entries(table: &Table, out: &mut dyn Write) -> anyhow::Result<Vec<String>> {
+    use strata_engine::sstable::DataBlockEvent;
     let mut reported: Vec<String> = Vec::new();
-    let report = |reported: &mut Vec<String>, problem: String| {
-        eprintln!("problem: {problem}");
-        reported.push(problem);
-    };
-    let mut blocks = index.iter();
-    blocks.seek_to_first()?;
-    // One block's entries, formatted before they are written (a damaged block's entries
-    // before the damage are printed too).
-    let mut lines: Vec<u8> = Vec::new();
-    while blocks.valid() {
-        lines.clear();
-        let walked = BlockHandle::decode_exact(blocks.value())
-            .ok_or_else(|| corrupt(footer.index.offset, "malformed block handle in index"))
-            .and_then(|h| {
-                h.check_within(data_end, file, footer.index.offset, "data block")?;
-                let mut it = Arc::new(Block::new(
-                    read(h)?,
-                    footer.format,
-                    Arc::clone(&path),
-                    h.offset,
-                )?)
-                .iter();
-                it.seek_to_first()?;
-                while it.valid() {
-                    let k = it.key();
-                    // Writing to a Vec cannot fail.
-                    writeln!(
-                        lines,
-                        "{} @ {} {:?} => {}",
-                        escape(k.user_key),
-                        k.seqno,
-                        k.kind,
-                        escape(it.value())
-                    )
-                    .unwrap_or_default();
-                    it.next()?;
-                }
-                Ok(())
-            });
-        out.write_all(&lines)
-            .context("writing to standard output")?;
-        if let Err(e) = walked {
-            out.flush().context("writing to standard output")?;
-            report(&mut reported, format!("{e}; going on with the next block"));
-        }
-        if let Err(e) = blocks.next() {
-            report(&mut reported, format!("{e}; the index ends here"));
-            break;
-        }
-    }
+    table
+        .walk_data_blocks(|event| match event {
+            DataBlockEvent::Entry(k, value) => writeln!(
+                out,
+                "{} @ {} {:?} => {}",
+                escape(k.user_key),
+                k.seqno,
+                k.kind,
+                escape(value)
+            ),
+            DataBlockEvent::Damaged(e) => report(
+                out,
+                &mut reported,
+                format!("{e}; going on with the next block"),
+            ),
+            DataBlockEvent::IndexEnds(e) => {
+                report(out, &mut reported, format!("{e}; the index ends here"))
+            }
+        })
+        .context("writing to standard output")?;
     // Reading entries checks each block's checksum, not the order of keys (a table written
     // wrong): the table check says whether what was printed is in order.
     for problem in table.block_problems() {
         let text = problem.to_string();
         if !reported.iter().any(|r| r.starts_with(&text)) {
-            report(&mut reported, text);
+            report(out, &mut reported, text).context("writing to standard output")?;
         }
     }
     Ok(reported)
+}
+
+/// Reports `problem` of `strata sst-dump` on stderr, after the entries printed before it.
+fn report(out: &mut dyn Write, reported: &mut Vec<String>, problem: String) -> std::io::Result<()> {
+    out.flush()?;
+    eprintln!("problem: {problem}");
+    reported.push(problem);
+    Ok(())
 }
 
 /// Printable form of a byte string: ASCII as is, other bytes as `\xNN`.
@@ -869,7 +796,7 @@ mod tests {
             strata_engine::cache::BlockCache::new(1 << 20),
         )?;
         let mut out = Vec::new();
-        assert!(dump_entries(&sound, &path, &mut out)?.is_empty());
+        assert!(dump_entries(&sound, &mut out)?.is_empty());
         assert_eq!(String::from_utf8(out)?.lines().count(), 200);
         assert_eq!(sst_dump(&path, true)?, ExitCode::SUCCESS);
         // A flipped byte in the value of key 100, in a data block in the middle.
@@ -888,7 +815,7 @@ mod tests {
             strata_engine::cache::BlockCache::new(1 << 20),
         )?;
         let mut out = Vec::new();
-        let problems = dump_entries(&table, &path, &mut out)?;
+        let problems = dump_entries(&table, &mut out)?;
         let out = String::from_utf8(out)?;
         assert_eq!(problems.len(), 1, "{problems:?}");
         assert!(problems[0].contains("checksum mismatch"), "{problems:?}");

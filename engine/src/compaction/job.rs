@@ -433,6 +433,17 @@ struct Operands {
     bytes: usize,
 }
 
+impl Operands {
+    /// The operands held, oldest first (the order a merge operator takes them in).
+    fn oldest_first(&self) -> Vec<&[u8]> {
+        self.held
+            .iter()
+            .rev()
+            .map(|(_, op)| op.as_slice())
+            .collect()
+    }
+}
+
 /// Writes the entries the merge loop keeps, folding merge operands with the keyspace's merge
 /// operator (`docs/compaction.md` section 3, rule 2).
 struct Emit<'a, 'b> {
@@ -496,15 +507,8 @@ impl Emit<'_, '_> {
     fn full_merge(&self, user_key: &[u8], base: Option<&[u8]>) -> Option<(SeqNo, Vec<u8>)> {
         let operator = self.operator?;
         let &(newest, _) = self.operands.held.first()?;
-        let oldest_first: Vec<&[u8]> = self
-            .operands
-            .held
-            .iter()
-            .rev()
-            .map(|(_, op)| op.as_slice())
-            .collect();
         operator
-            .full_merge(user_key, base, &oldest_first)
+            .full_merge(user_key, base, &self.operands.oldest_first())
             .map(|value| (newest, value))
     }
 
@@ -552,14 +556,8 @@ impl Emit<'_, '_> {
             (self.operator, self.operands.held.as_slice())
         {
             let newest = *newest;
-            let oldest_first: Vec<&[u8]> = self
-                .operands
-                .held
-                .iter()
-                .rev()
-                .map(|(_, op)| op.as_slice())
-                .collect();
-            if let Some(combined) = operator.partial_merge(user_key, &oldest_first) {
+            if let Some(combined) = operator.partial_merge(user_key, &self.operands.oldest_first())
+            {
                 self.operands = Operands::default();
                 let folded = InternalKeyRef::new(user_key, newest, ValueKind::Merge);
                 return self.write(folded, &combined, earliest);

@@ -31,7 +31,7 @@ pub use builder::{TableBuilder, TableBuilderOptions};
 pub use format::TableFormat;
 pub use properties::{TABLE_ID_LEN, TableId, TableProperties};
 pub use readahead::INITIAL_READAHEAD;
-pub use reader::{BlockCachePolicy, Table, TableIter, byte_cuts};
+pub use reader::{BlockCachePolicy, DataBlockEvent, Table, TableIter, byte_cuts};
 
 #[cfg(test)]
 mod tests;

@@ -66,6 +66,18 @@ pub struct Table {
     global_seqno: Option<SeqNo>,
 }
 
+/// What [`Table::walk_data_blocks`] hands its visitor.
+#[derive(Debug)]
+pub enum DataBlockEvent<'a> {
+    /// An entry of a data block: its internal key and value.
+    Entry(InternalKeyRef<'a>, &'a [u8]),
+    /// A data block that could not be read or parsed past the entries already handed over;
+    /// the walk goes on with the next block.
+    Damaged(Error),
+    /// The index could not be read further; the walk ends.
+    IndexEnds(Error),
+}
+
 impl Table {
     /// Opens a table file in `fs`: reads and checks the footer, index, filter and properties blocks.
     /// `number` keys the table's blocks in `cache`.
@@ -380,6 +392,55 @@ impl Table {
             ));
         }
         problems
+    }
+
+    /// Reads every data block from the file (bypassing the cache), in index order, and hands
+    /// `visit` each entry as [`DataBlockEvent::Entry`]; a block that cannot be read or parsed
+    /// (a checksum mismatch, a malformed entry or handle) is handed over as
+    /// [`DataBlockEvent::Damaged`] after the entries before the damage, and the walk goes on
+    /// with the next block; an index that cannot be read further ends it with
+    /// [`DataBlockEvent::IndexEnds`]. Key order is not checked (see
+    /// [`Table::block_problems`]). For `strata sst-dump --entries`.
+    ///
+    /// # Errors
+    /// Whatever `visit` returns (the walk stops there).
+    pub fn walk_data_blocks<E>(
+        &self,
+        mut visit: impl FnMut(DataBlockEvent<'_>) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
+        let mut index = self.index.iter();
+        if let Err(e) = index.seek_to_first() {
+            return visit(DataBlockEvent::IndexEnds(e));
+        }
+        while index.valid() {
+            let block = self.decode_handle(index.value()).and_then(|handle| {
+                self.data_block(
+                    handle,
+                    BlockCachePolicy::Bypass,
+                    &mut Readahead::default(),
+                    Vec::new(),
+                )
+            });
+            let walked = match block {
+                Ok(block) => {
+                    let mut it = block.iter();
+                    let mut step = it.seek_to_first();
+                    while step.is_ok() && it.valid() {
+                        visit(DataBlockEvent::Entry(it.key(), it.value()))?;
+                        step = it.next();
+                    }
+                    step
+                }
+                Err(e) => Err(e),
+            };
+            if let Err(e) = walked {
+                visit(DataBlockEvent::Damaged(e))?;
+            }
+            if let Err(e) = index.next() {
+                return visit(DataBlockEvent::IndexEnds(e));
+            }
+        }
+        Ok(())
     }
 
     /// Reads the data block whose index value is `handle_value` from the file, adds its
