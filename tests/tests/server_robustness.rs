@@ -578,13 +578,23 @@ fn an_address_in_use_leaves_the_directory_alone() {
 /// unknown message type or a FunctionCall closed the connection silently. Each now gets a
 /// FATAL ErrorResponse (08P01, 0A000 for FunctionCall) before the close, and the server goes
 /// on serving.
+///
+/// Framing (`server/src/pg/frames.rs`): a Sync or Flush with a body ran the message hidden in
+/// it (a proxy forwarding whole messages would have seen a Sync), and a length below 4 was
+/// read past; both are FATAL 08P01 now, and the hidden statement does not run.
 #[test]
 fn malformed_postgres_messages_get_a_fatal_error_response() {
-    let cases: [(&[u8], &str); 4] = [
+    let hidden = pg_message(b'Q', b"CREATE TABLE smuggled (k BIGINT PRIMARY KEY)\0");
+    let mut short_query = vec![b'Q', 0, 0, 0, 3];
+    short_query.extend_from_slice(b"SELECT 1\0");
+    let cases: [(&[u8], &str); 7] = [
         (&pg_message(b'P', b"\0SELECT 1\0"), "08P01"),
         (&pg_message(b'B', b"\0\0\0\x01"), "08P01"),
         (&pg_message(b'y', b"zz"), "08P01"),
         (&pg_message(b'F', b"\0\0\0\x01\0\0\0\0\0\0"), "0A000"),
+        (&pg_message(b'S', &hidden), "08P01"),
+        (&pg_message(b'H', &hidden), "08P01"),
+        (&short_query, "08P01"),
     ];
     let server = TestServer::start(|_| {});
     for (message, code) in cases {
@@ -611,5 +621,16 @@ fn malformed_postgres_messages_get_a_fatal_error_response() {
         .map(|(t, _)| *t)
         .collect();
     assert_eq!(tags, b"TDCZ");
+    pg.write_all(&pg_message(b'Q', b"SELECT * FROM smuggled\0"))
+        .unwrap();
+    let reply: Vec<u8> = pg_messages_until(&mut pg, b'Z')
+        .into_iter()
+        .flat_map(|(t, body)| std::iter::once(t).chain(body))
+        .collect();
+    assert!(
+        has_sqlstate(&reply, "42P01"),
+        "{:?}",
+        reply.escape_ascii().to_string()
+    );
     assert_serving(&server);
 }

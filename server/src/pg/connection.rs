@@ -35,8 +35,10 @@ use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
 use pgwire::tokio::server::{negotiate_tls, process_error, process_message};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
+use tokio_util::codec::{Framed, FramedParts};
 
 use super::PgHandlers;
+use super::frames::{FrameCheck, frame_error};
 use crate::server::Shared;
 
 /// After the shutdown grace period, once no engine call runs on the connection: how long its
@@ -302,9 +304,17 @@ pub(crate) async fn serve_connection(
     };
     // The second handle would keep the socket open after the framed stream is dropped.
     drop(closer);
-    let Some(mut socket) = negotiated else {
+    let Some(socket) = negotiated else {
         return;
     };
+    // From here on the client's bytes pass the framing check before pgwire decodes them
+    // (`frames.rs`); the bytes pgwire read ahead are checked first.
+    let parts = socket.into_parts();
+    let checked = FrameCheck::new(parts.io, false, &parts.read_buf);
+    let mut checked_parts = FramedParts::new(checked, parts.codec);
+    checked_parts.read_buf = parts.read_buf;
+    checked_parts.write_buf = parts.write_buf;
+    let mut socket = Framed::from_parts(checked_parts);
 
     let handlers = PgHandlers::new(Arc::clone(&shared), Arc::clone(&activity));
     let copy = handlers.copy_handler();
@@ -448,6 +458,9 @@ where
         Ok(Some(Ok(message))) => Next::Message(message),
         Ok(None) => Next::End,
         Ok(Some(Err(PgWireError::IoError(e)))) => {
+            if let Some(malformed) = frame_error(&e) {
+                return Next::Malformed("08P01", malformed.to_string());
+            }
             tracing::debug!(error = %e, "PostgreSQL connection ended with an error");
             Next::End
         }

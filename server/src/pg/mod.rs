@@ -19,6 +19,7 @@
 //! not used.)
 
 mod connection;
+mod frames;
 mod values;
 
 pub(crate) use connection::{refuse_too_many, serve_connection};

@@ -1,0 +1,324 @@
+//! Checks the framing of what a PostgreSQL client sends before pgwire decodes it.
+//!
+//! Every message after the startup is a type byte and a 4-byte big-endian length that counts
+//! itself and the body (PostgreSQL's "Message Formats"); the startup-phase messages
+//! (StartupMessage, SSLRequest, GSSENCRequest, CancelRequest) have the length and no type
+//! byte. pgwire's decoders trust the length: a length below 4 was read as if the message went
+//! on, and `Sync`, `Flush`, `Terminate` and `CopyDone` ignore their bodies, so a message
+//! hidden in a `Sync`'s body ran as the next message (a proxy or pooler that forwards
+//! messages whole would have seen a harmless `Sync`). [`FrameCheck`] follows the message
+//! boundaries in the bytes as they are read and fails the read with a [`FrameError`] on a
+//! length PostgreSQL refuses; the connection answers FATAL 08P01 and closes, as PostgreSQL
+//! does ("invalid message length").
+
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+/// A message length PostgreSQL refuses (the text is the FATAL message's).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct FrameError(String);
+
+/// The `FrameError` inside `e`, if the read failed on a malformed frame.
+pub(crate) fn frame_error(e: &io::Error) -> Option<&FrameError> {
+    e.get_ref()
+        .and_then(|inner| inner.downcast_ref::<FrameError>())
+}
+
+/// Request codes of the startup-phase messages after which another untyped message comes
+/// (the server answers them with one byte).
+const SSL_REQUEST: u32 = 80_877_103;
+const GSSENC_REQUEST: u32 = 80_877_104;
+
+/// Where the checker is in the client's byte stream.
+#[derive(Debug, Default)]
+struct Frames {
+    /// Past the startup phase: messages have a type byte.
+    typed: bool,
+    /// Header bytes of the message being read (type byte, if any, then the length).
+    header: [u8; 5],
+    header_len: usize,
+    /// Body bytes of the current message still to come.
+    body_left: u64,
+    /// The first four body bytes of an untyped message (its request code).
+    code: [u8; 4],
+    code_len: usize,
+}
+
+impl Frames {
+    /// Follows `bytes`, the next bytes of the stream.
+    fn feed(&mut self, mut bytes: &[u8]) -> Result<(), FrameError> {
+        while !bytes.is_empty() {
+            if self.body_left > 0 {
+                let take = usize::try_from(self.body_left)
+                    .unwrap_or(usize::MAX)
+                    .min(bytes.len());
+                if !self.typed {
+                    let want = (self.code.len() - self.code_len).min(take);
+                    self.code[self.code_len..self.code_len + want].copy_from_slice(&bytes[..want]);
+                    self.code_len += want;
+                }
+                self.body_left -= take as u64;
+                bytes = &bytes[take..];
+                if self.body_left == 0 {
+                    self.message_done();
+                }
+                continue;
+            }
+            let header_size = if self.typed { 5 } else { 4 };
+            let want = (header_size - self.header_len).min(bytes.len());
+            self.header[self.header_len..self.header_len + want].copy_from_slice(&bytes[..want]);
+            self.header_len += want;
+            bytes = &bytes[want..];
+            if self.header_len == header_size {
+                self.header_done()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The header is complete: checks the length and starts the body.
+    fn header_done(&mut self) -> Result<(), FrameError> {
+        let (kind, len_bytes) = if self.typed {
+            (Some(self.header[0]), &self.header[1..5])
+        } else {
+            (None, &self.header[..4])
+        };
+        let mut len = [0u8; 4];
+        len.copy_from_slice(len_bytes);
+        #[expect(clippy::big_endian_bytes, reason = "PostgreSQL's wire format")]
+        let len = u32::from_be_bytes(len);
+        let min = if self.typed { 4 } else { 8 };
+        if len < min {
+            return Err(FrameError(format!(
+                "invalid message length {len}{}",
+                kind.map(|k| format!(" of a message of type {}", printable(k)))
+                    .unwrap_or_default()
+            )));
+        }
+        // Messages without a body (PostgreSQL checks each: "invalid message format").
+        if let Some(k @ (b'S' | b'H' | b'X' | b'c')) = kind
+            && len != 4
+        {
+            let name = match k {
+                b'S' => "Sync",
+                b'H' => "Flush",
+                b'X' => "Terminate",
+                _ => "CopyDone",
+            };
+            return Err(FrameError(format!(
+                "invalid message format: a {name} message has no body, its length is {len}"
+            )));
+        }
+        self.header_len = 0;
+        self.code_len = 0;
+        self.body_left = u64::from(len) - 4;
+        if self.body_left == 0 {
+            self.message_done();
+        }
+        Ok(())
+    }
+
+    /// A message ended: after an SSL or GSSAPI encryption request another untyped message
+    /// comes, after any other startup-phase message typed ones.
+    fn message_done(&mut self) {
+        if !self.typed {
+            #[expect(clippy::big_endian_bytes, reason = "PostgreSQL's wire format")]
+            let code = u32::from_be_bytes(self.code);
+            self.typed = !(self.code_len == 4 && (code == SSL_REQUEST || code == GSSENC_REQUEST));
+        }
+    }
+}
+
+/// A message type byte as text for a message.
+fn printable(kind: u8) -> String {
+    if kind.is_ascii_graphic() {
+        format!("'{}'", char::from(kind))
+    } else {
+        format!("{kind:#04x}")
+    }
+}
+
+/// A stream whose reads fail with [`FrameError`] (as [`io::ErrorKind::InvalidData`]) once
+/// the bytes read break PostgreSQL's message framing; writes pass through.
+#[derive(Debug)]
+pub(crate) struct FrameCheck<S> {
+    inner: S,
+    frames: Frames,
+    /// A framing error found in bytes read before (reported by the next read).
+    failed: Option<String>,
+}
+
+impl<S> FrameCheck<S> {
+    /// Checks the stream `inner` from a message boundary: `typed` once the startup message
+    /// has been read, and `pending`, bytes already read from it that its reader holds
+    /// undecoded, which come first.
+    pub(crate) fn new(inner: S, typed: bool, pending: &[u8]) -> FrameCheck<S> {
+        let mut frames = Frames {
+            typed,
+            ..Frames::default()
+        };
+        let failed = frames.feed(pending).err().map(|e| e.0);
+        FrameCheck {
+            inner,
+            frames,
+            failed,
+        }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for FrameCheck<S> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if let Some(reason) = this.failed.take() {
+            return Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                FrameError(reason),
+            )));
+        }
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut this.inner).poll_read(cx, buf);
+        if let Poll::Ready(Ok(())) = polled
+            && let Err(e) = this.frames.feed(&buf.filled()[before..])
+        {
+            // The bytes of this read are not handed on: the connection ends at the
+            // malformed message.
+            buf.set_filled(before);
+            return Poll::Ready(Err(io::Error::new(io::ErrorKind::InvalidData, e)));
+        }
+        polled
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for FrameCheck<S> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write(cx, data)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A typed message: type byte, length, body.
+    fn msg(kind: u8, body: &[u8]) -> Vec<u8> {
+        let mut m = vec![kind];
+        #[expect(clippy::big_endian_bytes, reason = "PostgreSQL's wire format")]
+        m.extend_from_slice(&u32::try_from(body.len() + 4).unwrap_or(0).to_be_bytes());
+        m.extend_from_slice(body);
+        m
+    }
+
+    /// An untyped startup-phase message with request code `code`.
+    fn untyped(code: u32, rest: &[u8]) -> Vec<u8> {
+        #[expect(clippy::big_endian_bytes, reason = "PostgreSQL's wire format")]
+        let mut m = u32::try_from(rest.len() + 8)
+            .unwrap_or(0)
+            .to_be_bytes()
+            .to_vec();
+        #[expect(clippy::big_endian_bytes, reason = "PostgreSQL's wire format")]
+        m.extend_from_slice(&code.to_be_bytes());
+        m.extend_from_slice(rest);
+        m
+    }
+
+    /// Feeds `stream` in chunks of `chunk` bytes from the startup phase.
+    fn feed(stream: &[u8], chunk: usize) -> Result<Frames, FrameError> {
+        let mut frames = Frames::default();
+        for part in stream.chunks(chunk) {
+            frames.feed(part)?;
+        }
+        Ok(frames)
+    }
+
+    fn session(tail: &[u8]) -> Vec<u8> {
+        let mut s = untyped(SSL_REQUEST, b"");
+        s.extend(untyped(196_608, b"user\0u\0\0"));
+        s.extend(msg(b'Q', b"SELECT 1\0"));
+        s.extend(msg(b'P', b"\0SELECT $1\0\0\0"));
+        s.extend(msg(b'S', b""));
+        s.extend_from_slice(tail);
+        s
+    }
+
+    #[test]
+    fn well_framed_sessions_pass_in_any_chunking() {
+        for chunk in [1, 2, 3, 5, 7, 64, 4096] {
+            let frames = feed(&session(&msg(b'X', b"")), chunk).expect("well framed");
+            assert!(frames.typed);
+            assert_eq!((frames.header_len, frames.body_left), (0, 0), "{chunk}");
+        }
+    }
+
+    #[test]
+    fn a_body_on_sync_flush_terminate_or_copydone_is_refused() {
+        let hidden = msg(b'Q', b"INSERT INTO t VALUES (42)\0");
+        for kind in [b'S', b'H', b'X', b'c'] {
+            for chunk in [1, 4096] {
+                let err = feed(&session(&msg(kind, &hidden)), chunk)
+                    .err()
+                    .expect("refused");
+                assert!(err.0.contains("has no body"), "{err}");
+            }
+        }
+    }
+
+    #[test]
+    fn lengths_below_the_header_are_refused() {
+        for len in 0u32..4 {
+            let mut bad = vec![b'Q'];
+            #[expect(clippy::big_endian_bytes, reason = "PostgreSQL's wire format")]
+            bad.extend_from_slice(&len.to_be_bytes());
+            bad.extend_from_slice(b"SELECT 1\0");
+            let err = feed(&session(&bad), 3).err().expect("refused");
+            assert!(
+                err.0.contains(&format!("invalid message length {len}")),
+                "{err}"
+            );
+        }
+        // A startup packet shorter than its length and code.
+        let err = feed(&[0, 0, 0, 4, 1, 2], 1).err().expect("refused");
+        assert!(err.0.contains("invalid message length 4"), "{err}");
+    }
+
+    #[test]
+    fn pending_bytes_are_checked_first() {
+        let mut pending = msg(b'S', b"xx");
+        pending.extend(msg(b'Q', b"SELECT 1\0"));
+        let check = FrameCheck::new(tokio::io::empty(), true, &pending);
+        assert!(check.failed.is_some());
+        let check = FrameCheck::new(tokio::io::empty(), true, &msg(b'Q', b"SELECT 1\0"));
+        assert!(check.failed.is_none());
+    }
+}
