@@ -286,9 +286,7 @@ mod tests {
         let hidden = msg(b'Q', b"INSERT INTO t VALUES (42)\0");
         for kind in [b'S', b'H', b'X', b'c'] {
             for chunk in [1, 4096] {
-                let err = feed(&session(&msg(kind, &hidden)), chunk)
-                    .err()
-                    .expect("refused");
+                let err = feed(&session(&msg(kind, &hidden)), chunk).expect_err("refused");
                 assert!(err.0.contains("has no body"), "{err}");
             }
         }
@@ -301,14 +299,14 @@ mod tests {
             #[expect(clippy::big_endian_bytes, reason = "PostgreSQL's wire format")]
             bad.extend_from_slice(&len.to_be_bytes());
             bad.extend_from_slice(b"SELECT 1\0");
-            let err = feed(&session(&bad), 3).err().expect("refused");
+            let err = feed(&session(&bad), 3).expect_err("refused");
             assert!(
                 err.0.contains(&format!("invalid message length {len}")),
                 "{err}"
             );
         }
         // A startup packet shorter than its length and code.
-        let err = feed(&[0, 0, 0, 4, 1, 2], 1).err().expect("refused");
+        let err = feed(&[0, 0, 0, 4, 1, 2], 1).expect_err("refused");
         assert!(err.0.contains("invalid message length 4"), "{err}");
     }
 
