@@ -55,6 +55,9 @@ pub(crate) struct Shared {
     /// The RESP connections, for `CLIENT LIST` and `CLIENT KILL`.
     pub clients: Arc<crate::resp::clients::ClientRegistry>,
     pub started: Instant,
+    /// This process's random 40-hex-digit id, `run_id` in `INFO server` as in Redis: tells
+    /// two addresses of one server apart from two servers (`strata rebalance` checks it).
+    pub run_id: String,
     pub next_client_id: AtomicU64,
     /// Engine calls running on the blocking pool; shutdown waits for them.
     pub in_flight: AtomicUsize,
@@ -225,6 +228,7 @@ impl Server {
             cursors: crate::resp::keyspace::CursorTable::default(),
             clients: Arc::default(),
             started: Instant::now(),
+            run_id: new_run_id(),
             next_client_id: AtomicU64::new(1),
             in_flight: AtomicUsize::new(0),
             resp_addr,
@@ -630,4 +634,25 @@ impl Drop for RunningServer {
             tracing::warn!(error = %e, "server shutdown failed");
         }
     }
+}
+
+/// A random 40-hex-digit id (160 bits from the standard library's per-process random hash
+/// keys, the process id and the clock), as Redis's `run_id`.
+fn new_run_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    (0..3u64)
+        .map(|i| {
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_u64(i);
+            h.write_u32(std::process::id());
+            h.write_u128(nanos);
+            format!("{:016x}", h.finish())
+        })
+        .collect::<String>()
+        .chars()
+        .take(40)
+        .collect()
 }

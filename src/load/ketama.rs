@@ -86,7 +86,10 @@ impl Continuum {
         if self.servers == 1 {
             return 0;
         }
-        let hash = fnv1a_64(self.hashed_part(key));
+        // nutcracker's `server_pool_hash` gives an empty key hash 0 (the first point of the
+        // continuum) without hashing it.
+        let part = self.hashed_part(key);
+        let hash = if part.is_empty() { 0 } else { fnv1a_64(part) };
         let i = self.points.partition_point(|&(value, _)| value < hash);
         self.points
             .get(i)
@@ -225,6 +228,23 @@ mod tests {
         // 1:3 over two servers: 25% of 320 points and 75% of them.
         assert_eq!(points_for(1, 4, 2), 80);
         assert_eq!(points_for(3, 4, 2), 240);
+    }
+
+    /// Regression: the empty key went by the hash of `""` where nutcracker sends it to the
+    /// first point of the continuum (hash 0), so `rebalance` moved it off the node the proxy
+    /// reads it from (seen with nutcracker 0.5.0: `SET "" x` lands on the first point's node).
+    #[test]
+    fn the_empty_key_goes_to_the_first_point() {
+        let c = Continuum::new(&nodes(&["node1", "node2", "node3"]), None).expect("ketama");
+        let first = c.points.first().map(|&(_, server)| server).expect("points");
+        assert_eq!(c.owner(b""), first);
+        let tagged = Continuum::new(&nodes(&["a", "b"]), Some(*b"{}")).expect("ketama");
+        let first = tagged
+            .points
+            .first()
+            .map(|&(_, server)| server)
+            .expect("points");
+        assert_eq!(tagged.owner(b""), first);
     }
 
     #[test]

@@ -184,7 +184,7 @@ pub(crate) fn rebalance(
             pool.name
         );
     }
-    let mut owners: Vec<Option<redis::Connection>> = pool.servers.iter().map(|_| None).collect();
+    let mut owners = check_identities(pool, drain)?;
     let bar = spinner(progress);
     let mut reports = Vec::new();
     let sources = pool
@@ -233,6 +233,63 @@ pub(crate) fn rebalance(
     }
     bar.finish_and_clear();
     Ok(reports)
+}
+
+/// Connects to every server of `pool` and every `drain` node and refuses two that are one
+/// server: a key "moved" from a server to itself is written, then deleted. Two pool lines at
+/// one address (nutcracker accepts that), a drained node named by another spelling of a pool
+/// server's address (`localhost` for `127.0.0.1`), a server listed twice. A server is known by
+/// the `run_id` of its `INFO server` (Redis's, and Strata's since it has one), else by its
+/// address. Also refuses two pool servers of one name, as nutcracker does. Returns the
+/// connections to the pool's servers, in pool order.
+///
+/// # Errors
+/// A connection or `INFO` error, naming the address; two entries that are one server.
+fn check_identities(
+    pool: &Pool,
+    drain: &[String],
+) -> anyhow::Result<Vec<Option<redis::Connection>>> {
+    let mut names = std::collections::HashSet::new();
+    for s in &pool.servers {
+        anyhow::ensure!(
+            names.insert(s.name.as_str()),
+            "pool {} names two servers {:?}: give each server its own name",
+            pool.name,
+            s.name
+        );
+    }
+    let mut seen: BTreeMap<String, String> = BTreeMap::new();
+    let mut identify = |addr: &str, conn: &mut redis::Connection| -> anyhow::Result<()> {
+        let info: String = redis::cmd("INFO")
+            .arg("server")
+            .query(conn)
+            .with_context(|| format!("INFO server on {addr}"))?;
+        let id = info
+            .lines()
+            .find_map(|l| l.strip_prefix("run_id:"))
+            .map_or_else(|| addr.to_owned(), |id| id.trim().to_owned());
+        if let Some(first) = seen.insert(id.clone(), addr.to_owned()) {
+            anyhow::bail!(
+                "{first} and {addr} are the same server (run_id {id}): list each server of pool {} \
+                 once, and drain only servers that are not in it (moving keys from a server to \
+                 itself would delete them)",
+                pool.name
+            );
+        }
+        Ok(())
+    };
+    let mut owners = Vec::with_capacity(pool.servers.len());
+    for s in &pool.servers {
+        let addr = s.addr();
+        let mut conn = client::connect(&addr, &pool.login)?;
+        identify(&addr, &mut conn)?;
+        owners.push(Some(conn));
+    }
+    for d in drain {
+        let mut conn = client::connect(d, &pool.login)?;
+        identify(d, &mut conn)?;
+    }
+    Ok(owners)
 }
 
 /// A spinner with a message on stderr, or a hidden bar.

@@ -559,11 +559,12 @@ pub(crate) fn info(s: &mut Session, args: &[Bytes]) {
         let _ = write!(
             text,
             "# Server\r\nredis_version:{REDIS_VERSION}\r\nstrata_version:{}\r\nredis_mode:standalone\r\n\
-             os:{}\r\narch_bits:64\r\nprocess_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{}\r\n\
-             uptime_in_days:{}\r\nsync_mode:{}\r\ndata_dir:{}\r\n\r\n",
+             os:{}\r\narch_bits:64\r\nprocess_id:{}\r\nrun_id:{}\r\ntcp_port:{}\r\n\
+             uptime_in_seconds:{}\r\nuptime_in_days:{}\r\nsync_mode:{}\r\ndata_dir:{}\r\n\r\n",
             env!("CARGO_PKG_VERSION"),
             std::env::consts::OS,
             std::process::id(),
+            shared.run_id,
             shared.resp_addr.map_or(0, |a| a.port()),
             shared.started.elapsed().as_secs(),
             shared.started.elapsed().as_secs() / 86_400,
