@@ -345,7 +345,8 @@ impl Walk<'_> {
         for (key, _) in &misplaced {
             get.cmd("GET").arg(*key);
         }
-        let values = client::replies(&mut self.source, &mut get)?;
+        let values = client::replies(&mut self.source, &mut get)
+            .with_context(|| format!("reading {} keys to move", misplaced.len()))?;
         // 2. Write them to their owners, one pipeline per owner.
         let mut by_owner: BTreeMap<usize, Pairs<'_>> = BTreeMap::new();
         for ((key, owner), value) in misplaced.iter().zip(values) {
@@ -366,7 +367,14 @@ impl Walk<'_> {
             for (key, value) in &pairs {
                 set.cmd("SET").arg(*key).arg(value);
             }
-            let replies = client::replies(conn, &mut set)?;
+            let replies = client::replies(conn, &mut set).with_context(|| {
+                format!(
+                    "writing {} keys to {} ({})",
+                    pairs.len(),
+                    server.addr(),
+                    server.name
+                )
+            })?;
             for ((key, _), reply) in pairs.iter().zip(&replies) {
                 if let Some(why) = client::refused(reply, Expect::Ok) {
                     anyhow::bail!(
