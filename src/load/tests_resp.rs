@@ -287,13 +287,19 @@ fn rebalance_refuses_one_server_listed_twice() {
     put_all(&nodes[1], 300);
     let twice = pool(&[&nodes[0], &nodes[1], &nodes[1]]);
     let err = rebalance(&twice, &[], Mode::Move, 64, false).expect_err("refused");
-    assert!(format!("{err:#}").contains("are the same server"), "{err:#}");
+    assert!(
+        format!("{err:#}").contains("are the same server"),
+        "{err:#}"
+    );
     assert_eq!(nodes[1].keys().len(), 300);
     let pool = pool(&[&nodes[0], &nodes[1]]);
     let port = client::parse_addr(&nodes[1].addr()).expect("addr").1;
     let other_spelling = [format!("localhost:{port}")];
     let err = rebalance(&pool, &other_spelling, Mode::Move, 64, false).expect_err("refused");
-    assert!(format!("{err:#}").contains("are the same server"), "{err:#}");
+    assert!(
+        format!("{err:#}").contains("are the same server"),
+        "{err:#}"
+    );
     assert_eq!(nodes[1].keys().len(), 300);
     // Two servers of one name, as nutcracker refuses.
     let mut named = pool.clone();
