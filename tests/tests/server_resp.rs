@@ -2001,20 +2001,32 @@ fn a_sql_command_still_running_after_the_grace_period_is_stopped() -> TestResult
             .arg(format!("INSERT INTO big VALUES {}", values.join(", ")))
             .query(&mut c)?;
     }
-    let update = std::thread::spawn(move || {
-        redis::cmd("SQL")
-            .arg("UPDATE big SET g = g + 1")
-            .query::<String>(&mut c)
-    });
-    std::thread::sleep(std::time::Duration::from_millis(20));
-    server.stop();
-    let err = update
-        .join()
-        .expect("no panic")
-        .expect_err("stopped by the shutdown");
-    assert!(err.to_string().contains("57P01"), "{err}");
-    server.restart();
-    let mut c = server.client();
+    // The stop must come while the UPDATE runs. On a loaded machine the command may not
+    // have been read yet when the stop closes the idle connection (the client sees the
+    // connection end, nothing changed): then try again, waiting longer.
+    let mut wait_ms = 20;
+    let mut c = loop {
+        let update = std::thread::spawn(move || {
+            redis::cmd("SQL")
+                .arg("UPDATE big SET g = g + 1")
+                .query::<String>(&mut c)
+        });
+        std::thread::sleep(std::time::Duration::from_millis(wait_ms));
+        server.stop();
+        let err = update
+            .join()
+            .expect("no panic")
+            .expect_err("stopped by the shutdown");
+        server.restart();
+        if err.is_connection_dropped() || err.is_io_error() {
+            assert!(wait_ms < 2_000, "the UPDATE never started: {err}");
+            wait_ms *= 4;
+            c = server.client();
+            continue;
+        }
+        assert!(err.to_string().contains("57P01"), "{err}");
+        break server.client();
+    };
     let rows: Vec<Vec<redis::Value>> = redis::cmd("SQL")
         .arg("SELECT count(*), sum(g) FROM big")
         .query(&mut c)?;

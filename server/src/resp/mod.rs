@@ -100,6 +100,9 @@ pub(crate) async fn serve_connection(
             let _ = stream.shutdown().await;
             return;
         }
+        // Published before the replies go out: a client that has its reply and then asks
+        // CLIENT LIST on another connection sees this batch's last command.
+        session.publish();
         if !session.out.is_empty() {
             // A client that does not read its replies holds the connection here; after the
             // shutdown's grace period it is closed instead of waited for.
@@ -113,7 +116,6 @@ pub(crate) async fn serve_connection(
             }
             session.out.clear();
         }
-        session.publish();
         if session.quit || session.registration.entry.is_killed() {
             let _ = stream.shutdown().await;
             return;
