@@ -140,6 +140,14 @@ impl TableBuilder {
             );
             last.is_none_or(|l| l.user_key != key.user_key)
         };
+        // An entry of a block's size or more gets a block of its own: sharing the block
+        // before it would make every read of a small key there load (and decompress) the
+        // large value too. (A large entry after a small one otherwise joins its block.)
+        if !self.data_block.is_empty()
+            && key.user_key.len() + TRAILER_LEN + value.len() >= self.opts.block_size
+        {
+            self.flush_data_block()?;
+        }
         if let Some(handle) = self.pending_index.take() {
             shortest_separator(&self.last_key, key, &mut self.separator_scratch);
             self.add_index_entry(handle)?;

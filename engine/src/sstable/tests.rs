@@ -372,6 +372,63 @@ fn filter_rejected_get_reads_no_data_block() -> Result<()> {
     Ok(())
 }
 
+/// A value of a block's size or more gets a data block of its own, so reading the small keys
+/// before it never loads the large value (a RESP SCAN over the keys beside a 100 MB value
+/// decompressed it on every page).
+#[test]
+fn a_large_entry_gets_a_block_of_its_own() -> Result<()> {
+    let dir = tempdir()?;
+    let path = dir.path().join("t.sst");
+    let large = noise(64 << 10, 7);
+    let mut model: Model = (0..20u32)
+        .map(|i| put(format!("a{i:02}").as_bytes(), 1, b"v"))
+        .collect();
+    model.push(put(b"b", 1, &large));
+    model.extend((0..20u32).map(|i| put(format!("c{i:02}").as_bytes(), 1, b"v")));
+    let (props, _) = write(&path, &model, opts(4096, 0, false))?;
+    assert_eq!(props.num_data_blocks, 3);
+    let sizes: Vec<u64> = data_handles(&path)?.iter().map(|h| h.size).collect();
+    assert!(sizes[0] < 4096 && sizes[2] < 4096, "{sizes:?}");
+    assert!(sizes[1] >= large.len() as u64, "{sizes:?}");
+    let cache = BlockCache::new(1 << 20);
+    let t = Table::open(
+        &crate::fs::OsFs,
+        &path,
+        FileNumber(1),
+        None,
+        Arc::clone(&cache),
+    )?;
+    for key in [&b"a05"[..], b"a19", b"c00"] {
+        let r = t.get(
+            InternalKeyRef::new(key, SeqNo::MAX, ValueKind::FOR_SEEK),
+            BlockCachePolicy::Fill,
+        )?;
+        assert_eq!(
+            r.map(|(_, _, v)| v.to_vec()),
+            Some(b"v".to_vec()),
+            "{key:?}"
+        );
+    }
+    assert!(
+        cache.usage_bytes() < 3 * 4096,
+        "the large block was loaded: {} bytes cached",
+        cache.usage_bytes()
+    );
+    check_table(&t, &model)?;
+    // The same with one version of a key small and the next one large.
+    let path2 = dir.path().join("t2.sst");
+    let model2: Model = vec![
+        put(b"k", 9, b"small"),
+        put(b"k", 8, &large),
+        put(b"l", 1, b"v"),
+    ];
+    let model2 = sorted(model2);
+    let (props2, _) = write(&path2, &model2, opts(4096, 0, false))?;
+    assert_eq!(props2.num_data_blocks, 3);
+    check_table(&open(&path2)?, &model2)?;
+    Ok(())
+}
+
 #[test]
 fn lz4_is_kept_only_when_it_saves_an_eighth() -> Result<()> {
     let dir = tempdir()?;
