@@ -1131,6 +1131,64 @@ async fn read_only_transactions_refuse_writes_with_25006() -> TestResult {
     Ok(())
 }
 
+/// After an error in a transaction block its later statements are refused with 25P02 and
+/// not run, as in PostgreSQL, until ROLLBACK; COMMIT ends the failed block; ROLLBACK TO
+/// SAVEPOINT lets the block go on. (They used to run.)
+#[tokio::test]
+async fn statements_after_an_error_in_a_block_are_refused_until_it_ends() -> TestResult {
+    let server = TestServer::start(|_| {});
+    let client = connect(&server, "aborted").await?;
+    client
+        .batch_execute("CREATE TABLE t (id BIGINT PRIMARY KEY)")
+        .await?;
+    let ids = || async {
+        let rows = client.query("SELECT id FROM t ORDER BY id", &[]).await?;
+        Ok::<_, tokio_postgres::Error>(rows.iter().map(|r| r.get(0)).collect::<Vec<i64>>())
+    };
+    client.batch_execute("BEGIN").await?;
+    client.execute("INSERT INTO t VALUES (1)", &[]).await?;
+    let err = client
+        .execute("INSERT INTO t VALUES (1)", &[])
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Some(&SqlState::UNIQUE_VIOLATION), "{err}");
+    for sql in [
+        "INSERT INTO t VALUES (2)",
+        "SELECT id FROM t",
+        "SET statement_timeout = 5",
+        "BEGIN",
+    ] {
+        let err = client.batch_execute(sql).await.unwrap_err();
+        assert_eq!(
+            err.code(),
+            Some(&SqlState::IN_FAILED_SQL_TRANSACTION),
+            "{sql}: {err}"
+        );
+    }
+    let err = client
+        .execute("INSERT INTO t VALUES (2)", &[])
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Some(&SqlState::IN_FAILED_SQL_TRANSACTION));
+    // COMMIT ends the block; 1 was committed before the error, 2 never ran.
+    client.batch_execute("COMMIT").await?;
+    assert_eq!(ids().await?, [1]);
+    // ROLLBACK TO SAVEPOINT: the block goes on.
+    client.batch_execute("BEGIN; SAVEPOINT s").await?;
+    assert!(client.batch_execute("SELECT * FROM nosuch").await.is_err());
+    client.batch_execute("ROLLBACK TO SAVEPOINT s").await?;
+    client.execute("INSERT INTO t VALUES (3)", &[]).await?;
+    client.batch_execute("COMMIT").await?;
+    // ROLLBACK ends a failed block too; outside a block an error stops nothing.
+    client.batch_execute("BEGIN").await?;
+    assert!(client.batch_execute("SELECT * FROM nosuch").await.is_err());
+    client.batch_execute("ROLLBACK").await?;
+    assert!(client.batch_execute("SELECT * FROM nosuch").await.is_err());
+    client.execute("INSERT INTO t VALUES (4)", &[]).await?;
+    assert_eq!(ids().await?, [1, 3, 4]);
+    Ok(())
+}
+
 /// A ROLLBACK after writes warns (a NoticeResponse, which clients show) that nothing was
 /// undone: statements commit one at a time.
 #[test]

@@ -528,6 +528,9 @@ struct Transaction {
     open: Option<bool>,
     /// Statements that changed data since `BEGIN`.
     writes: usize,
+    /// A statement failed since `BEGIN` (or the last `ROLLBACK TO`): every statement but
+    /// `COMMIT` and `ROLLBACK` is refused with 25P02 until the block ends.
+    aborted: bool,
 }
 
 impl Transaction {
@@ -656,10 +659,40 @@ impl PgQuery {
         Ok(db)
     }
 
+    /// Runs one statement of the connection as [`PgQuery::run_open_statement`] does, except
+    /// in a transaction block a statement failed in: there, as in PostgreSQL, `COMMIT` (or
+    /// `END`) ends the block answering `ROLLBACK`, `ROLLBACK` runs, and every other
+    /// statement is refused with [`SqlError::TransactionAborted`] (25P02) and not run. A
+    /// failed statement inside a block marks the block so.
+    async fn run_statement<C: ClientInfo>(
+        &self,
+        client: &C,
+        stmt: String,
+    ) -> PgWireResult<Result<Outcome, SqlError>> {
+        if self.transaction.lock().aborted {
+            let words = sql::text::leading_words(&stmt, 1);
+            match words.first().map_or("", String::as_str) {
+                "COMMIT" | "END" => {
+                    let outcome = Ok(Outcome::Rollback);
+                    self.after_statement(&outcome);
+                    return Ok(outcome);
+                }
+                "ROLLBACK" | "ABORT" => {}
+                _ => return Ok(Err(SqlError::TransactionAborted)),
+            }
+        }
+        let result = self.run_open_statement(client, stmt).await?;
+        if result.is_err() {
+            let mut tx = self.transaction.lock();
+            tx.aborted = tx.open.is_some();
+        }
+        Ok(result)
+    }
+
     /// Runs one statement of the connection: the connection's own `statement_timeout`
     /// statements here ([`sql::timeout`]), every other one with [`sql::run`], stopped by a
     /// cancel request or when it runs past the timeout.
-    async fn run_statement<C: ClientInfo>(
+    async fn run_open_statement<C: ClientInfo>(
         &self,
         client: &C,
         stmt: String,
@@ -678,6 +711,7 @@ impl PgQuery {
                 ReadOnlyChange::Begin(mode) => {
                     tx.open = Some(mode.unwrap_or(tx.default_read_only));
                     tx.writes = 0;
+                    tx.aborted = false;
                     return Ok(Ok(Outcome::Begin));
                 }
                 ReadOnlyChange::Transaction(read_only) => {
@@ -767,12 +801,14 @@ impl PgQuery {
 
     /// Keeps the transaction state up to date after a statement ran: `COMMIT` and `ROLLBACK`
     /// end the transaction (a `ROLLBACK` after writes warns that they stay: statements commit
-    /// one at a time); a statement that changed data is counted.
+    /// one at a time), `ROLLBACK TO` ends its failed state; a statement that changed data is
+    /// counted.
     fn after_statement(&self, result: &Result<Outcome, SqlError>) {
         let mut tx = self.transaction.lock();
         match result {
             Ok(Outcome::Commit) => {
                 tx.open = None;
+                tx.aborted = false;
             }
             Ok(Outcome::Rollback) => {
                 if tx.writes > 0 {
@@ -788,9 +824,14 @@ impl PgQuery {
                 }
                 tx.open = None;
                 tx.writes = 0;
+                tx.aborted = false;
             }
             Ok(Outcome::Command(tag)) if tx.open.is_some() => {
                 let word = tag.split(' ').next().unwrap_or_default();
+                // ROLLBACK TO SAVEPOINT: the block goes on, no longer failed.
+                if word == "ROLLBACK" {
+                    tx.aborted = false;
+                }
                 if !matches!(
                     word,
                     "SET"

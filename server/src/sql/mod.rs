@@ -79,6 +79,9 @@ pub enum SqlError {
     ReadOnlyTransaction(String),
     /// A session feature this front end cannot honour (0A000): the message.
     NotSupported(String),
+    /// A statement other than `COMMIT`/`ROLLBACK` after an error in the same transaction
+    /// block (25P02): PostgreSQL ignores commands until the block ends.
+    TransactionAborted,
 }
 
 impl fmt::Display for SqlError {
@@ -102,6 +105,9 @@ impl fmt::Display for SqlError {
             SqlError::Server(e) => write!(f, "{e}"),
             SqlError::StatementTimeout => f.write_str(
                 "canceling statement due to statement timeout; the statement changed nothing",
+            ),
+            SqlError::TransactionAborted => f.write_str(
+                "current transaction is aborted, commands ignored until end of transaction block",
             ),
         }
     }
@@ -141,6 +147,7 @@ impl SqlError {
             SqlError::BadEncoding(_) => "22021",
             SqlError::ReadOnlyTransaction(_) => "25006",
             SqlError::NotSupported(_) => "0A000",
+            SqlError::TransactionAborted => "25P02",
             SqlError::Server(ServerError::BadName(_)) => "3D000",
             SqlError::Server(ServerError::ShuttingDown) => "57P01",
             SqlError::Server(ServerError::TooManyDatabases { .. }) => "53000",
