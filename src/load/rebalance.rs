@@ -55,6 +55,28 @@ pub(crate) struct RebalanceArgs {
     batch: usize,
 }
 
+/// Most bytes of values read and written per group of moved keys (one key larger than this
+/// moves alone).
+const MOVE_BYTES: u64 = 64 << 20;
+
+/// Cuts keys of `sizes` bytes, in order, into consecutive groups of at most `limit` bytes
+/// (a key over `limit` alone), as index ranges.
+fn move_groups(sizes: &[u64], limit: u64) -> Vec<std::ops::Range<usize>> {
+    let mut groups = Vec::new();
+    let (mut start, mut bytes) = (0, 0u64);
+    for (i, &size) in sizes.iter().enumerate() {
+        if i > start && bytes.saturating_add(size) > limit {
+            groups.push(start..i);
+            (start, bytes) = (i, 0);
+        }
+        bytes = bytes.saturating_add(size);
+    }
+    if start < sizes.len() {
+        groups.push(start..sizes.len());
+    }
+    groups
+}
+
 /// What to do with misplaced keys.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Mode {
@@ -340,9 +362,39 @@ impl Walk<'_> {
         if self.mode == Mode::Check || misplaced.is_empty() {
             return Ok(());
         }
+        // The values' sizes first, so that the keys move in groups of at most MOVE_BYTES of
+        // values (a page of large values is not held in memory at once).
+        let mut strlen = redis::pipe();
+        for (key, _) in &misplaced {
+            strlen.cmd("STRLEN").arg(*key);
+        }
+        let sizes = client::replies(&mut self.source, &mut strlen)
+            .with_context(|| format!("sizing {} keys to move", misplaced.len()))?;
+        let sizes: Vec<u64> = sizes
+            .iter()
+            // Not a string (the GET reports it): count it as empty.
+            .map(|v| match v {
+                Value::Int(n) => u64::try_from(*n).unwrap_or(0),
+                _ => 0,
+            })
+            .collect();
+        for group in move_groups(&sizes, MOVE_BYTES) {
+            let keys = misplaced.get(group).context("group out of range")?;
+            self.move_keys(keys, report)?;
+        }
+        Ok(())
+    }
+
+    /// Moves `misplaced` (keys on this node, each with its owner's index): reads them, writes
+    /// them to their owners, then (in [`Mode::Move`]) deletes them here.
+    fn move_keys(
+        &mut self,
+        misplaced: &[(&[u8], usize)],
+        report: &mut NodeReport,
+    ) -> anyhow::Result<()> {
         // 1. Read the values where they are.
         let mut get = redis::pipe();
-        for (key, _) in &misplaced {
+        for (key, _) in misplaced {
             get.cmd("GET").arg(*key);
         }
         let values = client::replies(&mut self.source, &mut get)
@@ -402,5 +454,29 @@ impl Walk<'_> {
             report.deleted += u64::try_from(deleted).unwrap_or(0);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::move_groups;
+
+    /// The groups as (start, end) pairs.
+    fn groups(sizes: &[u64], limit: u64) -> Vec<(usize, usize)> {
+        move_groups(sizes, limit)
+            .into_iter()
+            .map(|r| (r.start, r.end))
+            .collect()
+    }
+
+    #[test]
+    fn move_groups_cut_at_the_byte_limit_and_keep_a_large_key_alone() {
+        assert!(groups(&[], 10).is_empty());
+        assert_eq!(groups(&[3, 3, 3], 10), [(0, 3)]);
+        assert_eq!(groups(&[4, 4, 4, 4], 10), [(0, 2), (2, 4)]);
+        assert_eq!(groups(&[1, 50, 1, 1], 10), [(0, 1), (1, 2), (2, 4)]);
+        assert_eq!(groups(&[50], 10), [(0, 1)]);
+        assert_eq!(groups(&[0, 0, 10, 0], 10), [(0, 4)]);
+        assert_eq!(groups(&[u64::MAX, 1], 10), [(0, 1), (1, 2)]);
     }
 }
