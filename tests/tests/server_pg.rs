@@ -1173,6 +1173,15 @@ async fn statements_after_an_error_in_a_block_are_refused_until_it_ends() -> Tes
     // COMMIT ends the block; 1 was committed before the error, 2 never ran.
     client.batch_execute("COMMIT").await?;
     assert_eq!(ids().await?, [1]);
+    // An error at Parse or Describe (before anything runs) fails the block too.
+    client.batch_execute("BEGIN").await?;
+    assert!(client.prepare("SELECT nope FROM t").await.is_err());
+    let err = client
+        .execute("INSERT INTO t VALUES (2)", &[])
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Some(&SqlState::IN_FAILED_SQL_TRANSACTION));
+    client.batch_execute("ROLLBACK").await?;
     // ROLLBACK TO SAVEPOINT: the block goes on.
     client.batch_execute("BEGIN; SAVEPOINT s").await?;
     assert!(client.batch_execute("SELECT * FROM nosuch").await.is_err());
@@ -1187,6 +1196,44 @@ async fn statements_after_an_error_in_a_block_are_refused_until_it_ends() -> Tes
     client.execute("INSERT INTO t VALUES (4)", &[]).await?;
     assert_eq!(ids().await?, [1, 3, 4]);
     Ok(())
+}
+
+/// ReadyForQuery's transaction status follows the block: `E` after an error, `T` again after
+/// `ROLLBACK TO SAVEPOINT` (psql's `ON_ERROR_ROLLBACK` reads it to decide whether to set its
+/// savepoints), `I` after the block.
+#[test]
+fn ready_for_query_reports_a_block_resumed_by_rollback_to() {
+    use std::io::Write;
+    let server = TestServer::start(|_| {});
+    let mut stream = raw_session(&server, "rbto");
+    let mut run = |sql: &str| {
+        stream
+            .write_all(&pg_message(b'Q', format!("{sql}\0").as_bytes()))
+            .unwrap();
+        let replies = read_until_ready(&mut stream);
+        let status = replies
+            .last()
+            .filter(|(kind, _)| *kind == b'Z')
+            .and_then(|(_, body)| body.first().copied());
+        (replies, status)
+    };
+    run("CREATE TABLE t (id BIGINT PRIMARY KEY)");
+    assert_eq!(run("BEGIN").1, Some(b'T'));
+    assert_eq!(run("SAVEPOINT s").1, Some(b'T'));
+    assert_eq!(run("INSERT INTO t VALUES (1)").1, Some(b'T'));
+    assert_eq!(run("INSERT INTO t VALUES (1)").1, Some(b'E'));
+    assert_eq!(run("INSERT INTO t VALUES (2)").1, Some(b'E'));
+    assert_eq!(run("ROLLBACK TO SAVEPOINT s").1, Some(b'T'));
+    let (replies, status) = run("INSERT INTO t VALUES (3)");
+    assert_eq!(status, Some(b'T'), "{replies:?}");
+    assert_eq!(run("COMMIT").1, Some(b'I'));
+    let (replies, _) = run("SELECT count(*) FROM t");
+    assert!(
+        replies
+            .iter()
+            .any(|(kind, body)| *kind == b'D' && body.ends_with(b"2")),
+        "{replies:?}"
+    );
 }
 
 /// A ROLLBACK after writes warns (a NoticeResponse, which clients show) that nothing was

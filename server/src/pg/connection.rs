@@ -31,6 +31,7 @@ use std::time::{Duration, Instant};
 use futures::{FutureExt, SinkExt, StreamExt};
 use pgwire::api::{ClientInfo, ErrorHandler, PgWireConnectionState, PgWireServerHandlers};
 use pgwire::error::{ErrorInfo, PgWireError};
+use pgwire::messages::response::TransactionStatus;
 use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
 use pgwire::tokio::server::{negotiate_tls, process_error, process_message};
 use tokio::net::TcpStream;
@@ -364,6 +365,11 @@ pub(crate) async fn serve_connection(
             _ => message.is_extended_query(),
         };
         let is_cancel_request = matches!(message, PgWireFrontendMessage::CancelRequest(_));
+        if let PgWireFrontendMessage::Query(query) = &message
+            && handlers.query.resumes_failed_block(&query.query)
+        {
+            socket.set_transaction_status(TransactionStatus::Transaction);
+        }
         let answer = async {
             // `Ok(false)`: close the connection.
             let result = process_message(
@@ -398,6 +404,7 @@ pub(crate) async fn serve_connection(
                             .await?;
                         return Ok(false);
                     }
+                    handlers.query.message_failed();
                     process_error(&mut socket, e, is_extended_query)
                         .await
                         .map(|()| !is_cancel_request)

@@ -659,6 +659,28 @@ impl PgQuery {
         Ok(db)
     }
 
+    /// Called by the connection loop after an error pgwire answered itself (a failed Parse,
+    /// Bind or Describe, say): inside a transaction block it fails the block, as PostgreSQL
+    /// does (pgwire reports `E` from then on; the block's statements get 25P02).
+    fn message_failed(&self) {
+        let mut tx = self.transaction.lock();
+        if tx.open.is_some() {
+            tx.aborted = true;
+        }
+    }
+
+    /// True when `query` (a simple Query message's text) starts with `ROLLBACK TO` in a
+    /// failed block: the block goes on after it. pgwire keeps a failed status to the end of
+    /// the query it is answering, so the connection loop sets its status back to
+    /// in-transaction before pgwire answers, and ReadyForQuery says `T`, as PostgreSQL's
+    /// does (psql's `ON_ERROR_ROLLBACK` and drivers' nested transaction blocks read it).
+    fn resumes_failed_block(&self, query: &str) -> bool {
+        self.transaction.lock().aborted
+            && sql::text::split_statements(query)
+                .first()
+                .is_some_and(|stmt| sql::text::leading_words(stmt, 2) == ["ROLLBACK", "TO"])
+    }
+
     /// Runs one statement of the connection as [`PgQuery::run_open_statement`] does, except
     /// in a transaction block a statement failed in: there, as in PostgreSQL, `COMMIT` (or
     /// `END`) ends the block answering `ROLLBACK`, `ROLLBACK` runs, and every other
