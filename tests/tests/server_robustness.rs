@@ -542,7 +542,7 @@ fn postgres_connections_that_never_finish_their_startup_are_closed() {
         waited >= Duration::from_millis(400) && waited < Duration::from_secs(5),
         "{waited:?}"
     );
-    let query = b"Q\0\0\0\x0dSELECT 1;\0";
+    let query = b"Q\0\0\0\x0eSELECT 1;\0";
     ready.write_all(query).unwrap();
     ready
         .set_read_timeout(Some(Duration::from_secs(10)))

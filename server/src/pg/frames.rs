@@ -6,10 +6,15 @@
 //! byte. pgwire's decoders trust the length: a length below 4 was read as if the message went
 //! on, and `Sync`, `Flush`, `Terminate` and `CopyDone` ignore their bodies, so a message
 //! hidden in a `Sync`'s body ran as the next message (a proxy or pooler that forwards
-//! messages whole would have seen a harmless `Sync`). [`FrameCheck`] follows the message
-//! boundaries in the bytes as they are read and fails the read with a [`FrameError`] on a
-//! length PostgreSQL refuses; the connection answers FATAL 08P01 and closes, as PostgreSQL
-//! does ("invalid message length").
+//! messages whole would have seen a harmless `Sync`). pgwire's decoders of the other messages
+//! read their fields from the buffer without stopping at the declared end: a `Query` whose
+//! length covered its string and a whole second message ran both, and a `Query` shorter than
+//! its string read on into the next message. [`FrameCheck`] follows the message boundaries in
+//! the bytes as they are read, and the fields of the messages pgwire decodes field by field
+//! (`Query`, `Parse`, `Bind`, `Describe`, `Close`, `Execute`, `CopyFail`), and fails the read
+//! with a [`FrameError`] on a length PostgreSQL refuses or a body that does not end exactly
+//! where its fields do; the connection answers FATAL 08P01 and closes, as PostgreSQL does
+//! ("invalid message length", "invalid message format").
 
 use std::io;
 use std::pin::Pin;
@@ -46,6 +51,8 @@ struct Frames {
     /// The first four body bytes of an untyped message (its request code).
     code: [u8; 4],
     code_len: usize,
+    /// The fields of the current message, for the kinds whose fields are checked.
+    body: Option<Body>,
 }
 
 impl Frames {
@@ -61,10 +68,13 @@ impl Frames {
                     self.code[self.code_len..self.code_len + want].copy_from_slice(&bytes[..want]);
                     self.code_len += want;
                 }
+                if let Some(body) = &mut self.body {
+                    body.feed(&bytes[..take])?;
+                }
                 self.body_left -= take as u64;
                 bytes = &bytes[take..];
                 if self.body_left == 0 {
-                    self.message_done();
+                    self.message_done()?;
                 }
                 continue;
             }
@@ -115,20 +125,184 @@ impl Frames {
         }
         self.header_len = 0;
         self.code_len = 0;
+        self.body = kind.and_then(Body::for_kind);
         self.body_left = u64::from(len) - 4;
         if self.body_left == 0 {
-            self.message_done();
+            self.message_done()?;
         }
         Ok(())
     }
 
-    /// A message ended: after an SSL or GSSAPI encryption request another untyped message
-    /// comes, after any other startup-phase message typed ones.
-    fn message_done(&mut self) {
+    /// A message ended: its fields must have ended with it; after an SSL or GSSAPI
+    /// encryption request another untyped message comes, after any other startup-phase
+    /// message typed ones.
+    fn message_done(&mut self) -> Result<(), FrameError> {
+        if let Some(body) = self.body.take() {
+            body.finish()?;
+        }
         if !self.typed {
             #[expect(clippy::big_endian_bytes, reason = "PostgreSQL's wire format")]
             let code = u32::from_be_bytes(self.code);
             self.typed = !(self.code_len == 4 && (code == SSL_REQUEST || code == GSSENC_REQUEST));
+        }
+        Ok(())
+    }
+}
+
+/// A field of a message body, as [`Body`] expects it next (PostgreSQL's "Message Formats").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Field {
+    /// A string ending in a NUL byte.
+    Str,
+    /// This many bytes of anything.
+    Bytes(u64),
+    /// A 16-bit count, then that many elements of this many bytes each.
+    Array16(u64),
+    /// A 16-bit count of parameter values, then the values.
+    ParamCount,
+    /// This many parameter values still to come.
+    Params(u16),
+    /// A parameter value: a 32-bit length (-1 for NULL), then that many bytes.
+    Param,
+    /// The target of a Describe or Close: `S` (statement) or `P` (portal).
+    Target,
+}
+
+/// Follows the fields of one message's body as its bytes arrive, so that a body that ends
+/// inside its fields, or goes on after them, is refused (PostgreSQL's `pq_getmsgend`).
+#[derive(Debug)]
+struct Body {
+    /// The message's name, for errors.
+    name: &'static str,
+    /// The fields still expected, the next one last.
+    fields: Vec<Field>,
+    /// The bytes read so far of the integer field being read.
+    num: [u8; 4],
+    num_len: usize,
+}
+
+impl Body {
+    /// The checker for a message of type `kind`, for the kinds pgwire decodes field by field.
+    fn for_kind(kind: u8) -> Option<Body> {
+        use Field::{Array16, Bytes, ParamCount, Str, Target};
+        let (name, fields): (_, &[Field]) = match kind {
+            b'Q' => ("Query", &[Str]),
+            b'P' => ("Parse", &[Str, Str, Array16(4)]),
+            b'B' => ("Bind", &[Str, Str, Array16(2), ParamCount, Array16(2)]),
+            b'D' => ("Describe", &[Target, Str]),
+            b'C' => ("Close", &[Target, Str]),
+            b'E' => ("Execute", &[Str, Bytes(4)]),
+            b'f' => ("CopyFail", &[Str]),
+            _ => return None,
+        };
+        Some(Body {
+            name,
+            fields: fields.iter().rev().copied().collect(),
+            num: [0; 4],
+            num_len: 0,
+        })
+    }
+
+    fn error(&self, what: impl std::fmt::Display) -> FrameError {
+        FrameError(format!(
+            "invalid message format: a {} message {what}",
+            self.name
+        ))
+    }
+
+    /// Follows `bytes`, the next bytes of the body.
+    fn feed(&mut self, mut bytes: &[u8]) -> Result<(), FrameError> {
+        while !bytes.is_empty() {
+            let Some(field) = self.fields.pop() else {
+                return Err(self.error(format_args!(
+                    "goes on for {} bytes after its fields",
+                    bytes.len()
+                )));
+            };
+            match field {
+                Field::Str => match bytes.iter().position(|&b| b == 0) {
+                    Some(nul) => bytes = &bytes[nul + 1..],
+                    None => {
+                        self.fields.push(Field::Str);
+                        bytes = &[];
+                    }
+                },
+                Field::Bytes(n) => {
+                    let take = usize::try_from(n).unwrap_or(usize::MAX).min(bytes.len());
+                    bytes = &bytes[take..];
+                    self.push_bytes(n - take as u64);
+                }
+                Field::Target => {
+                    let target = bytes[0];
+                    if target != b'S' && target != b'P' {
+                        return Err(self.error(format_args!(
+                            "names target {}, not 'S' or 'P'",
+                            printable(target)
+                        )));
+                    }
+                    bytes = &bytes[1..];
+                }
+                Field::Params(n) => {
+                    if n > 1 {
+                        self.fields.push(Field::Params(n - 1));
+                    }
+                    self.fields.push(Field::Param);
+                }
+                Field::Array16(_) | Field::ParamCount | Field::Param => {
+                    let width = if field == Field::Param { 4 } else { 2 };
+                    let want = (width - self.num_len).min(bytes.len());
+                    self.num[self.num_len..self.num_len + want].copy_from_slice(&bytes[..want]);
+                    self.num_len += want;
+                    bytes = &bytes[want..];
+                    if self.num_len < width {
+                        self.fields.push(field);
+                        continue;
+                    }
+                    self.num_len = 0;
+                    self.number_done(field)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// An integer field was read into `num`: pushes the fields it announces.
+    fn number_done(&mut self, field: Field) -> Result<(), FrameError> {
+        #[expect(clippy::big_endian_bytes, reason = "PostgreSQL's wire format")]
+        let count = u16::from_be_bytes([self.num[0], self.num[1]]);
+        match field {
+            Field::Array16(size) => self.push_bytes(u64::from(count) * size),
+            Field::ParamCount if count > 0 => self.fields.push(Field::Params(count)),
+            Field::Param => {
+                #[expect(clippy::big_endian_bytes, reason = "PostgreSQL's wire format")]
+                let len = i32::from_be_bytes(self.num);
+                match u64::try_from(len) {
+                    Ok(len) => self.push_bytes(len),
+                    Err(_) if len == -1 => {}
+                    Err(_) => {
+                        return Err(self.error(format_args!(
+                            "has a parameter of length {len} (-1 is NULL; none is shorter)"
+                        )));
+                    }
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn push_bytes(&mut self, n: u64) {
+        if n > 0 {
+            self.fields.push(Field::Bytes(n));
+        }
+    }
+
+    /// The body ended: so must its fields.
+    fn finish(self) -> Result<(), FrameError> {
+        if self.fields.is_empty() {
+            Ok(())
+        } else {
+            Err(self.error("ends before its fields do"))
         }
     }
 }
@@ -308,6 +482,119 @@ mod tests {
         // A startup packet shorter than its length and code.
         let err = feed(&[0, 0, 0, 4, 1, 2], 1).expect_err("refused");
         assert!(err.0.contains("invalid message length 4"), "{err}");
+    }
+
+    /// A Bind body: portal, statement, parameter formats, values (`None` is NULL), result
+    /// formats.
+    fn bind(values: &[Option<&[u8]>]) -> Vec<u8> {
+        let mut b = b"\0s1\0\0\x01\0\x01".to_vec();
+        #[expect(clippy::big_endian_bytes, reason = "PostgreSQL's wire format")]
+        b.extend_from_slice(&u16::try_from(values.len()).unwrap_or(0).to_be_bytes());
+        for v in values {
+            #[expect(clippy::big_endian_bytes, reason = "PostgreSQL's wire format")]
+            match v {
+                Some(v) => {
+                    b.extend_from_slice(&i32::try_from(v.len()).unwrap_or(0).to_be_bytes());
+                    b.extend_from_slice(v);
+                }
+                None => b.extend_from_slice(&(-1i32).to_be_bytes()),
+            }
+        }
+        b.extend_from_slice(b"\0\x02\0\0\0\x01");
+        b
+    }
+
+    /// Every message kind whose fields are checked, well formed.
+    fn all_kinds() -> Vec<u8> {
+        let mut s = msg(b'P', b"s1\0SELECT $1, $2\0\0\x02\0\0\0\x14\0\0\0\x19");
+        s.extend(msg(b'B', &bind(&[Some(b"42"), None])));
+        s.extend(msg(b'B', &bind(&[])));
+        s.extend(msg(b'B', &bind(&[Some(b"")])));
+        s.extend(msg(b'D', b"P\0"));
+        s.extend(msg(b'E', b"\0\0\0\0\x0a"));
+        s.extend(msg(b'C', b"Ss1\0"));
+        s.extend(msg(b'S', b""));
+        s.extend(msg(b'Q', b"\0"));
+        s.extend(msg(b'f', b"gave up\0"));
+        s
+    }
+
+    #[test]
+    fn every_checked_kind_passes_when_well_formed() {
+        for chunk in [1, 2, 3, 5, 4096] {
+            let frames = feed(&session(&all_kinds()), chunk).expect("well framed");
+            assert_eq!((frames.header_len, frames.body_left), (0, 0), "{chunk}");
+            assert!(frames.body.is_none());
+        }
+    }
+
+    #[test]
+    fn a_message_hidden_in_another_ones_body_is_refused() {
+        let hidden = msg(b'Q', b"INSERT INTO t VALUES (903)\0");
+        for (kind, fields) in [
+            (b'Q', &b"SELECT 1\0"[..]),
+            (b'P', b"\0SELECT 1\0\0\0"),
+            (b'D', b"S\0"),
+            (b'C', b"P\0"),
+            (b'E', b"\0\0\0\0\0"),
+            (b'f', b"x\0"),
+        ] {
+            let mut body = fields.to_vec();
+            body.extend_from_slice(&hidden);
+            for chunk in [1, 7, 4096] {
+                let err = feed(&session(&msg(kind, &body)), chunk).expect_err("refused");
+                assert!(
+                    err.0.contains("after its fields"),
+                    "{}: {err}",
+                    kind as char
+                );
+            }
+        }
+        let mut body = bind(&[Some(b"1")]);
+        body.extend_from_slice(&hidden);
+        let err = feed(&session(&msg(b'B', &body)), 3).expect_err("refused");
+        assert!(err.0.contains("a Bind message goes on"), "{err}");
+    }
+
+    #[test]
+    fn a_body_that_ends_inside_its_fields_is_refused() {
+        // `Q` of length 6 before `SELECT 1\0`: pgwire read the string on into the bytes
+        // after the message.
+        let mut stream = msg(b'Q', b"SE");
+        stream.extend_from_slice(b"LECT 1\0");
+        let err = feed(&session(&stream), 1).expect_err("refused");
+        assert!(
+            err.0.contains("a Query message ends before its fields"),
+            "{err}"
+        );
+        for (kind, body) in [
+            (b'Q', &b""[..]),
+            (b'P', b"\0SELECT 1\0\0"),
+            (b'P', b"\0SELECT $1\0\0\x01\0\0"),
+            (b'E', b"\0\0\0"),
+            (b'D', b"S"),
+        ] {
+            let err = feed(&session(&msg(kind, body)), 4096).expect_err("refused");
+            assert!(err.0.contains("ends before its fields"), "{err}");
+        }
+        let mut short = bind(&[Some(b"1234")]);
+        short.truncate(short.len() - 8);
+        let err = feed(&session(&msg(b'B', &short)), 2).expect_err("refused");
+        assert!(err.0.contains("ends before its fields"), "{err}");
+    }
+
+    #[test]
+    fn bad_targets_and_parameter_lengths_are_refused() {
+        let err = feed(&session(&msg(b'D', b"X\0")), 1).expect_err("refused");
+        assert!(err.0.contains("names target 'X'"), "{err}");
+        let err = feed(&session(&msg(b'C', b"\0\0")), 1).expect_err("refused");
+        assert!(err.0.contains("names target 0x00"), "{err}");
+        let mut body = b"\0\0\0\0\0\x01".to_vec();
+        #[expect(clippy::big_endian_bytes, reason = "PostgreSQL's wire format")]
+        body.extend_from_slice(&(-5i32).to_be_bytes());
+        body.extend_from_slice(b"\0\0");
+        let err = feed(&session(&msg(b'B', &body)), 4096).expect_err("refused");
+        assert!(err.0.contains("parameter of length -5"), "{err}");
     }
 
     #[test]
