@@ -807,6 +807,13 @@ fn interactive<S: KvStore>(
         };
         match rl.readline(prompt) {
             Ok(line) => {
+                // Where rustyline cannot take the terminal raw (TERM=dumb), Ctrl-C is SIGINT,
+                // not a key: the handler above set the flag while the line was typed. It
+                // discards the statement typed before it, as the key does (the terminal
+                // dropped the part of the line typed before it; `line` is the rest).
+                if session.interrupt().is_set() {
+                    session.clear();
+                }
                 if !line.trim().is_empty() {
                     let _ = rl.add_history_entry(line.as_str());
                 }
