@@ -284,26 +284,64 @@ fn intercept(database: &Database, stmt: &str) -> Option<Result<Outcome, SqlError
                 .split_whitespace()
                 .collect::<Vec<_>>()
                 .join(" ");
-            match normalized.as_str() {
-                "select version()" | "select pg_catalog.version()" => text_row(
-                    "version",
-                    format!(
-                        "PostgreSQL {PG_VERSION} (Strata {} SQL layer; a subset of SQL)",
-                        env!("CARGO_PKG_VERSION")
-                    ),
-                ),
-                "select current_database()" => {
-                    text_row("current_database", database.name().to_owned())
-                }
-                "select current_schema()" | "select current_schema" => {
-                    text_row("current_schema", "public".into())
-                }
-                _ if text::mentions_system_catalog(stmt) => return Some(Err(SqlError::Catalog)),
-                _ => return None,
+            match session_functions(database, &normalized) {
+                Some(outcome) => outcome,
+                None if text::mentions_system_catalog(stmt) => return Some(Err(SqlError::Catalog)),
+                None => return None,
             }
         }
     };
     Some(Ok(outcome))
+}
+
+/// Answers `SELECT` of a list of the session functions drivers ask for (`version()`,
+/// `current_database()`, `current_schema()`, each maybe `AS name` unquoted), one text column each;
+/// `None` for anything else. `normalized` is the statement lowercased with single spaces.
+fn session_functions(database: &Database, normalized: &str) -> Option<Outcome> {
+    let list = normalized
+        .strip_prefix("select ")?
+        .trim_end_matches(';')
+        .trim();
+    let mut columns = Vec::new();
+    let mut row = Vec::new();
+    for item in list.split(',') {
+        let item = item.trim();
+        let (function, alias) = match item.split_once(" as ") {
+            Some((f, a)) => (f.trim(), Some(a.trim())),
+            None => (item, None),
+        };
+        let (name, value) = match function.replace(' ', "").as_str() {
+            "version()" | "pg_catalog.version()" => (
+                "version",
+                format!(
+                    "PostgreSQL {PG_VERSION} (Strata {} SQL layer; a subset of SQL)",
+                    env!("CARGO_PKG_VERSION")
+                ),
+            ),
+            "current_database()" | "pg_catalog.current_database()" => {
+                ("current_database", database.name().to_owned())
+            }
+            "current_schema()" | "current_schema" | "pg_catalog.current_schema()" => {
+                ("current_schema", "public".to_owned())
+            }
+            _ => return None,
+        };
+        let name = match alias {
+            Some(a) if !a.is_empty() && a.chars().all(|c| c.is_alphanumeric() || c == '_') => a,
+            // A quoted alias keeps its case, which `normalized` lost: left to the SQL layer.
+            Some(_) => return None,
+            None => name,
+        };
+        columns.push(Column {
+            name: name.to_owned(),
+            ty: Some(DataType::Text),
+        });
+        row.push(Value::Text(value));
+    }
+    Some(Outcome::Rows {
+        columns,
+        rows: vec![row],
+    })
 }
 
 /// Parses `DEALLOCATE [PREPARE] { name | "name" | ALL }`.

@@ -118,6 +118,22 @@ fn session_statements_are_answered() -> Result<(), SqlError> {
         panic!("no rows");
     };
     assert_eq!(rows, vec![vec![Value::Text("db0".into())]]);
+    // Several in one list, with aliases.
+    let Outcome::Rows { columns, rows } = run(
+        &db,
+        "SELECT current_database(), current_schema AS s, pg_catalog.version() as v;",
+    )?
+    else {
+        panic!("no rows");
+    };
+    let names: Vec<&str> = columns.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["current_database", "s", "v"]);
+    assert_eq!(
+        rows[0][..2],
+        [Value::Text("db0".into()), Value::Text("public".into())]
+    );
+    // Anything else in the list: the SQL layer's answer (functions are not supported).
+    assert!(run(&db, "SELECT current_database(), 1").is_err());
     assert!(matches!(
         run(&db, "SHOW nonsense"),
         Err(SqlError::UnknownSetting(_))
