@@ -1206,10 +1206,19 @@ fn ready_for_query_reports_a_block_resumed_by_rollback_to() {
     use std::io::Write;
     let server = TestServer::start(|_| {});
     let mut stream = raw_session(&server, "rbto");
-    let mut run = |sql: &str| {
-        stream
-            .write_all(&pg_message(b'Q', format!("{sql}\0").as_bytes()))
-            .unwrap();
+    // A simple Query, or with `extended` Parse, Bind, Execute (no row limit: -1), Sync.
+    let mut run_as = |sql: &str, extended: bool| {
+        if extended {
+            let mut m = pg_message(b'P', format!("\0{sql}\0\0\0").as_bytes());
+            m.extend(pg_message(b'B', b"\0\0\0\0\0\0\0\0"));
+            m.extend(pg_message(b'E', b"\0\xff\xff\xff\xff"));
+            m.extend(pg_message(b'S', b""));
+            stream.write_all(&m).unwrap();
+        } else {
+            stream
+                .write_all(&pg_message(b'Q', format!("{sql}\0").as_bytes()))
+                .unwrap();
+        }
         let replies = read_until_ready(&mut stream);
         let status = replies
             .last()
@@ -1217,17 +1226,35 @@ fn ready_for_query_reports_a_block_resumed_by_rollback_to() {
             .and_then(|(_, body)| body.first().copied());
         (replies, status)
     };
-    run("CREATE TABLE t (id BIGINT PRIMARY KEY)");
-    assert_eq!(run("BEGIN").1, Some(b'T'));
-    assert_eq!(run("SAVEPOINT s").1, Some(b'T'));
-    assert_eq!(run("INSERT INTO t VALUES (1)").1, Some(b'T'));
-    assert_eq!(run("INSERT INTO t VALUES (1)").1, Some(b'E'));
-    assert_eq!(run("INSERT INTO t VALUES (2)").1, Some(b'E'));
-    assert_eq!(run("ROLLBACK TO SAVEPOINT s").1, Some(b'T'));
-    let (replies, status) = run("INSERT INTO t VALUES (3)");
-    assert_eq!(status, Some(b'T'), "{replies:?}");
-    assert_eq!(run("COMMIT").1, Some(b'I'));
-    let (replies, _) = run("SELECT count(*) FROM t");
+    for extended in [false, true] {
+        let mut run = |sql: &str| run_as(sql, extended);
+        run("DROP TABLE IF EXISTS t");
+        run("CREATE TABLE t (id BIGINT PRIMARY KEY)");
+        assert_eq!(run("BEGIN").1, Some(b'T'));
+        assert_eq!(run("SAVEPOINT s").1, Some(b'T'));
+        assert_eq!(run("INSERT INTO t VALUES (1)").1, Some(b'T'));
+        assert_eq!(run("INSERT INTO t VALUES (1)").1, Some(b'E'));
+        assert_eq!(run("INSERT INTO t VALUES (2)").1, Some(b'E'));
+        assert_eq!(run("ROLLBACK TO SAVEPOINT s").1, Some(b'T'), "{extended}");
+        let (replies, status) = run("INSERT INTO t VALUES (3)");
+        assert_eq!(status, Some(b'T'), "{extended}: {replies:?}");
+        // A DEALLOCATE of no statement fails the block as any error does.
+        assert_eq!(run("DEALLOCATE nosuch").1, Some(b'E'));
+        assert_eq!(run("INSERT INTO t VALUES (4)").1, Some(b'E'));
+        assert_eq!(run("ROLLBACK WORK TO SAVEPOINT s").1, Some(b'T'));
+        assert_eq!(run("COMMIT").1, Some(b'I'));
+        let (replies, _) = run("SELECT count(*) FROM t");
+        assert!(
+            replies
+                .iter()
+                .any(|(kind, body)| *kind == b'D' && body.ends_with(b"2")),
+            "{extended}: {replies:?}"
+        );
+    }
+    // A failed DEALLOCATE stops the statements after it in one Query, as any error does.
+    let (replies, _) = run_as("DEALLOCATE nosuch; INSERT INTO t VALUES (9)", false);
+    assert!(replies.iter().all(|(kind, _)| *kind != b'C'), "{replies:?}");
+    let (replies, _) = run_as("SELECT count(*) FROM t", true);
     assert!(
         replies
             .iter()

@@ -29,7 +29,10 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::{FutureExt, SinkExt, StreamExt};
-use pgwire::api::{ClientInfo, ErrorHandler, PgWireConnectionState, PgWireServerHandlers};
+use pgwire::api::store::PortalStore as _;
+use pgwire::api::{
+    ClientInfo, ClientPortalStore, ErrorHandler, PgWireConnectionState, PgWireServerHandlers,
+};
 use pgwire::error::{ErrorInfo, PgWireError};
 use pgwire::messages::response::TransactionStatus;
 use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
@@ -347,7 +350,7 @@ pub(crate) async fn serve_connection(
                 () = stopped(&mut stop) => continue,
             }
         };
-        let message = match message {
+        let mut message = match message {
             Next::Message(PgWireFrontendMessage::Terminate(_)) | Next::End => return,
             Next::Message(message) => message,
             Next::Malformed(code, text) => {
@@ -365,9 +368,32 @@ pub(crate) async fn serve_connection(
             _ => message.is_extended_query(),
         };
         let is_cancel_request = matches!(message, PgWireFrontendMessage::CancelRequest(_));
-        if let PgWireFrontendMessage::Query(query) = &message
-            && handlers.query.resumes_failed_block(&query.query)
-        {
+        // pgwire's transaction status and the handler's follow each other: an error pgwire
+        // answered fails the block for the handler too (its statements get 25P02), and a
+        // `ROLLBACK TO` in a failed block sets pgwire's status back to in-transaction before
+        // pgwire answers it (it cannot leave its failed state within a message).
+        if socket.transaction_status() == TransactionStatus::Error {
+            handlers.query.message_failed();
+        }
+        let resumes = match &mut message {
+            PgWireFrontendMessage::Query(query) => {
+                handlers.query.resumes_failed_block(&query.query)
+            }
+            PgWireFrontendMessage::Execute(execute) => {
+                // PostgreSQL reads a row limit of 0 or less as none; pgwire panicked on one
+                // below 0 ("capacity overflow").
+                execute.max_rows = execute.max_rows.max(0);
+                let name = execute.name.as_deref().unwrap_or(pgwire::api::DEFAULT_NAME);
+                match socket.portal_store().get_portal(name) {
+                    Some(pgwire::api::store::Entry::Value(portal)) => handlers
+                        .query
+                        .resumes_failed_block(&portal.statement.statement.sql),
+                    _ => false,
+                }
+            }
+            _ => false,
+        };
+        if resumes {
             socket.set_transaction_status(TransactionStatus::Transaction);
         }
         let answer = async {

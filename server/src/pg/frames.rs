@@ -63,13 +63,21 @@ impl Frames {
                 let take = usize::try_from(self.body_left)
                     .unwrap_or(usize::MAX)
                     .min(bytes.len());
+                // An untyped message's fields follow its request code.
+                let mut fields_from = 0;
                 if !self.typed {
                     let want = (self.code.len() - self.code_len).min(take);
                     self.code[self.code_len..self.code_len + want].copy_from_slice(&bytes[..want]);
                     self.code_len += want;
+                    fields_from = want;
+                    if want > 0 && self.code_len == self.code.len() {
+                        #[expect(clippy::big_endian_bytes, reason = "PostgreSQL's wire format")]
+                        let code = u32::from_be_bytes(self.code);
+                        self.body = Body::for_request(code);
+                    }
                 }
                 if let Some(body) = &mut self.body {
-                    body.feed(&bytes[..take])?;
+                    body.feed(&bytes[fields_from..take])?;
                 }
                 self.body_left -= take as u64;
                 bytes = &bytes[take..];
@@ -166,6 +174,8 @@ enum Field {
     Param,
     /// The target of a Describe or Close: `S` (statement) or `P` (portal).
     Target,
+    /// A startup parameter's name, or the empty name that ends them; a name's value follows.
+    ParamName,
 }
 
 /// Follows the fields of one message's body as its bytes arrive, so that a body that ends
@@ -179,6 +189,8 @@ struct Body {
     /// The bytes read so far of the integer field being read.
     num: [u8; 4],
     num_len: usize,
+    /// Bytes read so far of the string field being read (to tell an empty one).
+    str_len: u64,
 }
 
 impl Body {
@@ -195,12 +207,30 @@ impl Body {
             b'f' => ("CopyFail", &[Str]),
             _ => return None,
         };
-        Some(Body {
+        Some(Body::new(name, fields))
+    }
+
+    /// The checker for the fields after request code `code` of a startup-phase message:
+    /// a StartupMessage (protocol 3.x) holds name and value strings up to an empty name, an
+    /// SSL or GSSAPI encryption request nothing (PostgreSQL: "invalid startup packet
+    /// layout", "invalid length of startup packet"). A CancelRequest is not checked.
+    fn for_request(code: u32) -> Option<Body> {
+        match code {
+            SSL_REQUEST => Some(Body::new("SSLRequest", &[])),
+            GSSENC_REQUEST => Some(Body::new("GSSENCRequest", &[])),
+            _ if code >> 16 == 3 => Some(Body::new("StartupMessage", &[Field::ParamName])),
+            _ => None,
+        }
+    }
+
+    fn new(name: &'static str, fields: &[Field]) -> Body {
+        Body {
             name,
             fields: fields.iter().rev().copied().collect(),
             num: [0; 4],
             num_len: 0,
-        })
+            str_len: 0,
+        }
     }
 
     fn error(&self, what: impl std::fmt::Display) -> FrameError {
@@ -220,10 +250,20 @@ impl Body {
                 )));
             };
             match field {
-                Field::Str => match bytes.iter().position(|&b| b == 0) {
-                    Some(nul) => bytes = &bytes[nul + 1..],
+                Field::Str | Field::ParamName => match bytes.iter().position(|&b| b == 0) {
+                    Some(nul) => {
+                        let empty = self.str_len == 0 && nul == 0;
+                        self.str_len = 0;
+                        bytes = &bytes[nul + 1..];
+                        if field == Field::ParamName && !empty {
+                            // Its value, then the next name.
+                            self.fields.push(Field::ParamName);
+                            self.fields.push(Field::Str);
+                        }
+                    }
                     None => {
-                        self.fields.push(Field::Str);
+                        self.str_len += bytes.len() as u64;
+                        self.fields.push(field);
                         bytes = &[];
                     }
                 },
@@ -595,6 +635,31 @@ mod tests {
         body.extend_from_slice(b"\0\0");
         let err = feed(&session(&msg(b'B', &body)), 4096).expect_err("refused");
         assert!(err.0.contains("parameter of length -5"), "{err}");
+    }
+
+    #[test]
+    fn a_startup_packet_must_end_with_its_parameters() {
+        let hidden = msg(b'Q', b"INSERT INTO t VALUES (950)\0");
+        // A message after the terminating empty name, inside the declared length.
+        let mut params = b"user\0u\0database\0db1\0\0".to_vec();
+        params.extend_from_slice(&hidden);
+        for chunk in [1, 5, 4096] {
+            let err = feed(&untyped(196_608, &params), chunk).expect_err("refused");
+            assert!(err.0.contains("a StartupMessage message goes on"), "{err}");
+        }
+        // A length that stops inside the parameters: pgwire read on past it.
+        let mut stream = untyped(196_608, b"user\0u\0database\0db1\0");
+        stream.extend_from_slice(b"d0000\0v\0\0");
+        let err = feed(&stream, 3).expect_err("refused");
+        assert!(err.0.contains("ends before its fields"), "{err}");
+        let err = feed(&untyped(196_608, b""), 1).expect_err("refused");
+        assert!(err.0.contains("ends before its fields"), "{err}");
+        // An encryption request has nothing after its code.
+        let err = feed(&untyped(SSL_REQUEST, b"\0"), 1).expect_err("refused");
+        assert!(err.0.contains("SSLRequest message goes on"), "{err}");
+        // Empty values are fine; so is a CancelRequest's key.
+        feed(&untyped(196_608, b"user\0u\0options\0\0\0"), 2).expect("well formed");
+        feed(&untyped(80_877_102, b"\0\0\0\x07\0\0\0\x09"), 1).expect("well formed");
     }
 
     #[test]

@@ -678,7 +678,7 @@ impl PgQuery {
         self.transaction.lock().aborted
             && sql::text::split_statements(query)
                 .first()
-                .is_some_and(|stmt| sql::text::leading_words(stmt, 2) == ["ROLLBACK", "TO"])
+                .is_some_and(|stmt| sql::text::is_rollback_to(stmt))
     }
 
     /// Runs one statement of the connection as [`PgQuery::run_open_statement`] does, except
@@ -1028,35 +1028,37 @@ impl SimpleQueryHandler for PgQuery {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        let mut outcomes = Vec::new();
+        let error = |e: SqlError| {
+            e.log_corruption();
+            Response::Error(Box::new(ErrorInfo::new(
+                "ERROR".to_owned(),
+                e.sqlstate().to_owned(),
+                e.to_string(),
+            )))
+        };
         // Text pgwire decoded lossily runs no statement; its error is answered as any other.
         if let Err(e) = sql::check_statement_text(query) {
-            outcomes.push(Err(e));
-        } else {
-            for stmt in sql::text::split_statements(query) {
-                let result = self.run_statement(client, stmt.to_owned()).await?;
-                self.send_notices(client).await?;
-                let failed = result.is_err();
-                outcomes.push(result);
-                if failed {
-                    break;
-                }
+            self.message_failed();
+            return Ok(vec![error(e)]);
+        }
+        let mut responses = Vec::new();
+        for stmt in sql::text::split_statements(query) {
+            let result = self.run_statement(client, stmt.to_owned()).await?;
+            self.send_notices(client).await?;
+            // Answered in order: a statement that fails here (a DEALLOCATE of no statement)
+            // stops the rest as one that failed to run does.
+            let response = match result {
+                Ok(o) => self.response_in(client.portal_store(), o, &Format::UnifiedText),
+                Err(e) => error(e),
+            };
+            let failed = matches!(response, Response::Error(_));
+            responses.push(response);
+            if failed {
+                self.message_failed();
+                break;
             }
         }
-        Ok(outcomes
-            .into_iter()
-            .map(|r| match r {
-                Ok(o) => self.response_in(client.portal_store(), o, &Format::UnifiedText),
-                Err(e) => {
-                    e.log_corruption();
-                    Response::Error(Box::new(ErrorInfo::new(
-                        "ERROR".to_owned(),
-                        e.sqlstate().to_owned(),
-                        e.to_string(),
-                    )))
-                }
-            })
-            .collect())
+        Ok(responses)
     }
 }
 

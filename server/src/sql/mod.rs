@@ -245,7 +245,7 @@ fn intercept(database: &Database, stmt: &str) -> Option<Result<Outcome, SqlError
         ("COMMIT" | "END", _) => Outcome::Commit,
         // Savepoints are accepted like transactions (undoing nothing); ROLLBACK TO keeps the
         // transaction open, as in PostgreSQL, so it is not a transaction end.
-        ("ROLLBACK", "TO") => Outcome::Command("ROLLBACK".into()),
+        ("ROLLBACK", _) if text::is_rollback_to(stmt) => Outcome::Command("ROLLBACK".into()),
         ("ROLLBACK" | "ABORT", _) => Outcome::Rollback,
         ("SAVEPOINT", _) => Outcome::Command("SAVEPOINT".into()),
         ("RELEASE", _) => Outcome::Command("RELEASE".into()),

@@ -249,6 +249,18 @@ pub fn leading_words(sql: &str, n: usize) -> Vec<String> {
     words
 }
 
+/// True for `ROLLBACK [WORK | TRANSACTION] TO [SAVEPOINT] name`, which keeps the transaction
+/// block open (any other `ROLLBACK` ends it).
+pub fn is_rollback_to(sql: &str) -> bool {
+    match leading_words(sql, 3).as_slice() {
+        [rollback, to, ..] if rollback == "ROLLBACK" && to == "TO" => true,
+        [rollback, noise, to] => {
+            rollback == "ROLLBACK" && (noise == "WORK" || noise == "TRANSACTION") && to == "TO"
+        }
+        _ => false,
+    }
+}
+
 /// True when the statement's code (outside strings) reads a PostgreSQL system catalog: a name
 /// qualified by `pg_catalog.` or `information_schema.`, or one of the catalogs psql and
 /// drivers query (`pg_class`, `pg_type`, ...) as the table after `FROM` or `JOIN`, where
@@ -319,6 +331,27 @@ mod tests {
         assert_eq!(out, "SELECT 10, '$2', \"$3\", 'x' -- $4\n");
         assert!(substitute_params("SELECT $3", &["1".into()]).is_err());
         assert_eq!(param_count("SELECT $tag$ $1 $tag$, E'\\' $1'"), 0);
+    }
+
+    #[test]
+    fn rollback_to_in_each_spelling() {
+        for sql in [
+            "ROLLBACK TO s",
+            "rollback to savepoint s",
+            "ROLLBACK WORK TO SAVEPOINT s",
+            "/* x */ Rollback Transaction To s",
+        ] {
+            assert!(is_rollback_to(sql), "{sql}");
+        }
+        for sql in [
+            "ROLLBACK",
+            "ROLLBACK WORK",
+            "ROLLBACK AND CHAIN",
+            "ABORT",
+            "COMMIT",
+        ] {
+            assert!(!is_rollback_to(sql), "{sql}");
+        }
     }
 
     #[test]
