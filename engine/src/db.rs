@@ -347,7 +347,10 @@ impl Db {
     /// **Not an atomic delete.** A read after the call sees each key of the range with its
     /// newest value or not at all (some keys vanish, as if a delete of the range had begun),
     /// never an older value back; a snapshot taken before the call loses those keys too.
-    /// Iterators created before the call are unaffected. For a range being deleted anyway.
+    /// Except with merges: a key whose merge operands stay (in a memtable, level 0 or a table
+    /// that stays) while its base value's table goes reads as the operands merged onto no
+    /// value (a counter at 100 with `+1` above reads `1`) until it is deleted. Iterators
+    /// created before the call are unaffected. For a range being deleted anyway.
     ///
     /// # Errors
     /// [`crate::Error::Io`] when the WAL fsync fails and [`crate::Error::Poisoned`] when the

@@ -18,9 +18,14 @@ use crate::iterator::db_iter::MergeFn;
 /// Must be deterministic and associative in effect: the result may be computed at any read, and
 /// compaction may fold operands into a base ahead of time. Implementations must not panic on any
 /// input: return `None` for operands that cannot be merged, which reads report as
-/// [`crate::Error::InvalidArgument`].
+/// [`crate::Error::InvalidArgument`]. (A panic in a compaction stops that compaction's thread,
+/// and automatic compactions with it: writes stall once level 0 fills.)
+///
+/// The operator is not recorded in the database: open it with the operator its operands were
+/// written for (another one reads them as its own; with none, reads of merged keys fail and
+/// compaction keeps the operands as they are).
 pub trait MergeOperator: Send + Sync + fmt::Debug {
-    /// A stable name, recorded for diagnostics.
+    /// A stable name, for the caller's diagnostics (the engine does not store it).
     fn name(&self) -> &str;
 
     /// Folds `operands` (oldest first) into `existing` (`None` when the key was absent or
