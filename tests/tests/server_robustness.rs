@@ -517,6 +517,67 @@ fn parsing_an_existing_named_statement_again_is_refused_with_42p05() {
     }
 }
 
+/// A message hidden inside the startup packet's length, or an encryption request whose
+/// length covers a startup packet, is refused with FATAL 08P01 before anything in it runs
+/// (pgwire ran the hidden statement, then refused the packet).
+#[test]
+#[expect(clippy::big_endian_bytes, reason = "PostgreSQL's wire format")]
+fn postgres_messages_hidden_in_startup_packets_never_run() {
+    let server = TestServer::start(|_| {});
+    let mut c = server.client();
+    let _: String = redis::cmd("SQL")
+        .arg("CREATE TABLE t (k BIGINT PRIMARY KEY)")
+        .query(&mut c)
+        .unwrap();
+    let query = |sql: &str| {
+        let mut m = vec![b'Q'];
+        m.extend_from_slice(&u32::try_from(sql.len() + 5).unwrap().to_be_bytes());
+        m.extend_from_slice(sql.as_bytes());
+        m.push(0);
+        m
+    };
+    // The startup packet's length also covers a whole Query after its terminator.
+    let mut packet = pg_startup(&[("user", "u"), ("database", "db0")]);
+    let hidden = query("INSERT INTO t VALUES (950)");
+    let len = u32::from_be_bytes([packet[0], packet[1], packet[2], packet[3]]);
+    packet.splice(
+        0..4,
+        (len + u32::try_from(hidden.len()).unwrap()).to_be_bytes(),
+    );
+    packet.extend_from_slice(&hidden);
+    // An SSLRequest whose length covers a startup packet and a Query after it.
+    let mut ssl = Vec::new();
+    let inner = [
+        pg_startup(&[("user", "u"), ("database", "db0")]),
+        query("INSERT INTO t VALUES (951)"),
+    ]
+    .concat();
+    ssl.extend_from_slice(&(8 + u32::try_from(inner.len()).unwrap()).to_be_bytes());
+    ssl.extend_from_slice(&80_877_103u32.to_be_bytes());
+    ssl.extend_from_slice(&inner);
+    for bytes in [packet, ssl] {
+        let mut stream = TcpStream::connect(server.pg_addr()).unwrap();
+        stream.write_all(&bytes).unwrap();
+        let reply = read_until_closed(&mut stream);
+        assert!(
+            has_sqlstate(&reply, "08P01"),
+            "{:?}",
+            reply.escape_ascii().to_string()
+        );
+        assert!(
+            !reply.windows(6).any(|w| w == b"INSERT"),
+            "{:?}",
+            reply.escape_ascii().to_string()
+        );
+    }
+    let rows: Vec<Vec<redis::Value>> = redis::cmd("SQL")
+        .arg("SELECT count(*) FROM t")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(rows.get(1), Some(&vec![redis::Value::Int(0)]), "{rows:?}");
+    assert_serving(&server);
+}
+
 #[test]
 fn postgres_connections_that_never_finish_their_startup_are_closed() {
     let server = TestServer::start(|c| c.pg_startup_timeout = Duration::from_millis(500));

@@ -292,7 +292,15 @@ pub(crate) async fn serve_connection(
         }
     };
     let negotiated = tokio::select! {
-        socket = negotiate_tls::<super::PgStatement>(stream, None) => socket.ok().flatten(),
+        socket = async {
+            // An encryption request is checked before pgwire reads it (`frames.rs`).
+            if let Err(why) = first_request_ok(&stream).await {
+                tracing::debug!(why, "closing a PostgreSQL connection after a bad first message");
+                goodbye_text(&mut closer, &why);
+                return None;
+            }
+            negotiate_tls::<super::PgStatement>(stream, None).await.ok().flatten()
+        } => socket,
         () = sleep_until(idle_deadline(activity.started)) => {
             goodbye_raw(&mut closer, Goodbye::Idle);
             None
@@ -314,7 +322,19 @@ pub(crate) async fn serve_connection(
     // From here on the client's bytes pass the framing check before pgwire decodes them
     // (`frames.rs`); the bytes pgwire read ahead are checked first.
     let parts = socket.into_parts();
-    let checked = FrameCheck::new(parts.io, false, &parts.read_buf);
+    let mut checked = FrameCheck::new(parts.io, false, &parts.read_buf);
+    if let Some(why) = checked.failed() {
+        // The bytes read ahead break the framing: none of them may reach pgwire.
+        tracing::debug!(why, "closing a PostgreSQL connection after a bad message");
+        let message = fatal_message("08P01", why);
+        let _ = tokio::time::timeout(GOODBYE_WAIT, async {
+            use tokio::io::AsyncWriteExt as _;
+            let _ = checked.write_all(&message).await;
+            let _ = checked.shutdown().await;
+        })
+        .await;
+        return;
+    }
     let mut checked_parts = FramedParts::new(checked, parts.codec);
     checked_parts.read_buf = parts.read_buf;
     checked_parts.write_buf = parts.write_buf;
@@ -581,6 +601,28 @@ fn goodbye_raw(closer: &mut std::net::TcpStream, why: Goodbye) {
     let (code, text) = why.sqlstate_and_text();
     let _ = closer.set_write_timeout(Some(GOODBYE_WAIT));
     let _ = closer.write_all(&fatal_message(code, text));
+    let _ = closer.shutdown(std::net::Shutdown::Both);
+}
+
+/// Waits for the connection's first 8 bytes (without reading them) and checks them with
+/// [`check_encryption_request`]. A client that sends fewer and stops is left to pgwire.
+async fn first_request_ok(stream: &TcpStream) -> Result<(), String> {
+    let mut first = [0u8; 8];
+    loop {
+        match stream.peek(&mut first).await {
+            Ok(n) if n >= first.len() => return super::frames::check_encryption_request(&first),
+            Ok(0) | Err(_) => return Ok(()),
+            // Part of it has come: wait a little for the rest (peek does not wait for more).
+            Ok(_) => tokio::time::sleep(Duration::from_millis(2)).await,
+        }
+    }
+}
+
+/// Sends FATAL 08P01 `text` on the second handle of a socket whose stream is not framed yet,
+/// and closes it, as [`goodbye_raw`].
+fn goodbye_text(closer: &mut std::net::TcpStream, text: &str) {
+    let _ = closer.set_write_timeout(Some(GOODBYE_WAIT));
+    let _ = closer.write_all(&fatal_message("08P01", text));
     let _ = closer.shutdown(std::net::Shutdown::Both);
 }
 

@@ -384,6 +384,32 @@ impl<S> FrameCheck<S> {
     }
 }
 
+impl<S> FrameCheck<S> {
+    /// Why the bytes given to [`FrameCheck::new`] break the framing, if they do: the caller
+    /// must not hand those bytes on (pgwire would run the messages in them).
+    pub(crate) fn failed(&self) -> Option<&str> {
+        self.failed.as_deref()
+    }
+}
+
+/// Checks the first message of a connection, an SSL or GSSAPI encryption request if it is
+/// one, from its first 8 bytes (`first`): such a request has nothing after its code (pgwire
+/// answers it from those 8 bytes and read what followed inside its length as the next
+/// message). `Err` is the FATAL message's text.
+pub(crate) fn check_encryption_request(first: &[u8; 8]) -> Result<(), String> {
+    #[expect(clippy::big_endian_bytes, reason = "PostgreSQL's wire format")]
+    let (len, code) = (
+        u32::from_be_bytes([first[0], first[1], first[2], first[3]]),
+        u32::from_be_bytes([first[4], first[5], first[6], first[7]]),
+    );
+    if (code == SSL_REQUEST || code == GSSENC_REQUEST) && len != 8 {
+        return Err(format!(
+            "invalid length of startup packet: an encryption request is 8 bytes, not {len}"
+        ));
+    }
+    Ok(())
+}
+
 impl<S: AsyncRead + Unpin> AsyncRead for FrameCheck<S> {
     fn poll_read(
         self: Pin<&mut Self>,
@@ -660,6 +686,25 @@ mod tests {
         // Empty values are fine; so is a CancelRequest's key.
         feed(&untyped(196_608, b"user\0u\0options\0\0\0"), 2).expect("well formed");
         feed(&untyped(80_877_102, b"\0\0\0\x07\0\0\0\x09"), 1).expect("well formed");
+    }
+
+    #[test]
+    fn an_encryption_request_is_eight_bytes() {
+        let first = |bytes: Vec<u8>| -> [u8; 8] {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(&bytes[..8]);
+            a
+        };
+        assert!(check_encryption_request(&first(untyped(SSL_REQUEST, b""))).is_ok());
+        assert!(check_encryption_request(&first(untyped(GSSENC_REQUEST, b""))).is_ok());
+        assert!(check_encryption_request(&first(untyped(196_608, b"user\0u\0\0"))).is_ok());
+        let mut hidden = untyped(SSL_REQUEST, &untyped(196_608, b"user\0u\0\0"));
+        hidden.truncate(8);
+        let err = check_encryption_request(&first(hidden)).expect_err("refused");
+        assert!(
+            err.contains("an encryption request is 8 bytes, not 24"),
+            "{err}"
+        );
     }
 
     #[test]
