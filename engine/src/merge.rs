@@ -18,8 +18,9 @@ use crate::iterator::db_iter::MergeFn;
 /// Must be deterministic and associative in effect: the result may be computed at any read, and
 /// compaction may fold operands into a base ahead of time. Implementations must not panic on any
 /// input: return `None` for operands that cannot be merged, which reads report as
-/// [`crate::Error::InvalidArgument`]. (A panic in a compaction stops that compaction's thread,
-/// and automatic compactions with it: writes stall once level 0 fills.)
+/// [`crate::Error::InvalidArgument`]. (A panic in a background compaction poisons the
+/// database: writes fail with [`crate::Error::Poisoned`] until it is reopened; in
+/// [`crate::Db::compact_range`] it reaches the caller.)
 ///
 /// The operator is not recorded in the database: open it with the operator its operands were
 /// written for (another one reads them as its own; with none, reads of merged keys fail and

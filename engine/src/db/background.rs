@@ -120,7 +120,25 @@ fn background_main(inner: &Arc<DbInner>) {
                 bg.flushes_done += 1;
             }
             Job::Compaction(ks, task) => {
-                let result = inner.run_compaction_task(&ks, &task);
+                // A panic (a merge operator's, which must not panic) poisons the database
+                // instead of ending this thread with the task's tables busy and the running
+                // count up, which stalled every write for good once level 0 filled.
+                let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    inner.run_compaction_task(&ks, &task)
+                }))
+                .unwrap_or_else(|panic| {
+                    let what = panic
+                        .downcast_ref::<&str>()
+                        .map(|s| (*s).to_owned())
+                        .or_else(|| panic.downcast_ref::<String>().cloned())
+                        .unwrap_or_default();
+                    inner.set_poison(format!(
+                        "compaction of level {} of keyspace {:?} panicked (does the merge \
+                         operator panic?): {what}",
+                        task.level, ks.name
+                    ));
+                    Ok(())
+                });
                 if let Err(e) = &result {
                     inner.set_background_error(
                         &format!(
@@ -185,6 +203,15 @@ fn pick_any_compaction(
         }
     }
     None
+}
+
+/// Resumes automatic compactions when dropped ([`DbInner::resume_automatic_compactions`]).
+struct ResumeOnDrop<'a>(&'a DbInner);
+
+impl Drop for ResumeOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.resume_automatic_compactions();
+    }
 }
 
 impl DbInner {
@@ -378,9 +405,10 @@ impl DbInner {
         self.flush(Some(ks))?;
         // Pause automatic compactions and wait for running ones, so tasks never overlap.
         self.pause_automatic_compactions()?;
-        let result = self.compact_range_levels(ks, begin, end);
-        self.resume_automatic_compactions();
-        result
+        // Resumed also when a merge operator panics here (the caller may catch the panic):
+        // left paused, level 0 would fill and every write stall.
+        let _resume = ResumeOnDrop(self);
+        self.compact_range_levels(ks, begin, end)
     }
 
     /// Removes from `ks`'s version the tables [`compaction::pick_range_deletion`] picks for

@@ -261,6 +261,87 @@ fn compaction_folds_a_hot_counter_into_one_entry() -> TestResult {
     Ok(())
 }
 
+/// A merge operator that panics on the operand `P` (operators must not; this one does).
+#[derive(Debug)]
+struct PanicsOnP;
+
+impl crate::MergeOperator for PanicsOnP {
+    fn name(&self) -> &str {
+        "panics-on-p"
+    }
+
+    fn full_merge(&self, _key: &[u8], base: Option<&[u8]>, operands: &[&[u8]]) -> Option<Vec<u8>> {
+        let mut out = base.unwrap_or_default().to_vec();
+        for op in operands {
+            assert!(*op != b"P", "operand P");
+            out.extend_from_slice(op);
+        }
+        Some(out)
+    }
+}
+
+/// Runs `f` on another thread and fails the test if it takes over 60 s (a stall).
+fn within_a_minute<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(60))
+        .expect("stalled")
+}
+
+/// A merge operator that panics in a compaction stalled every later write for good: in
+/// `compact_range` automatic compactions stayed paused, in the background the compaction
+/// thread died with its tables marked busy. Now `compact_range` resumes them as the panic
+/// passes, and a background panic poisons the database (writes get an error, not a stall).
+#[test]
+fn a_merge_operator_panicking_in_a_compaction_stalls_no_write() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let opts = || {
+        tiny()
+            .merge_operator(Some(std::sync::Arc::new(PanicsOnP)))
+            .level0_file_num_compaction_trigger(2)
+    };
+    let db = std::sync::Arc::new(Db::open(dir.path(), opts())?);
+    db.put(b"k", b"base")?;
+    db.merge(b"k", b"P")?;
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        db.compact_range(None, None)
+    }));
+    assert!(caught.is_err(), "compact_range did not panic");
+    // Writes go on, and so do automatic compactions (no panicking operand is left in their
+    // way: the key is overwritten first).
+    db.put(b"k", b"fresh")?;
+    let writer = std::sync::Arc::clone(&db);
+    within_a_minute(move || put_range(&writer, 0, 20_000).map_err(|e| e.to_string()))?;
+    assert_eq!(db.get(b"k")?.as_deref(), Some(&b"fresh"[..]));
+    drop(db);
+    // In the background: the database is poisoned, and writes are refused, not stalled.
+    let dir = tempfile::tempdir()?;
+    let db = std::sync::Arc::new(Db::open(dir.path(), opts())?);
+    db.put(b"k", b"base")?;
+    db.merge(b"k", b"P")?;
+    db.flush()?;
+    let writer = std::sync::Arc::clone(&db);
+    let result = within_a_minute(move || {
+        // Every table holds `k`, so level 0 compactions merge its operands.
+        for i in 0..200_000u32 {
+            let written = if i % 20 == 0 {
+                writer.merge(b"k", b"y")
+            } else {
+                writer.put(format!("x{i:06}").as_bytes(), &[7u8; 64])
+            };
+            if let Err(e) = written {
+                return Err(e.to_string());
+            }
+        }
+        Ok(())
+    });
+    let err = result.expect_err("writes went on after the compaction panicked");
+    assert!(err.contains("panicked"), "{err}");
+    Ok(())
+}
+
 #[test]
 fn compact_range_drops_versions_kept_for_released_snapshots() -> TestResult {
     let dir = tempfile::tempdir()?;
