@@ -1188,6 +1188,39 @@ async fn statements_after_an_error_in_a_block_are_refused_until_it_ends() -> Tes
     client.batch_execute("ROLLBACK TO SAVEPOINT s").await?;
     client.execute("INSERT INTO t VALUES (3)", &[]).await?;
     client.batch_execute("COMMIT").await?;
+    // Savepoints are followed as in PostgreSQL: ROLLBACK TO a name the block does not have
+    // is 3B001 and leaves a failed block failed; RELEASE drops the savepoint; outside a
+    // block they are 25P01.
+    client
+        .batch_execute("BEGIN; SAVEPOINT a; SAVEPOINT \"B\"")
+        .await?;
+    assert!(client.batch_execute("SELECT * FROM nosuch").await.is_err());
+    for (sql, code) in [
+        (
+            "ROLLBACK TO SAVEPOINT nosuch",
+            &SqlState::S_E_INVALID_SPECIFICATION,
+        ),
+        ("ROLLBACK TO b", &SqlState::S_E_INVALID_SPECIFICATION),
+        (
+            "INSERT INTO t VALUES (5)",
+            &SqlState::IN_FAILED_SQL_TRANSACTION,
+        ),
+    ] {
+        let err = client.batch_execute(sql).await.unwrap_err();
+        assert_eq!(err.code(), Some(code), "{sql}: {err}");
+    }
+    client.batch_execute("ROLLBACK TO \"B\"; RELEASE a").await?;
+    let err = client.batch_execute("ROLLBACK TO a").await.unwrap_err();
+    assert_eq!(err.code(), Some(&SqlState::S_E_INVALID_SPECIFICATION));
+    client.batch_execute("ROLLBACK").await?;
+    for sql in ["SAVEPOINT a", "RELEASE a", "ROLLBACK TO a"] {
+        let err = client.batch_execute(sql).await.unwrap_err();
+        assert_eq!(
+            err.code(),
+            Some(&SqlState::NO_ACTIVE_SQL_TRANSACTION),
+            "{sql}"
+        );
+    }
     // ROLLBACK ends a failed block too; outside a block an error stops nothing.
     client.batch_execute("BEGIN").await?;
     assert!(client.batch_execute("SELECT * FROM nosuch").await.is_err());

@@ -531,6 +531,47 @@ struct Transaction {
     /// A statement failed since `BEGIN` (or the last `ROLLBACK TO`): every statement but
     /// `COMMIT` and `ROLLBACK` is refused with 25P02 until the block ends.
     aborted: bool,
+    /// The block's savepoints, oldest first (names may repeat; the newest counts).
+    savepoints: Vec<String>,
+}
+
+impl Transaction {
+    /// Follows a savepoint statement as PostgreSQL does (nothing is undone here): `SAVEPOINT`
+    /// adds one, `RELEASE` drops the newest of that name and those after it, `ROLLBACK TO`
+    /// drops those after it.
+    ///
+    /// # Errors
+    /// [`SqlError::NoTransactionBlock`] outside a block, [`SqlError::NoSuchSavepoint`] for a
+    /// name the block does not have.
+    fn savepoint(&mut self, op: sql::text::SavepointOp) -> Result<(), SqlError> {
+        use sql::text::SavepointOp;
+        let command = match &op {
+            SavepointOp::Define(_) => "SAVEPOINT",
+            SavepointOp::Release(_) => "RELEASE SAVEPOINT",
+            SavepointOp::RollbackTo(_) => "ROLLBACK TO SAVEPOINT",
+        };
+        if self.open.is_none() {
+            return Err(SqlError::NoTransactionBlock(command));
+        }
+        let find = |savepoints: &[String], name: &str| {
+            savepoints
+                .iter()
+                .rposition(|s| s == name)
+                .ok_or_else(|| SqlError::NoSuchSavepoint(name.to_owned()))
+        };
+        match op {
+            SavepointOp::Define(name) => self.savepoints.push(name),
+            SavepointOp::Release(name) => {
+                let at = find(&self.savepoints, &name)?;
+                self.savepoints.truncate(at);
+            }
+            SavepointOp::RollbackTo(name) => {
+                let at = find(&self.savepoints, &name)?;
+                self.savepoints.truncate(at + 1);
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Transaction {
@@ -703,7 +744,11 @@ impl PgQuery {
                 _ => return Ok(Err(SqlError::TransactionAborted)),
             }
         }
-        let result = self.run_open_statement(client, stmt).await?;
+        let savepoint = sql::text::savepoint_op(&stmt);
+        let result = match savepoint.map(|op| self.transaction.lock().savepoint(op)) {
+            Some(Err(e)) => Err(e),
+            _ => self.run_open_statement(client, stmt).await?,
+        };
         if result.is_err() {
             let mut tx = self.transaction.lock();
             tx.aborted = tx.open.is_some();
@@ -734,6 +779,7 @@ impl PgQuery {
                     tx.open = Some(mode.unwrap_or(tx.default_read_only));
                     tx.writes = 0;
                     tx.aborted = false;
+                    tx.savepoints.clear();
                     return Ok(Ok(Outcome::Begin));
                 }
                 ReadOnlyChange::Transaction(read_only) => {
@@ -831,6 +877,7 @@ impl PgQuery {
             Ok(Outcome::Commit) => {
                 tx.open = None;
                 tx.aborted = false;
+                tx.savepoints.clear();
             }
             Ok(Outcome::Rollback) => {
                 if tx.writes > 0 {
@@ -847,6 +894,7 @@ impl PgQuery {
                 tx.open = None;
                 tx.writes = 0;
                 tx.aborted = false;
+                tx.savepoints.clear();
             }
             Ok(Outcome::Command(tag)) if tx.open.is_some() => {
                 let word = tag.split(' ').next().unwrap_or_default();

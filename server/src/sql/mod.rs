@@ -82,6 +82,11 @@ pub enum SqlError {
     /// A statement other than `COMMIT`/`ROLLBACK` after an error in the same transaction
     /// block (25P02): PostgreSQL ignores commands until the block ends.
     TransactionAborted,
+    /// `SAVEPOINT`, `RELEASE` or `ROLLBACK TO` outside a transaction block (25P01): the
+    /// command's name.
+    NoTransactionBlock(&'static str),
+    /// `RELEASE` or `ROLLBACK TO` of a savepoint the block does not have (3B001): its name.
+    NoSuchSavepoint(String),
 }
 
 impl fmt::Display for SqlError {
@@ -109,6 +114,10 @@ impl fmt::Display for SqlError {
             SqlError::TransactionAborted => f.write_str(
                 "current transaction is aborted, commands ignored until end of transaction block",
             ),
+            SqlError::NoTransactionBlock(command) => {
+                write!(f, "{command} can only be used in transaction blocks")
+            }
+            SqlError::NoSuchSavepoint(name) => write!(f, "savepoint \"{name}\" does not exist"),
         }
     }
 }
@@ -148,6 +157,8 @@ impl SqlError {
             SqlError::ReadOnlyTransaction(_) => "25006",
             SqlError::NotSupported(_) => "0A000",
             SqlError::TransactionAborted => "25P02",
+            SqlError::NoTransactionBlock(_) => "25P01",
+            SqlError::NoSuchSavepoint(_) => "3B001",
             SqlError::Server(ServerError::BadName(_)) => "3D000",
             SqlError::Server(ServerError::ShuttingDown) => "57P01",
             SqlError::Server(ServerError::TooManyDatabases { .. }) => "53000",

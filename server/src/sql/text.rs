@@ -261,6 +261,51 @@ pub fn is_rollback_to(sql: &str) -> bool {
     }
 }
 
+/// A savepoint statement and the savepoint it names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SavepointOp {
+    /// `SAVEPOINT name`.
+    Define(String),
+    /// `RELEASE [SAVEPOINT] name`.
+    Release(String),
+    /// `ROLLBACK [WORK | TRANSACTION] TO [SAVEPOINT] name`.
+    RollbackTo(String),
+}
+
+/// Reads a savepoint statement; `None` for any other statement (or one this simple reader
+/// cannot follow, such as one with comments inside). The name is folded to lower case unless
+/// quoted (`"Name"`), as PostgreSQL folds identifiers.
+pub fn savepoint_op(sql: &str) -> Option<SavepointOp> {
+    let body = sql.trim().trim_end_matches(';').trim_end();
+    let words: Vec<&str> = body.split_whitespace().collect();
+    let upper: Vec<String> = words.iter().map(|w| w.to_ascii_uppercase()).collect();
+    let upper: Vec<&str> = upper.iter().map(String::as_str).collect();
+    let (make, name): (fn(String) -> SavepointOp, &str) = match upper.as_slice() {
+        ["SAVEPOINT", _] => (SavepointOp::Define, words.get(1)?),
+        ["RELEASE", _] => (SavepointOp::Release, words.get(1)?),
+        ["RELEASE", "SAVEPOINT", _] => (SavepointOp::Release, words.get(2)?),
+        ["ROLLBACK", "TO", _] => (SavepointOp::RollbackTo, words.get(2)?),
+        ["ROLLBACK", "TO", "SAVEPOINT", _] => (SavepointOp::RollbackTo, words.get(3)?),
+        ["ROLLBACK", "WORK" | "TRANSACTION", "TO", _] => (SavepointOp::RollbackTo, words.get(3)?),
+        ["ROLLBACK", "WORK" | "TRANSACTION", "TO", "SAVEPOINT", _] => {
+            (SavepointOp::RollbackTo, words.get(4)?)
+        }
+        _ => return None,
+    };
+    let name = match name.strip_prefix('"').and_then(|n| n.strip_suffix('"')) {
+        Some(quoted) if !quoted.is_empty() => quoted.replace("\"\"", "\""),
+        Some(_) => return None,
+        None if name
+            .chars()
+            .all(|c| c.is_alphanumeric() || c == '_' || c == '$') =>
+        {
+            name.to_lowercase()
+        }
+        None => return None,
+    };
+    Some(make(name))
+}
+
 /// True when the statement's code (outside strings) reads a PostgreSQL system catalog: a name
 /// qualified by `pg_catalog.` or `information_schema.`, or one of the catalogs psql and
 /// drivers query (`pg_class`, `pg_type`, ...) as the table after `FROM` or `JOIN`, where
@@ -331,6 +376,31 @@ mod tests {
         assert_eq!(out, "SELECT 10, '$2', \"$3\", 'x' -- $4\n");
         assert!(substitute_params("SELECT $3", &["1".into()]).is_err());
         assert_eq!(param_count("SELECT $tag$ $1 $tag$, E'\\' $1'"), 0);
+    }
+
+    #[test]
+    fn savepoint_statements_name_their_savepoint() {
+        use SavepointOp::{Define, Release, RollbackTo};
+        for (sql, op) in [
+            ("SAVEPOINT s1", Some(Define("s1".into()))),
+            ("savepoint S1;", Some(Define("s1".into()))),
+            ("SAVEPOINT \"Mixed\"", Some(Define("Mixed".into()))),
+            ("RELEASE s1", Some(Release("s1".into()))),
+            ("release savepoint s1", Some(Release("s1".into()))),
+            ("ROLLBACK TO s1", Some(RollbackTo("s1".into()))),
+            ("ROLLBACK TO SAVEPOINT s1", Some(RollbackTo("s1".into()))),
+            (
+                "rollback work to savepoint _pg1",
+                Some(RollbackTo("_pg1".into())),
+            ),
+            ("ROLLBACK TRANSACTION TO x", Some(RollbackTo("x".into()))),
+            ("ROLLBACK", None),
+            ("SAVEPOINT", None),
+            ("SELECT 1", None),
+            ("SAVEPOINT /* c */ s", None),
+        ] {
+            assert_eq!(savepoint_op(sql), op, "{sql}");
+        }
     }
 
     #[test]
