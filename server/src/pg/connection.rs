@@ -450,7 +450,6 @@ pub(crate) async fn serve_connection(
                             .await?;
                         return Ok(false);
                     }
-                    handlers.query.message_failed();
                     process_error(&mut socket, e, is_extended_query)
                         .await
                         .map(|()| !is_cancel_request)

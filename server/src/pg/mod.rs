@@ -700,9 +700,10 @@ impl PgQuery {
         Ok(db)
     }
 
-    /// Called by the connection loop after an error pgwire answered itself (a failed Parse,
-    /// Bind or Describe, say): inside a transaction block it fails the block, as PostgreSQL
-    /// does (pgwire reports `E` from then on; the block's statements get 25P02).
+    /// Called by the connection loop before each message while pgwire's transaction status
+    /// is failed (`E`, set by any error answered inside a block: a statement's, a failed
+    /// Parse, Bind or Describe, text that is not UTF-8): fails the block here too, as
+    /// PostgreSQL does, so its statements get 25P02. The one place the failure is recorded.
     fn message_failed(&self) {
         let mut tx = self.transaction.lock();
         if tx.open.is_some() {
@@ -725,8 +726,9 @@ impl PgQuery {
     /// Runs one statement of the connection as [`PgQuery::run_open_statement`] does, except
     /// in a transaction block a statement failed in: there, as in PostgreSQL, `COMMIT` (or
     /// `END`) ends the block answering `ROLLBACK`, `ROLLBACK` runs, and every other
-    /// statement is refused with [`SqlError::TransactionAborted`] (25P02) and not run. A
-    /// failed statement inside a block marks the block so.
+    /// statement is refused with [`SqlError::TransactionAborted`] (25P02) and not run. (The
+    /// block is marked failed from pgwire's status before the next message,
+    /// [`PgQuery::message_failed`]; after an error no statement of the same message runs.)
     async fn run_statement<C: ClientInfo>(
         &self,
         client: &C,
@@ -745,15 +747,12 @@ impl PgQuery {
             }
         }
         let savepoint = sql::text::savepoint_op(&stmt);
-        let result = match savepoint.map(|op| self.transaction.lock().savepoint(op)) {
-            Some(Err(e)) => Err(e),
-            _ => self.run_open_statement(client, stmt).await?,
-        };
-        if result.is_err() {
-            let mut tx = self.transaction.lock();
-            tx.aborted = tx.open.is_some();
-        }
-        Ok(result)
+        Ok(
+            match savepoint.map(|op| self.transaction.lock().savepoint(op)) {
+                Some(Err(e)) => Err(e),
+                _ => self.run_open_statement(client, stmt).await?,
+            },
+        )
     }
 
     /// Runs one statement of the connection: the connection's own `statement_timeout`
@@ -1086,7 +1085,6 @@ impl SimpleQueryHandler for PgQuery {
         };
         // Text pgwire decoded lossily runs no statement; its error is answered as any other.
         if let Err(e) = sql::check_statement_text(query) {
-            self.message_failed();
             return Ok(vec![error(e)]);
         }
         let mut responses = Vec::new();
@@ -1102,7 +1100,6 @@ impl SimpleQueryHandler for PgQuery {
             let failed = matches!(response, Response::Error(_));
             responses.push(response);
             if failed {
-                self.message_failed();
                 break;
             }
         }
