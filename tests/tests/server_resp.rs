@@ -970,6 +970,20 @@ fn help_and_client_list_follow_redis() -> TestResult {
     Ok(())
 }
 
+/// Waits (up to 10 s) until `admin` is the only connection CLIENT LIST shows: killed
+/// connections leave the list as their tasks end, just after their sockets close.
+fn wait_until_alone(admin: &mut redis::Connection) -> redis::RedisResult<()> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let listing: String = redis::cmd("CLIENT").arg("LIST").query(admin)?;
+        if listing.lines().count() == 1 {
+            return Ok(());
+        }
+        assert!(std::time::Instant::now() < deadline, "{listing}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn client_list_shows_every_connection_and_client_kill_closes_them() -> TestResult {
     let server = TestServer::start(|_| {});
@@ -1031,15 +1045,7 @@ fn client_list_shows_every_connection_and_client_kill_closes_them() -> TestResul
     assert_eq!(kill(&["ID", &other_id.to_string()], &mut admin)?, 1);
     // The killed connection is closed: its next command fails, and it leaves the list.
     assert!(redis::cmd("PING").query::<String>(&mut other).is_err());
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        let listing: String = redis::cmd("CLIENT").arg("LIST").query(&mut admin)?;
-        if listing.lines().count() == 1 {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "{listing}");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    wait_until_alone(&mut admin)?;
     // The old form names a client by address, and SKIPME no kills the caller after its
     // reply.
     let third = server.client();
@@ -1084,15 +1090,7 @@ fn client_list_shows_every_connection_and_client_kill_closes_them() -> TestResul
     );
     // The killed connections leave the client list as their tasks end, just after their
     // sockets close: wait for the admin to be alone, so the kill below counts it only.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        let listing: String = redis::cmd("CLIENT").arg("LIST").query(&mut admin)?;
-        if listing.lines().count() == 1 {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "{listing}");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    wait_until_alone(&mut admin)?;
     assert_eq!(kill(&["SKIPME", "no", "USER", "default"], &mut admin)?, 1);
     assert!(redis::cmd("PING").query::<String>(&mut admin).is_err());
     Ok(())
