@@ -963,23 +963,30 @@ fn skip_bad_skips_over_long_lines_unread_on_both_paths() {
 #[test]
 fn a_pipe_given_by_name_is_read_as_a_stream_and_checked_for_compression() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let fifo = dir.path().join("pipe");
-    let made = std::process::Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .expect("mkfifo");
-    assert!(made.success());
+    // One pipe per load: the refused load's input thread may still hold its pipe open for a
+    // moment after `run` returns, and would take bytes written to that pipe next.
+    let mkfifo = |name: &str| {
+        let fifo = dir.path().join(name);
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .expect("mkfifo");
+        assert!(made.success());
+        fifo
+    };
     let db = dir.path().join("db");
-    let feed = |bytes: &'static [u8]| {
-        let fifo = fifo.clone();
+    let feed = |fifo: &std::path::Path, bytes: &'static [u8]| {
+        let fifo = fifo.to_path_buf();
         std::thread::spawn(move || std::fs::write(fifo, bytes).expect("write the pipe"))
     };
-    let writer = feed(b"\x1f\x8b\x08\x00rest");
+    let fifo = mkfifo("pipe");
+    let writer = feed(&fifo, b"\x1f\x8b\x08\x00rest");
     let err = run(&cli(&[db.as_os_str(), fifo.as_os_str()])).expect_err("compressed");
     writer.join().expect("writer");
     assert!(err.to_string().contains("looks gzip-compressed"), "{err:#}");
     assert!(!db.exists(), "nothing is created");
-    let writer = feed(b"b\t2\na\t1\n");
+    let fifo = mkfifo("pipe2");
+    let writer = feed(&fifo, b"b\t2\na\t1\n");
     let code = run(&cli(&[db.as_os_str(), fifo.as_os_str()])).expect("load");
     writer.join().expect("writer");
     assert_eq!(code, ExitCode::SUCCESS);
