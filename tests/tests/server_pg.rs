@@ -1213,6 +1213,21 @@ async fn statements_after_an_error_in_a_block_are_refused_until_it_ends() -> Tes
     let err = client.batch_execute("ROLLBACK TO a").await.unwrap_err();
     assert_eq!(err.code(), Some(&SqlState::S_E_INVALID_SPECIFICATION));
     client.batch_execute("ROLLBACK").await?;
+    // Comments and quoted names with spaces are read too; a name that is not one identifier
+    // is a syntax error (it used to pass as an untracked savepoint).
+    client
+        .batch_execute("BEGIN; SAVEPOINT /* c */ \"two words\" -- end")
+        .await?;
+    assert!(client.batch_execute("SELECT * FROM nosuch").await.is_err());
+    client
+        .batch_execute("ROLLBACK /* x */ TO SAVEPOINT \"two words\"")
+        .await?;
+    for sql in ["SAVEPOINT a b", "ROLLBACK TO", "RELEASE 'a'"] {
+        let err = client.batch_execute(sql).await.unwrap_err();
+        assert_eq!(err.code(), Some(&SqlState::SYNTAX_ERROR), "{sql}: {err}");
+        client.batch_execute("ROLLBACK TO \"two words\"").await?;
+    }
+    client.batch_execute("ROLLBACK").await?;
     for sql in ["SAVEPOINT a", "RELEASE a", "ROLLBACK TO a"] {
         let err = client.batch_execute(sql).await.unwrap_err();
         assert_eq!(

@@ -746,13 +746,14 @@ impl PgQuery {
                 _ => return Ok(Err(SqlError::TransactionAborted)),
             }
         }
-        let savepoint = sql::text::savepoint_op(&stmt);
-        Ok(
-            match savepoint.map(|op| self.transaction.lock().savepoint(op)) {
-                Some(Err(e)) => Err(e),
-                _ => self.run_open_statement(client, stmt).await?,
-            },
-        )
+        let savepoint = sql::text::savepoint_op(&stmt).map(|op| {
+            op.map_err(SqlError::Syntax)
+                .and_then(|op| self.transaction.lock().savepoint(op))
+        });
+        Ok(match savepoint {
+            Some(Err(e)) => Err(e),
+            _ => self.run_open_statement(client, stmt).await?,
+        })
     }
 
     /// Runs one statement of the connection: the connection's own `statement_timeout`

@@ -87,6 +87,9 @@ pub enum SqlError {
     NoTransactionBlock(&'static str),
     /// `RELEASE` or `ROLLBACK TO` of a savepoint the block does not have (3B001): its name.
     NoSuchSavepoint(String),
+    /// A statement this front end reads itself (a savepoint command) that it cannot read
+    /// (42601): the message.
+    Syntax(String),
 }
 
 impl fmt::Display for SqlError {
@@ -103,7 +106,8 @@ impl fmt::Display for SqlError {
             SqlError::Params(msg)
             | SqlError::InvalidSetting(msg)
             | SqlError::BadEncoding(msg)
-            | SqlError::NotSupported(msg) => f.write_str(msg),
+            | SqlError::NotSupported(msg)
+            | SqlError::Syntax(msg) => f.write_str(msg),
             SqlError::ReadOnlyTransaction(command) => {
                 write!(f, "cannot execute {command} in a read-only transaction")
             }
@@ -159,6 +163,7 @@ impl SqlError {
             SqlError::TransactionAborted => "25P02",
             SqlError::NoTransactionBlock(_) => "25P01",
             SqlError::NoSuchSavepoint(_) => "3B001",
+            SqlError::Syntax(_) => "42601",
             SqlError::Server(ServerError::BadName(_)) => "3D000",
             SqlError::Server(ServerError::ShuttingDown) => "57P01",
             SqlError::Server(ServerError::TooManyDatabases { .. }) => "53000",

@@ -49,6 +49,13 @@ fn scan(sql: &str) -> Vec<(Piece, usize, usize)> {
                     .map_or(b.len(), |p| i + p + 1),
             ),
             b'/' if next == Some(b'*') => Some(skip_block_comment(b, i)),
+            // Inside an identifier (`a$1`, `s$`) a `$` is one of its characters.
+            b'$' if i > 0
+                && b.get(i - 1)
+                    .is_some_and(|p| p.is_ascii_alphanumeric() || *p == b'_' || *p >= 0x80) =>
+            {
+                None
+            }
             b'$' => match dollar(b, i) {
                 Dollar::Param(n, e) => {
                     flush_code(&mut out, code_start, i);
@@ -250,15 +257,12 @@ pub fn leading_words(sql: &str, n: usize) -> Vec<String> {
 }
 
 /// True for `ROLLBACK [WORK | TRANSACTION] TO [SAVEPOINT] name`, which keeps the transaction
-/// block open (any other `ROLLBACK` ends it).
+/// block open (any other `ROLLBACK` ends it), whether or not the name can be read.
 pub fn is_rollback_to(sql: &str) -> bool {
-    match leading_words(sql, 3).as_slice() {
-        [rollback, to, ..] if rollback == "ROLLBACK" && to == "TO" => true,
-        [rollback, noise, to] => {
-            rollback == "ROLLBACK" && (noise == "WORK" || noise == "TRANSACTION") && to == "TO"
-        }
-        _ => false,
-    }
+    matches!(
+        savepoint_statement(sql),
+        Some((SavepointKind::RollbackTo, _))
+    )
 }
 
 /// A savepoint statement and the savepoint it names.
@@ -272,38 +276,95 @@ pub enum SavepointOp {
     RollbackTo(String),
 }
 
-/// Reads a savepoint statement; `None` for any other statement (or one this simple reader
-/// cannot follow, such as one with comments inside). The name is folded to lower case unless
-/// quoted (`"Name"`), as PostgreSQL folds identifiers.
-pub fn savepoint_op(sql: &str) -> Option<SavepointOp> {
-    let body = sql.trim().trim_end_matches(';').trim_end();
-    let words: Vec<&str> = body.split_whitespace().collect();
-    let upper: Vec<String> = words.iter().map(|w| w.to_ascii_uppercase()).collect();
+/// Which savepoint statement [`savepoint_statement`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SavepointKind {
+    Define,
+    Release,
+    RollbackTo,
+}
+
+/// Reads a savepoint statement, comments skipped: `None` for any other statement, else
+/// `Some(Ok(op))`, or `Some(Err(message))` when the savepoint name is missing or is not one
+/// identifier (PostgreSQL answers a syntax error). The name is folded to lower case unless
+/// quoted (`"Name"`, which may hold spaces and `""`), as PostgreSQL folds identifiers.
+pub fn savepoint_op(sql: &str) -> Option<Result<SavepointOp, String>> {
+    let (kind, name) = savepoint_statement(sql)?;
+    let (make, command): (fn(String) -> SavepointOp, &str) = match kind {
+        SavepointKind::Define => (SavepointOp::Define, "SAVEPOINT"),
+        SavepointKind::Release => (SavepointOp::Release, "RELEASE"),
+        SavepointKind::RollbackTo => (SavepointOp::RollbackTo, "ROLLBACK TO"),
+    };
+    Some(
+        name.map(make)
+            .ok_or_else(|| format!("syntax error: {command} needs one savepoint name")),
+    )
+}
+
+/// The savepoint statement `sql` is, and its name folded as an identifier (`None` when it
+/// is missing, followed by more words, or not an identifier).
+fn savepoint_statement(sql: &str) -> Option<(SavepointKind, Option<String>)> {
+    let words = statement_words(sql);
+    let upper: Vec<String> = words
+        .iter()
+        .map(|w| {
+            if w.starts_with('"') {
+                String::new()
+            } else {
+                w.to_ascii_uppercase()
+            }
+        })
+        .collect();
     let upper: Vec<&str> = upper.iter().map(String::as_str).collect();
-    let (make, name): (fn(String) -> SavepointOp, &str) = match upper.as_slice() {
-        ["SAVEPOINT", _] => (SavepointOp::Define, words.get(1)?),
-        ["RELEASE", _] => (SavepointOp::Release, words.get(1)?),
-        ["RELEASE", "SAVEPOINT", _] => (SavepointOp::Release, words.get(2)?),
-        ["ROLLBACK", "TO", _] => (SavepointOp::RollbackTo, words.get(2)?),
-        ["ROLLBACK", "TO", "SAVEPOINT", _] => (SavepointOp::RollbackTo, words.get(3)?),
-        ["ROLLBACK", "WORK" | "TRANSACTION", "TO", _] => (SavepointOp::RollbackTo, words.get(3)?),
-        ["ROLLBACK", "WORK" | "TRANSACTION", "TO", "SAVEPOINT", _] => {
-            (SavepointOp::RollbackTo, words.get(4)?)
+    // The name's position; `RELEASE SAVEPOINT` alone names a savepoint called `savepoint`,
+    // as in PostgreSQL, where SAVEPOINT is not a reserved word.
+    let (kind, at) = match upper.as_slice() {
+        ["SAVEPOINT", ..] => (SavepointKind::Define, 1),
+        ["RELEASE", "SAVEPOINT", _, ..] => (SavepointKind::Release, 2),
+        ["RELEASE", ..] => (SavepointKind::Release, 1),
+        ["ROLLBACK", "TO", "SAVEPOINT", _, ..] => (SavepointKind::RollbackTo, 3),
+        ["ROLLBACK", "TO", ..] => (SavepointKind::RollbackTo, 2),
+        ["ROLLBACK", "WORK" | "TRANSACTION", "TO", "SAVEPOINT", _, ..] => {
+            (SavepointKind::RollbackTo, 4)
         }
+        ["ROLLBACK", "WORK" | "TRANSACTION", "TO", ..] => (SavepointKind::RollbackTo, 3),
         _ => return None,
     };
-    let name = match name.strip_prefix('"').and_then(|n| n.strip_suffix('"')) {
-        Some(quoted) if !quoted.is_empty() => quoted.replace("\"\"", "\""),
-        Some(_) => return None,
-        None if name
-            .chars()
-            .all(|c| c.is_alphanumeric() || c == '_' || c == '$') =>
-        {
-            name.to_lowercase()
-        }
-        None => return None,
+    let name = match words.get(at..) {
+        Some([name]) => identifier(name),
+        _ => None,
     };
-    Some(make(name))
+    Some((kind, name))
+}
+
+/// The words of one statement outside comments: runs of code split at whitespace (a `;`
+/// ends the statement), each string or quoted identifier one word with its quotes.
+fn statement_words(sql: &str) -> Vec<&str> {
+    let mut words = Vec::new();
+    for (piece, s, e) in scan(sql) {
+        let text = sql.get(s..e).unwrap_or_default();
+        match piece {
+            Piece::Code => words.extend(text.split_whitespace()),
+            Piece::Opaque if text.starts_with("--") || text.starts_with("/*") => {}
+            Piece::Opaque | Piece::Param(_) => words.push(text),
+            Piece::Semicolon => break,
+        }
+    }
+    words
+}
+
+/// `word` read as an SQL identifier: unquoted (letters, digits, `_`, `$`; not starting with
+/// a digit or `$`) folded to lower case, or quoted (`""` inside is one `"`), kept as written.
+fn identifier(word: &str) -> Option<String> {
+    if let Some(inner) = word.strip_prefix('"') {
+        let quoted = inner.strip_suffix('"')?;
+        return (!quoted.is_empty()).then(|| quoted.replace("\"\"", "\""));
+    }
+    let mut chars = word.chars();
+    let first = chars.next()?;
+    ((first.is_alphabetic() || first == '_')
+        && chars.all(|c| c.is_alphanumeric() || c == '_' || c == '$'))
+    .then(|| word.to_lowercase())
 }
 
 /// True when the statement's code (outside strings) reads a PostgreSQL system catalog: a name
@@ -376,30 +437,46 @@ mod tests {
         assert_eq!(out, "SELECT 10, '$2', \"$3\", 'x' -- $4\n");
         assert!(substitute_params("SELECT $3", &["1".into()]).is_err());
         assert_eq!(param_count("SELECT $tag$ $1 $tag$, E'\\' $1'"), 0);
+        // A `$` inside an identifier is part of it.
+        assert_eq!(param_count("SELECT a$1, b$x$ FROM t"), 0);
+        assert_eq!(param_count("SELECT a+$1"), 1);
     }
 
     #[test]
     fn savepoint_statements_name_their_savepoint() {
         use SavepointOp::{Define, Release, RollbackTo};
         for (sql, op) in [
-            ("SAVEPOINT s1", Some(Define("s1".into()))),
-            ("savepoint S1;", Some(Define("s1".into()))),
-            ("SAVEPOINT \"Mixed\"", Some(Define("Mixed".into()))),
-            ("RELEASE s1", Some(Release("s1".into()))),
-            ("release savepoint s1", Some(Release("s1".into()))),
-            ("ROLLBACK TO s1", Some(RollbackTo("s1".into()))),
-            ("ROLLBACK TO SAVEPOINT s1", Some(RollbackTo("s1".into()))),
-            (
-                "rollback work to savepoint _pg1",
-                Some(RollbackTo("_pg1".into())),
-            ),
-            ("ROLLBACK TRANSACTION TO x", Some(RollbackTo("x".into()))),
-            ("ROLLBACK", None),
-            ("SAVEPOINT", None),
-            ("SELECT 1", None),
-            ("SAVEPOINT /* c */ s", None),
+            ("SAVEPOINT s1", Define("s1".into())),
+            ("savepoint S1;", Define("s1".into())),
+            ("SAVEPOINT \"Mixed\"", Define("Mixed".into())),
+            ("SAVEPOINT \"two words\"", Define("two words".into())),
+            ("SAVEPOINT \"a\"\"b\"", Define("a\"b".into())),
+            ("SAVEPOINT /* c */ s -- end", Define("s".into())),
+            ("RELEASE s1", Release("s1".into())),
+            ("release savepoint s1", Release("s1".into())),
+            ("RELEASE SAVEPOINT", Release("savepoint".into())),
+            ("ROLLBACK TO s1", RollbackTo("s1".into())),
+            ("ROLLBACK TO SAVEPOINT s1", RollbackTo("s1".into())),
+            ("rollback work to savepoint _pg1", RollbackTo("_pg1".into())),
+            ("ROLLBACK TRANSACTION TO x", RollbackTo("x".into())),
+            ("ROLLBACK /* x */ TO\n-- y\n s$1", RollbackTo("s$1".into())),
         ] {
-            assert_eq!(savepoint_op(sql), op, "{sql}");
+            assert_eq!(savepoint_op(sql), Some(Ok(op)), "{sql}");
+        }
+        for sql in ["ROLLBACK", "ROLLBACK AND CHAIN", "SELECT 1", "RELEASES x"] {
+            assert_eq!(savepoint_op(sql), None, "{sql}");
+        }
+        // Savepoint statements whose name cannot be read: a syntax error, not another statement.
+        for sql in [
+            "SAVEPOINT",
+            "SAVEPOINT a b",
+            "SAVEPOINT 1a",
+            "SAVEPOINT 'a'",
+            "SAVEPOINT \"\"",
+            "ROLLBACK TO",
+            "RELEASE $1",
+        ] {
+            assert!(matches!(savepoint_op(sql), Some(Err(_))), "{sql}");
         }
     }
 
@@ -410,6 +487,7 @@ mod tests {
             "rollback to savepoint s",
             "ROLLBACK WORK TO SAVEPOINT s",
             "/* x */ Rollback Transaction To s",
+            "ROLLBACK TO",
         ] {
             assert!(is_rollback_to(sql), "{sql}");
         }
