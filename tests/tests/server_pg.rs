@@ -1290,7 +1290,29 @@ fn ready_for_query_reports_a_block_resumed_by_rollback_to() {
         assert_eq!(run("DEALLOCATE nosuch").1, Some(b'E'));
         assert_eq!(run("INSERT INTO t VALUES (4)").1, Some(b'E'));
         assert_eq!(run("ROLLBACK WORK TO SAVEPOINT s").1, Some(b'T'));
+        // AND CHAIN ends the block and opens the next at once, a failed one too; outside a
+        // block it is 25P01.
+        let (replies, status) = run("COMMIT AND CHAIN");
+        assert_eq!(status, Some(b'T'), "{extended}: {replies:?}");
+        assert!(replies.iter().any(|(k, b)| *k == b'C' && b == b"COMMIT\0"));
+        assert_eq!(run("SELECT * FROM nosuch").1, Some(b'E'));
+        let (replies, status) = run("COMMIT AND CHAIN");
+        assert_eq!(status, Some(b'T'), "{extended}: {replies:?}");
+        assert!(
+            replies
+                .iter()
+                .any(|(k, b)| *k == b'C' && b == b"ROLLBACK\0")
+        );
+        assert_eq!(run("ROLLBACK AND CHAIN").1, Some(b'T'));
         assert_eq!(run("COMMIT").1, Some(b'I'));
+        let (replies, status) = run("COMMIT AND CHAIN");
+        assert_eq!(status, Some(b'I'), "{extended}: {replies:?}");
+        assert!(
+            replies
+                .iter()
+                .any(|(k, b)| *k == b'E' && String::from_utf8_lossy(b).contains("25P01")),
+            "{extended}: {replies:?}"
+        );
         let (replies, _) = run("SELECT count(*) FROM t");
         assert!(
             replies

@@ -711,16 +711,17 @@ impl PgQuery {
         }
     }
 
-    /// True when `query` (a simple Query message's text) starts with `ROLLBACK TO` in a
-    /// failed block: the block goes on after it. pgwire keeps a failed status to the end of
-    /// the query it is answering, so the connection loop sets its status back to
-    /// in-transaction before pgwire answers, and ReadyForQuery says `T`, as PostgreSQL's
-    /// does (psql's `ON_ERROR_ROLLBACK` and drivers' nested transaction blocks read it).
+    /// True when `query` (a simple Query message's text) starts with `ROLLBACK TO` (or ends
+    /// the block `AND CHAIN`) in a failed block: a block goes on after it. pgwire keeps a
+    /// failed status to the end of the query it is answering, so the connection loop sets its
+    /// status back to in-transaction before pgwire answers, and ReadyForQuery says `T`, as
+    /// PostgreSQL's does (psql's `ON_ERROR_ROLLBACK` and drivers' nested transaction blocks
+    /// read it).
     fn resumes_failed_block(&self, query: &str) -> bool {
         self.transaction.lock().aborted
             && sql::text::split_statements(query)
                 .first()
-                .is_some_and(|stmt| sql::text::is_rollback_to(stmt))
+                .is_some_and(|stmt| sql::text::is_rollback_to(stmt) || sql::text::chains(stmt))
     }
 
     /// Runs one statement of the connection as [`PgQuery::run_open_statement`] does, except
@@ -729,16 +730,30 @@ impl PgQuery {
     /// statement is refused with [`SqlError::TransactionAborted`] (25P02) and not run. (The
     /// block is marked failed from pgwire's status before the next message,
     /// [`PgQuery::message_failed`]; after an error no statement of the same message runs.)
+    /// `COMMIT AND CHAIN` and `ROLLBACK AND CHAIN` outside a block are
+    /// [`SqlError::NoTransactionBlock`] (25P01), as in PostgreSQL.
     async fn run_statement<C: ClientInfo>(
         &self,
         client: &C,
         stmt: String,
     ) -> PgWireResult<Result<Outcome, SqlError>> {
+        if sql::text::chains(&stmt) && self.transaction.lock().open.is_none() {
+            let command = match sql::text::leading_words(&stmt, 1)
+                .first()
+                .map(String::as_str)
+            {
+                Some("COMMIT" | "END") => "COMMIT AND CHAIN",
+                _ => "ROLLBACK AND CHAIN",
+            };
+            return Ok(Err(SqlError::NoTransactionBlock(command)));
+        }
         if self.transaction.lock().aborted {
             let words = sql::text::leading_words(&stmt, 1);
             match words.first().map_or("", String::as_str) {
                 "COMMIT" | "END" => {
-                    let outcome = Ok(Outcome::Rollback);
+                    let outcome = Ok(Outcome::Rollback {
+                        chain: sql::text::chains(&stmt),
+                    });
                     self.after_statement(&outcome);
                     return Ok(outcome);
                 }
@@ -869,17 +884,20 @@ impl PgQuery {
 
     /// Keeps the transaction state up to date after a statement ran: `COMMIT` and `ROLLBACK`
     /// end the transaction (a `ROLLBACK` after writes warns that they stay: statements commit
-    /// one at a time), `ROLLBACK TO` ends its failed state; a statement that changed data is
-    /// counted.
+    /// one at a time; with `AND CHAIN` a new one starts in the same read-only mode),
+    /// `ROLLBACK TO` ends its failed state; a statement that changed data is counted.
     fn after_statement(&self, result: &Result<Outcome, SqlError>) {
         let mut tx = self.transaction.lock();
         match result {
-            Ok(Outcome::Commit) => {
-                tx.open = None;
+            Ok(Outcome::Commit { chain }) => {
+                if !chain {
+                    tx.open = None;
+                }
+                tx.writes = 0;
                 tx.aborted = false;
                 tx.savepoints.clear();
             }
-            Ok(Outcome::Rollback) => {
+            Ok(Outcome::Rollback { chain }) => {
                 if tx.writes > 0 {
                     self.notices.lock().push(warning(
                         "01000",
@@ -891,7 +909,9 @@ impl PgQuery {
                         ),
                     ));
                 }
-                tx.open = None;
+                if !chain {
+                    tx.open = None;
+                }
                 tx.writes = 0;
                 tx.aborted = false;
                 tx.savepoints.clear();
@@ -1022,8 +1042,11 @@ fn response(outcome: Outcome, format: &Format, activity: &Arc<Activity>) -> Resp
         Outcome::Rows { columns, rows } => rows_response(&columns, rows, format, activity),
         Outcome::Command(tag) => Response::Execution(Tag::new(&tag)),
         Outcome::Begin => Response::TransactionStart(Tag::new("BEGIN")),
-        Outcome::Commit => Response::TransactionEnd(Tag::new("COMMIT")),
-        Outcome::Rollback => Response::TransactionEnd(Tag::new("ROLLBACK")),
+        // `AND CHAIN`: the tag of the end, and a block open again.
+        Outcome::Commit { chain: true } => Response::TransactionStart(Tag::new("COMMIT")),
+        Outcome::Rollback { chain: true } => Response::TransactionStart(Tag::new("ROLLBACK")),
+        Outcome::Commit { chain: false } => Response::TransactionEnd(Tag::new("COMMIT")),
+        Outcome::Rollback { chain: false } => Response::TransactionEnd(Tag::new("ROLLBACK")),
         Outcome::Empty => Response::EmptyQuery,
         // Without the connection's statements at hand (see `deallocate`).
         Outcome::Deallocate(Some(_)) => Response::Execution(Tag::new("DEALLOCATE")),

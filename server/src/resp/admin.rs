@@ -906,8 +906,8 @@ fn sql_reply(s: &mut Session, outcome: &crate::sql::Outcome) {
         }
         Outcome::Command(tag) => s.out.simple(tag),
         Outcome::Begin => s.out.simple("BEGIN"),
-        Outcome::Commit => s.out.simple("COMMIT"),
-        Outcome::Rollback => s.out.simple("ROLLBACK"),
+        Outcome::Commit { .. } => s.out.simple("COMMIT"),
+        Outcome::Rollback { .. } => s.out.simple("ROLLBACK"),
         Outcome::Empty => s.out.null(),
         // RESP connections prepare no statements: nothing to remove.
         Outcome::Deallocate(Some(_)) => s.out.simple("DEALLOCATE"),

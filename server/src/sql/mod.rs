@@ -42,10 +42,17 @@ pub enum Outcome {
     Command(String),
     /// `BEGIN` (accepted; statements still commit one by one).
     Begin,
-    /// `COMMIT`.
-    Commit,
-    /// `ROLLBACK` (undoes nothing).
-    Rollback,
+    /// `COMMIT`; with `chain` (`COMMIT AND CHAIN`) a new transaction block starts at once,
+    /// with the same characteristics.
+    Commit {
+        /// `AND CHAIN` was given.
+        chain: bool,
+    },
+    /// `ROLLBACK` (undoes nothing); `chain` as for [`Outcome::Commit`].
+    Rollback {
+        /// `AND CHAIN` was given.
+        chain: bool,
+    },
     /// Nothing to run (only comments).
     Empty,
     /// `DEALLOCATE [PREPARE] name` (`Some`, the name as PostgreSQL folds it) or `DEALLOCATE
@@ -258,11 +265,15 @@ fn intercept(database: &Database, stmt: &str) -> Option<Result<Outcome, SqlError
     let second = words.get(1).map_or("", String::as_str);
     let outcome = match (first, second) {
         ("BEGIN" | "START", _) => Outcome::Begin,
-        ("COMMIT" | "END", _) => Outcome::Commit,
+        ("COMMIT" | "END", _) => Outcome::Commit {
+            chain: text::chains(stmt),
+        },
         // Savepoints are accepted like transactions (undoing nothing); ROLLBACK TO keeps the
         // transaction open, as in PostgreSQL, so it is not a transaction end.
         ("ROLLBACK", _) if text::is_rollback_to(stmt) => Outcome::Command("ROLLBACK".into()),
-        ("ROLLBACK" | "ABORT", _) => Outcome::Rollback,
+        ("ROLLBACK" | "ABORT", _) => Outcome::Rollback {
+            chain: text::chains(stmt),
+        },
         ("SAVEPOINT", _) => Outcome::Command("SAVEPOINT".into()),
         ("RELEASE", _) => Outcome::Command("RELEASE".into()),
         ("SET", _) => match timeout::parse_set(stmt) {

@@ -100,8 +100,16 @@ fn session_statements_are_answered() -> Result<(), SqlError> {
     let (_dir, _dbs, db) = open();
     assert_eq!(run(&db, "BEGIN")?, Outcome::Begin);
     assert_eq!(run(&db, "start transaction")?, Outcome::Begin);
-    assert_eq!(run(&db, "COMMIT")?, Outcome::Commit);
-    assert_eq!(run(&db, "rollback")?, Outcome::Rollback);
+    assert_eq!(run(&db, "COMMIT")?, Outcome::Commit { chain: false });
+    assert_eq!(run(&db, "rollback")?, Outcome::Rollback { chain: false });
+    assert_eq!(
+        run(&db, "COMMIT WORK AND CHAIN")?,
+        Outcome::Commit { chain: true }
+    );
+    assert_eq!(
+        run(&db, "abort and no chain")?,
+        Outcome::Rollback { chain: false }
+    );
     assert_eq!(
         run(&db, "SET datestyle = 'ISO'")?,
         Outcome::Command("SET".into())

@@ -265,6 +265,23 @@ pub fn is_rollback_to(sql: &str) -> bool {
     )
 }
 
+/// True for a transaction end with `AND CHAIN`: `COMMIT`, `END`, `ROLLBACK` or `ABORT`,
+/// optionally `WORK` or `TRANSACTION`, then `AND CHAIN` (which starts a new block at once).
+pub fn chains(sql: &str) -> bool {
+    let upper: Vec<String> = statement_words(sql)
+        .iter()
+        .map(|w| w.to_ascii_uppercase())
+        .collect();
+    let upper: Vec<&str> = upper.iter().map(String::as_str).collect();
+    match upper.as_slice() {
+        [end, rest @ ..] if ["COMMIT", "END", "ROLLBACK", "ABORT"].contains(end) => matches!(
+            rest,
+            ["AND", "CHAIN"] | ["WORK" | "TRANSACTION", "AND", "CHAIN"]
+        ),
+        _ => false,
+    }
+}
+
 /// A savepoint statement and the savepoint it names.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SavepointOp {
@@ -499,6 +516,26 @@ mod tests {
             "COMMIT",
         ] {
             assert!(!is_rollback_to(sql), "{sql}");
+        }
+    }
+
+    #[test]
+    fn and_chain_in_each_spelling() {
+        for sql in [
+            "COMMIT AND CHAIN",
+            "end work and chain;",
+            "ROLLBACK TRANSACTION /* x */ AND CHAIN",
+            "abort and chain",
+        ] {
+            assert!(chains(sql), "{sql}");
+        }
+        for sql in [
+            "COMMIT",
+            "COMMIT AND NO CHAIN",
+            "ROLLBACK TO chain",
+            "SELECT 'AND CHAIN'",
+        ] {
+            assert!(!chains(sql), "{sql}");
         }
     }
 
