@@ -4,6 +4,9 @@
 //! Identifiers are case-folded by translation: unquoted names are lowercased, quoted names
 //! are kept as written.
 
+use std::cmp::Ordering;
+use std::sync::Arc;
+
 use crate::value::{DataType, Value};
 
 /// A statement.
@@ -352,7 +355,7 @@ pub enum Expr {
         /// `NOT BETWEEN`.
         negated: bool,
     },
-    /// `expr [NOT] IN (list)`.
+    /// `expr [NOT] IN (list)`; build it with [`Expr::in_list`].
     InList {
         /// Operand.
         expr: Box<Expr>,
@@ -360,6 +363,9 @@ pub enum Expr {
         list: Vec<Expr>,
         /// `NOT IN`.
         negated: bool,
+        /// The candidates sorted for binary search, when they are all literals and many
+        /// (derived from `list`).
+        lookup: Option<InLookup>,
     },
     /// `expr [NOT] LIKE pattern` (`%` any run, `_` one character; case-sensitive).
     Like {
@@ -386,7 +392,69 @@ pub enum Expr {
     },
 }
 
+/// The literal candidates of a long `IN` list, sorted by [`Value::total_cmp`] without
+/// duplicates or NULLs, so that a row's value is looked up in O(log n) comparisons instead of
+/// compared with each (a 30,000-value list over 200,000 rows took 151 s).
+#[derive(Debug, Clone, PartialEq)]
+pub struct InLookup {
+    values: Arc<[Value]>,
+    has_null: bool,
+}
+
+impl InLookup {
+    /// Lists shorter than this are compared one by one.
+    const MIN_LEN: usize = 8;
+
+    /// The lookup for `list`, or `None` when it is short or holds anything but literals.
+    fn new(list: &[Expr]) -> Option<InLookup> {
+        if list.len() < Self::MIN_LEN {
+            return None;
+        }
+        let mut values = Vec::with_capacity(list.len());
+        let mut has_null = false;
+        for item in list {
+            match item {
+                Expr::Literal(Value::Null) => has_null = true,
+                Expr::Literal(v) => values.push(v.clone()),
+                _ => return None,
+            }
+        }
+        values.sort_by(Value::total_cmp);
+        values.dedup_by(|a, b| a.total_cmp(b) == Ordering::Equal);
+        Some(InLookup {
+            values: values.into(),
+            has_null,
+        })
+    }
+
+    /// SQL's `v IN (list)` for a non-NULL `v` of a type the planner found comparable with the
+    /// candidates: true when one equals it, else NULL when the list holds a NULL, else false.
+    pub fn contains(&self, v: &Value) -> Option<bool> {
+        if self
+            .values
+            .binary_search_by(|candidate| candidate.total_cmp(v))
+            .is_ok()
+        {
+            Some(true)
+        } else if self.has_null {
+            None
+        } else {
+            Some(false)
+        }
+    }
+}
+
 impl Expr {
+    /// `expr [NOT] IN (list)`, with the sorted lookup when the list is long and literal.
+    pub fn in_list(expr: Box<Expr>, list: Vec<Expr>, negated: bool) -> Expr {
+        Expr::InList {
+            expr,
+            lookup: InLookup::new(&list),
+            list,
+            negated,
+        }
+    }
+
     /// Calls `f` on this expression and every sub-expression, parents first.
     pub fn walk(&self, f: &mut impl FnMut(&Expr)) {
         f(self);

@@ -28,6 +28,7 @@ pub fn parse(sql: &str) -> Result<Vec<SqlStatement>> {
     check_not_chains(&tokens)?;
     check_operator_runs(&tokens)?;
     check_number_ends(&tokens)?;
+    check_empty_identifiers(&tokens)?;
     Ok(Parser::new(&DIALECT)
         .with_tokens_with_locations(tokens)
         .parse_statements()?)
@@ -179,6 +180,21 @@ fn check_operator_runs(tokens: &[TokenWithSpan]) -> Result<(), ParserError> {
         }
     }
     Ok(())
+}
+
+/// Refuses a zero-length quoted identifier (`""`, `` `` ``), as PostgreSQL does ("zero-length
+/// delimited identifier"): a table, column or index named by nothing cannot be told apart
+/// where names are listed.
+fn check_empty_identifiers(tokens: &[TokenWithSpan]) -> Result<(), ParserError> {
+    match tokens.iter().find(
+        |t| matches!(&t.token, Token::Word(w) if w.quote_style.is_some() && w.value.is_empty()),
+    ) {
+        Some(t) => Err(ParserError::TokenizerError(format!(
+            "zero-length quoted identifier{}",
+            t.span.start
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// Refuses a number run into a name (`12abc`, `1e`, `1_000`, `0xGG`) and `0x` without

@@ -99,11 +99,14 @@ pub fn eval(e: &Expr, row: &[Value]) -> Result<Value> {
             expr,
             list,
             negated,
+            lookup,
         } => {
             let v = eval(expr, row)?;
             let mut r = Some(false);
             if v.is_null() {
                 r = None;
+            } else if let Some(lookup) = lookup {
+                r = lookup.contains(&v);
             } else {
                 for item in list {
                     match compare(BinaryOp::Eq, &v, &eval(item, row)?)? {

@@ -68,8 +68,8 @@ fn store_value(t: &TableSchema, c: usize, v: Value) -> Result<Value> {
     // a DOUBLE) is out of range, as PostgreSQL's "bigint out of range"; other doubles are
     // the wrong type.
     let too_large = matches!(v, Value::Double(d) if d.fract() == 0.0 && d.is_finite());
-    let v_abs = match v {
-        Value::Double(d) => Some(d.abs()),
+    let double = match v {
+        Value::Double(d) => Some(d),
         _ => None,
     };
     match v.coerce_to(col.ty) {
@@ -80,7 +80,9 @@ fn store_value(t: &TableSchema, c: usize, v: Value) -> Result<Value> {
         // Within BIGINT's range but past 2^53, where a DOUBLE stands for many integers.
         None if too_large
             && col.ty == DataType::BigInt
-            && matches!(v_abs, Some(d) if d < 9_223_372_036_854_775_808.0) =>
+            && double.is_some_and(|d| {
+                (-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&d)
+            }) =>
         {
             Err(QueryError::OutOfRange(format!(
                 "DOUBLE value {shown} is not exact as an integer (beyond 2^53) for column {}.{} \

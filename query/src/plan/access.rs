@@ -150,6 +150,7 @@ fn classify(e: &Expr, table: &TableSchema) -> Option<(usize, Vec<Sarg>, bool)> {
             expr,
             list,
             negated: false,
+            ..
         } => {
             let Expr::Field(c) = expr.as_ref() else {
                 return None;

@@ -48,6 +48,7 @@ pub fn fmt_expr(e: &Expr, names: &[String]) -> String {
             expr,
             list,
             negated,
+            ..
         } => format!(
             "{} {}IN ({})",
             f(expr),

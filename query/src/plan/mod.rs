@@ -159,11 +159,12 @@ pub fn bind(e: &Expr, table: Option<&TableSchema>) -> Result<Expr> {
             expr,
             list,
             negated,
-        } => Expr::InList {
-            expr: b(expr)?,
-            list: list.iter().map(|e| bind(e, table)).collect::<Result<_>>()?,
-            negated: *negated,
-        },
+            ..
+        } => Expr::in_list(
+            b(expr)?,
+            list.iter().map(|e| bind(e, table)).collect::<Result<_>>()?,
+            *negated,
+        ),
         Expr::Like {
             expr,
             pattern,
@@ -381,14 +382,14 @@ fn to_group_row(
             expr,
             list,
             negated,
-        } => Expr::InList {
-            expr: rec(expr, aggregates)?,
-            list: list
-                .iter()
+            ..
+        } => Expr::in_list(
+            rec(expr, aggregates)?,
+            list.iter()
                 .map(|e| to_group_row(e, group_by, aggregates, names))
                 .collect::<Result<_>>()?,
-            negated: *negated,
-        },
+            *negated,
+        ),
         Expr::Like {
             expr,
             pattern,

@@ -92,11 +92,11 @@ pub(crate) fn expr(e: &SqlExpr, scope: &Scope) -> Result<Expr> {
             negated,
             ..
         } => match target {
-            SqlInTarget::List(list) => Expr::InList {
-                expr: b(inner)?,
-                list: list.iter().map(|e| expr(e, scope)).collect::<Result<_>>()?,
-                negated: *negated,
-            },
+            SqlInTarget::List(list) => Expr::in_list(
+                b(inner)?,
+                list.iter().map(|e| expr(e, scope)).collect::<Result<_>>()?,
+                *negated,
+            ),
             _ => return unsupported("IN with a subquery"),
         },
         SqlExpr::Like {

@@ -189,8 +189,13 @@ pub fn statement(s: &SqlStatement) -> Result<Statement> {
             if !d.order_by.is_empty() || d.limit.is_some() {
                 return unsupported("DELETE ... ORDER BY / LIMIT");
             }
+            // `DELETE t` (no FROM), which sqlparser accepts as Oracle and MySQL do, is not
+            // PostgreSQL's or SQLite's SQL: a typo there should not delete every row.
             let from = match &d.from {
-                SqlFromTable::WithFromKeyword(f) | SqlFromTable::WithoutKeyword(f) => f,
+                SqlFromTable::WithFromKeyword(f) => f,
+                SqlFromTable::WithoutKeyword(_) => {
+                    return unsupported("DELETE without FROM (write DELETE FROM t)");
+                }
             };
             let [one] = from.as_slice() else {
                 return unsupported("multi-table DELETE");
