@@ -74,6 +74,9 @@ pub struct Options {
     /// `false`. The `LOCK` file is not taken; the manifest is read but not rewritten; the
     /// WALs are replayed into memory (a torn tail is left in place, not cut off); no file is
     /// created or deleted and no background thread runs. Reads see the state as of the open.
+    /// Every table is opened at once and kept open, unless there are more than the process's
+    /// open-file limit allows (see [`Options::max_open_files`]); then they are opened as reads
+    /// need them.
     /// Writes, merges, flushes, compactions, ingests and keyspace creation or drops fail with
     /// [`crate::Error::ReadOnly`] ([`crate::Db::checkpoint`] works: it writes only to its
     /// destination). Beside a writer, a table that its
@@ -145,7 +148,9 @@ pub struct Options {
     /// 256 KiB windows already make 1/64 of the reads of 4 KiB blocks. Grows as
     /// [`Options::max_auto_readahead_size`] does.
     pub compaction_readahead_size: usize,
-    /// Table files kept open at most (the table cache). Default 1000.
+    /// Table files kept open at most (the table cache). Default 1000. Lowered to the
+    /// process's open-file limit (`ulimit -n`, soft) less 64, so a low limit makes reads
+    /// reopen tables rather than fail with "Too many open files".
     pub max_open_files: usize,
     /// Size multiplier between consecutive levels. Default 10.
     pub level_size_multiplier: u64,

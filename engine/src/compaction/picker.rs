@@ -42,6 +42,13 @@ pub const MAX_GRANDPARENT_OVERLAP_FACTOR: u64 = 10;
 /// `max_compaction_bytes`). The inputs correctness requires are always taken.
 pub const MAX_COMPACTION_FACTOR: u64 = 25;
 
+/// An L0 overlap component below `target_file_size / SMALL_TABLE_DIVISOR` bytes is merged
+/// with the other small components rather than moved down alone, so flushes of a few keys
+/// each (a program that opens the database, writes a key and closes it, flushing the
+/// recovered WAL at every open) do not pile up thousands of tiny tables in the base level.
+/// A flush of a default 64 MiB memtable is far above it, so sequential loads still move.
+pub const SMALL_TABLE_DIVISOR: u64 = 8;
+
 /// Why a compaction was picked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CompactionReason {
@@ -463,19 +470,24 @@ fn pick_level0(
     let max_bytes = MAX_COMPACTION_FACTOR.saturating_mul(options.target_file_size);
     let components = l0_components(version);
     for (i, component) in components.iter().enumerate() {
-        let Some(mut task) = make_task(
-            version,
-            options,
-            0,
-            output_level,
-            component.clone(),
-            CompactionReason::Level0,
-            busy,
-        ) else {
+        let Some(mut task) = level0_task(version, options, output_level, component.clone(), busy)
+        else {
             continue;
         };
         if task.trivial_move {
-            return Some(task);
+            let small = options.target_file_size / SMALL_TABLE_DIVISOR;
+            if task.input_bytes() >= small {
+                return Some(task);
+            }
+            return Some(merge_small_components(
+                version,
+                options,
+                output_level,
+                task,
+                &components,
+                i,
+                busy,
+            ));
         }
         // Take in other components that overlap the same output range, so the base-level
         // tables are rewritten once rather than once per component.
@@ -491,15 +503,7 @@ fn pick_level0(
             let mut grown = inputs.clone();
             grown.extend(other.iter().cloned());
             let grown = l0_closure(version, grown);
-            match make_task(
-                version,
-                options,
-                0,
-                output_level,
-                grown,
-                CompactionReason::Level0,
-                busy,
-            ) {
+            match level0_task(version, options, output_level, grown, busy) {
                 Some(bigger) if bigger.input_bytes() <= max_bytes => {
                     inputs.clone_from(&bigger.inputs);
                     task = bigger;
@@ -510,6 +514,62 @@ fn pick_level0(
         return Some(task);
     }
     None
+}
+
+/// [`make_task`] for level-0 tables `inputs` into the base level `output_level`.
+fn level0_task(
+    version: &Version,
+    options: &Options,
+    output_level: usize,
+    inputs: Vec<Arc<FileMeta>>,
+    busy: &HashSet<FileNumber>,
+) -> Option<CompactionTask> {
+    make_task(
+        version,
+        options,
+        0,
+        output_level,
+        inputs,
+        CompactionReason::Level0,
+        busy,
+    )
+}
+
+/// L0 → base level for a small component (`task`, a trivial move of `components[first]`):
+/// takes in the other small components, oldest first, while the whole input (with the
+/// base-level tables under it) stays under [`MAX_COMPACTION_FACTOR`]` * target_file_size`, and
+/// merges them into new tables. `task` unchanged when no other component can join.
+fn merge_small_components(
+    version: &Version,
+    options: &Options,
+    output_level: usize,
+    task: CompactionTask,
+    components: &[Vec<Arc<FileMeta>>],
+    first: usize,
+    busy: &HashSet<FileNumber>,
+) -> CompactionTask {
+    let small = options.target_file_size / SMALL_TABLE_DIVISOR;
+    let max_bytes = MAX_COMPACTION_FACTOR.saturating_mul(options.target_file_size);
+    let mut merged: Option<CompactionTask> = None;
+    for other in components.iter().skip(first + 1) {
+        if total_bytes(other) >= small {
+            continue;
+        }
+        let mut grown = merged.as_ref().unwrap_or(&task).inputs.clone();
+        grown.extend(other.iter().cloned());
+        if let Some(bigger) = level0_task(version, options, output_level, grown, busy)
+            && bigger.input_bytes() <= max_bytes
+        {
+            merged = Some(bigger);
+        }
+    }
+    match merged {
+        Some(mut merged) => {
+            merged.trivial_move = false;
+            merged
+        }
+        None => task,
+    }
 }
 
 /// Size of `f` weighted up by its share of tombstones (up to twice its size when it holds only

@@ -115,5 +115,5 @@ impl DbInner {
 
 /// Copies `src` to the new file `dst` and fsyncs the copy.
 fn copy_synced(fs: &dyn FileSystem, src: &Path, dst: &Path) -> Result<()> {
-    fs.copy(src, dst).ctx(src).map(|_| ())
+    fs.copy(src, dst).map(|_| ())
 }

@@ -328,7 +328,7 @@ fn link_or_copy(fs: &dyn FileSystem, source: &Path, dest: &Path) -> Result<()> {
         tracing::debug!(source = %source.display(), error = %e, "hard link failed; copying");
         if let Err(e) = fs.copy(source, dest) {
             let _ = fs.remove_file(dest);
-            return Err(Error::io(dest, e));
+            return Err(e);
         }
     }
     let synced = fs.open_writable(dest).and_then(|mut f| f.sync()).ctx(dest);

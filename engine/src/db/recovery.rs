@@ -78,6 +78,21 @@ fn files_fingerprint(fs: &dyn FileSystem, dir: &Path) -> (Vec<FileKind>, Option<
     (kinds, current)
 }
 
+/// Open files left for purposes other than tables (WALs, the manifest, the directory, the
+/// LOCK file, a server's sockets and the other databases it opens).
+const NON_TABLE_FILES: u64 = 64;
+
+/// Table files this process may keep open: its open-file limit (`RLIMIT_NOFILE`, soft) less
+/// [`NON_TABLE_FILES`], at least 16; `usize::MAX` when unlimited. The table cache holds at
+/// most this many tables whatever `max_open_files` says, so a low `ulimit -n` makes reads
+/// reopen tables rather than fail with "Too many open files".
+fn table_file_budget() -> usize {
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
+    limit.map_or(usize::MAX, |n| {
+        usize::try_from(n.saturating_sub(NON_TABLE_FILES).max(16)).unwrap_or(usize::MAX)
+    })
+}
+
 fn open_once(dir: &Path, options: Options) -> Result<Arc<DbInner>> {
     options.validate()?;
     let fs = Arc::clone(&options.file_system);
@@ -305,11 +320,14 @@ fn open_once(dir: &Path, options: Options) -> Result<Arc<DbInner>> {
         Some(shared) => shared.sharing(),
         None => BlockCache::new(options.block_cache_size),
     };
-    // A read-only open opens every table now and keeps them all open: the writer beside it
-    // may delete a table its compactions replaced at any moment, and an open file stays
-    // readable after its name is gone. (A table deleted before this point fails the open,
-    // which then starts over; see `open`.)
-    let tables: Vec<Arc<crate::version::FileMeta>> = if read_only {
+    // A read-only open opens every table now and keeps them all open when the process may
+    // hold that many files: the writer beside it may delete a table its compactions replaced
+    // at any moment, and an open file stays readable after its name is gone. (A table deleted
+    // before this point fails the open, which then starts over; see `open`.) With more
+    // tables than that, they are opened as reads need them, as in a writing open.
+    let fd_budget = table_file_budget();
+    let cache_capacity = options.max_open_files.min(fd_budget);
+    let mut tables: Vec<Arc<crate::version::FileMeta>> = if read_only {
         states
             .values()
             .flat_map(|ks| {
@@ -325,10 +343,18 @@ fn open_once(dir: &Path, options: Options) -> Result<Arc<DbInner>> {
     } else {
         Vec::new()
     };
+    if tables.len() > fd_budget {
+        tracing::info!(
+            tables = tables.len(),
+            budget = fd_budget,
+            "more tables than open files allowed: the read-only open opens them as needed"
+        );
+        tables.clear();
+    }
     let table_cache = TableCache::new(
         Arc::clone(&fs),
         dir.clone(),
-        options.max_open_files.max(tables.len()),
+        cache_capacity.max(tables.len()),
         block_cache,
     );
     for file in &tables {

@@ -223,23 +223,28 @@ pub trait FileSystem: Send + Sync + Debug {
     }
 
     /// Copies the file `src` to a new file `dst` and syncs the copy (not the directory).
+    /// Returns the bytes copied.
     ///
     /// # Errors
-    /// As [`FileSystem::open`] and [`FileSystem::create_new`], and read or write errors.
-    fn copy(&self, src: &Path, dst: &Path) -> io::Result<u64> {
-        let from = self.open(src)?;
-        let mut to = self.create_new(dst)?;
+    /// [`crate::Error::Io`] naming the file the failed operation was on: `src` when it cannot
+    /// be opened or read, `dst` when it cannot be created, written or synced (a full
+    /// destination disk names `dst`).
+    fn copy(&self, src: &Path, dst: &Path) -> crate::Result<u64> {
+        let from = self.open(src).map_err(|e| crate::Error::io(src, e))?;
+        let mut to = self.create_new(dst).map_err(|e| crate::Error::io(dst, e))?;
         let mut buf = vec![0u8; 1 << 20];
         let mut offset = 0u64;
         loop {
-            let n = from.read_at(&mut buf, offset)?;
+            let n = from
+                .read_at(&mut buf, offset)
+                .map_err(|e| crate::Error::io(src, e))?;
             let Some(chunk) = buf.get(..n).filter(|c| !c.is_empty()) else {
                 break;
             };
-            to.append(chunk)?;
+            to.append(chunk).map_err(|e| crate::Error::io(dst, e))?;
             offset += n as u64;
         }
-        to.sync()?;
+        to.sync().map_err(|e| crate::Error::io(dst, e))?;
         Ok(offset)
     }
 }

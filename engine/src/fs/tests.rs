@@ -160,6 +160,32 @@ fn faults_match_kind_and_path_and_can_stick() -> io::Result<()> {
     Ok(())
 }
 
+/// A copy's error names the file the failing call was on: a full destination disk is the
+/// destination's error, a missing source the source's.
+#[test]
+fn copy_errors_name_the_file_that_failed() -> io::Result<()> {
+    let fs = MemFs::new();
+    fs.create_dir_all(Path::new("/src"))?;
+    fs.create_dir_all(Path::new("/dst"))?;
+    write(&fs, Path::new("/src/a"), b"payload", true)?;
+    fs.inject(Fault::new(FaultOp::Append, ENOSPC).on_path("copy"));
+    match fs.copy(Path::new("/src/a"), Path::new("/dst/copy")) {
+        Err(crate::Error::Io { path, source }) => {
+            assert_eq!(path, Path::new("/dst/copy"));
+            assert_eq!(source.raw_os_error(), Some(ENOSPC));
+        }
+        other => panic!("expected the destination's ENOSPC, got {other:?}"),
+    }
+    match fs.copy(Path::new("/src/missing"), Path::new("/dst/b")) {
+        Err(crate::Error::Io { path, source }) => {
+            assert_eq!(path, Path::new("/src/missing"));
+            assert_eq!(source.kind(), io::ErrorKind::NotFound);
+        }
+        other => panic!("expected the source's NotFound, got {other:?}"),
+    }
+    Ok(())
+}
+
 #[test]
 fn locks_are_exclusive_and_released_on_drop_and_crash() -> io::Result<()> {
     let fs = MemFs::new();
@@ -194,7 +220,11 @@ fn basic_contract(fs: &dyn FileSystem, dir: &Path) -> io::Result<()> {
     assert_eq!(fs.read(&dir.join("f"))?, b"hello!");
     assert_eq!(fs.file_size(&dir.join("f"))?, 6);
     fs.hard_link(&dir.join("f"), &dir.join("g"))?;
-    assert_eq!(fs.copy(&dir.join("g"), &dir.join("h"))?, 6);
+    assert_eq!(
+        fs.copy(&dir.join("g"), &dir.join("h"))
+            .map_err(io::Error::other)?,
+        6
+    );
     fs.rename(&dir.join("h"), &dir.join("i"))?;
     fs.remove_file(&dir.join("g"))?;
     let mut names: Vec<(String, bool)> = fs

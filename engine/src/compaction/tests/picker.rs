@@ -124,8 +124,49 @@ fn level0_table_moves_only_with_every_older_overlapping_table() {
     ]);
     let busy: HashSet<FileNumber> = [FileNumber(9)].into();
     let task = pick_compaction(&v, &small(), &busy).expect_task();
+    // Both other components are small (below target_file_size / 8), so they merge together
+    // rather than move one by one.
+    assert_eq!(numbers(&task.inputs), vec![2, 5]);
+    assert!(!task.trivial_move);
+    assert_l0_closed(&v, &task.inputs);
+}
+
+#[test]
+fn small_level0_components_merge_and_large_ones_move() {
+    let opts = small();
+    let big = opts.target_file_size;
+    let tiny = opts.target_file_size / 100;
+    // Four disjoint components with nothing under them: the tiny ones merge into new tables
+    // (an open-write-close program flushes one tiny table per open), the big one moves.
+    let v = version(vec![
+        (0, t(1, "a", "b", tiny, (1, 1))),
+        (0, t(2, "m", "n", big, (2, 2))),
+        (0, t(3, "x", "y", tiny, (3, 3))),
+        (0, t(4, "p", "q", tiny, (4, 4))),
+        (6, t(9, "c", "d", big, (0, 0))),
+    ]);
+    let task = pick_compaction(&v, &opts, &none()).expect_task();
+    assert_eq!(numbers(&task.inputs), vec![1, 3, 4]);
+    assert!(!task.trivial_move);
+    // The base-level table between them is rewritten with them (its range is inside theirs).
+    assert_eq!(numbers(&task.output_inputs), vec![9]);
+
+    let v = version(vec![
+        (0, t(2, "m", "n", big, (2, 2))),
+        (0, t(3, "x", "y", tiny, (3, 3))),
+        (0, t(4, "p", "q", big, (4, 4))),
+        (0, t(5, "s", "t", big, (5, 5))),
+    ]);
+    let task = pick_compaction(&v, &opts, &none()).expect_task();
     assert_eq!(numbers(&task.inputs), vec![2]);
     assert!(task.trivial_move);
+
+    // A tiny component alone in level 0 (picked for its bytes or by a manual compaction)
+    // still moves: there is nothing to merge it with.
+    let v = version(vec![(0, t(3, "x", "y", tiny, (3, 3)))]);
+    if let Some(task) = pick_compaction(&v, &opts, &none()) {
+        assert!(task.trivial_move);
+    }
 }
 
 /// Every L0 table outside `inputs` overlapping one of them must not exist.

@@ -175,6 +175,34 @@ fn simulated_sequential_load_is_written_once() {
     }
 }
 
+/// A program that opens the database, writes one key and closes it flushes one tiny table per
+/// open (the recovered WAL). Such tables are merged together rather than moved down one by
+/// one, so the table count stays bounded instead of growing by one per open.
+#[test]
+fn simulated_tiny_flushes_do_not_pile_up() {
+    const FLUSHES: usize = 6000;
+    let seed = seed("simulated_tiny_flushes_do_not_pile_up");
+    for targets in [Targets::Dynamic, Targets::Fixed] {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut sim = Sim::new(scaled(), targets);
+        for _ in 0..FLUSHES {
+            let k = rng.random_range(0..KEY_SPACE);
+            sim.flush(k, k, 300);
+            settle_checked(&mut sim);
+        }
+        let files = sim.version.num_files();
+        println!(
+            "{targets:?}: {files} tables, {} compactions ({} trivial moves)",
+            sim.compactions, sim.trivial_moves
+        );
+        // 1.8 MB in 64 KiB tables would be 28; one table per flush would be 6,000.
+        assert!(
+            files <= FLUSHES / 20,
+            "{targets:?}: {files} tables after {FLUSHES} tiny flushes"
+        );
+    }
+}
+
 /// The numbers of `docs/compaction.md`: random inserts of 16-byte records (24 bytes per entry
 /// in a table: 16 + the 8-byte trailer), flushed from a 64 MiB memtable that charges 80 bytes
 /// per entry (16 + 64 bytes of overhead), with RocksDB's default level-0 trigger of 4 (section
