@@ -104,6 +104,16 @@ fn targets(model: &Model) -> Vec<InternalKey> {
         let mut longer = k.user_key.to_vec();
         longer.push(0);
         t.push(InternalKey::new(longer, SeqNo::MAX, ValueKind::FOR_SEEK));
+        // Gaps that share a shorter prefix with the keys around them: the key cut short, and
+        // the key with its last byte moved up or down (seeks decide by the shared prefix).
+        if let Some((&last, head)) = k.user_key.split_last() {
+            t.push(InternalKey::new(head.to_vec(), SeqNo(7), ValueKind::Put));
+            for moved in [last.wrapping_add(1), last.wrapping_sub(1)] {
+                let mut key = head.to_vec();
+                key.push(moved);
+                t.push(InternalKey::new(key, SeqNo::MAX, ValueKind::FOR_SEEK));
+            }
+        }
     }
     t
 }
