@@ -129,7 +129,8 @@ enum Command {
         #[arg(long)]
         hex: bool,
     },
-    /// Write a consistent, openable copy of the database in DIR to DEST (tables hard-linked).
+    /// Write a consistent, openable copy of the database in DIR to DEST (tables hard-linked;
+    /// written into DEST.checkpoint-tmp and renamed, so an interrupted run leaves no DEST).
     /// Opens DIR itself, so not while another process (a running `strata serve`) has it open;
     /// an embedding program calls `Db::checkpoint` on its open database instead.
     Checkpoint { dir: PathBuf, dest: PathBuf },

@@ -410,11 +410,15 @@ impl Db {
     ///
     /// Every table of the current version is opened first (through the table cache: footer,
     /// index and filter checked), so a damaged table fails the checkpoint instead of making a
-    /// copy that does not open. On any error nothing is left at `dest`.
+    /// copy that does not open. The copy is written into the sibling directory
+    /// `DEST.checkpoint-tmp` and renamed to `dest` once complete (as RocksDB does), so on any
+    /// error, and even when the process dies during the call, nothing is left at `dest`; the
+    /// next checkpoint to `dest` removes what a death left in `DEST.checkpoint-tmp`.
     ///
     /// # Errors
-    /// [`crate::Error::InvalidArgument`] when `dest` exists or lies inside the database
-    /// directory; [`crate::Error::Corruption`] /
+    /// [`crate::Error::InvalidArgument`] when `dest` exists, lies inside the database
+    /// directory, has no name (`/`), or when `DEST.checkpoint-tmp` exists and holds anything
+    /// but database files (it is not deleted then); [`crate::Error::Corruption`] /
     /// [`crate::Error::ChecksumMismatch`] for a table that is missing, has the wrong size or
     /// does not open; [`crate::Error::Io`]; [`crate::Error::Closed`].
     pub fn checkpoint(&self, dest: impl AsRef<Path>) -> Result<crate::SeqNo> {

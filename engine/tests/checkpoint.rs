@@ -136,3 +136,65 @@ fn a_damaged_table_fails_the_checkpoint_and_leaves_nothing_at_the_destination() 
     assert!(err.to_string().contains("the manifest says"), "{err}");
     assert!(!dest.exists());
 }
+
+/// The copy is written into `DEST.checkpoint-tmp` and renamed to `DEST` once complete: a
+/// process that dies during a checkpoint leaves no half copy at `DEST`, and the next
+/// checkpoint removes what it left. A directory there holding anything else is not touched.
+#[test]
+fn a_checkpoint_goes_through_a_temporary_directory_and_cleans_up_an_interrupted_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    db.put(b"k", b"v").unwrap();
+    db.flush().unwrap();
+    db.put(b"in-wal", b"w").unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let dest = outside.path().join("copy");
+    let tmp = outside.path().join("copy.checkpoint-tmp");
+
+    // What a checkpoint killed halfway leaves: some copied files, no CURRENT.
+    std::fs::create_dir(&tmp).unwrap();
+    std::fs::write(tmp.join("000007.sst"), b"half a table").unwrap();
+    std::fs::write(tmp.join("MANIFEST-000001"), b"").unwrap();
+    db.checkpoint(&dest).unwrap();
+    assert!(!tmp.exists(), "the interrupted copy is removed");
+    let names: Vec<String> = std::fs::read_dir(outside.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(names, vec!["copy".to_owned()]);
+    let copy = Db::open(&dest, Options::default()).unwrap();
+    assert_eq!(copy.get(b"k").unwrap().as_deref(), Some(&b"v"[..]));
+    assert_eq!(copy.get(b"in-wal").unwrap().as_deref(), Some(&b"w"[..]));
+    copy.close().unwrap();
+
+    // A directory of that name holding something else is refused, and kept.
+    let dest2 = outside.path().join("copy2");
+    let tmp2 = outside.path().join("copy2.checkpoint-tmp");
+    std::fs::create_dir(&tmp2).unwrap();
+    std::fs::write(tmp2.join("notes.txt"), b"mine").unwrap();
+    match db.checkpoint(&dest2) {
+        Err(strata_engine::Error::InvalidArgument(m)) => {
+            assert!(m.contains("copy2.checkpoint-tmp"), "{m}");
+        }
+        other => panic!("expected InvalidArgument, got {other:?}"),
+    }
+    assert_eq!(std::fs::read(tmp2.join("notes.txt")).unwrap(), b"mine");
+    assert!(!dest2.exists());
+}
+
+/// The in-memory file system renames directories too, so checkpoints work on it.
+#[test]
+fn a_checkpoint_works_on_the_in_memory_file_system() {
+    use strata_engine::fs::MemFs;
+    let fs = MemFs::new();
+    let options = Options::default().file_system(Arc::new(fs.clone()));
+    let db = Db::open("/db", options.clone()).unwrap();
+    db.put(b"k", b"v").unwrap();
+    db.flush().unwrap();
+    db.put(b"in-wal", b"w").unwrap();
+    db.checkpoint("/backups/copy").unwrap();
+    db.close().unwrap();
+    let copy = Db::open("/backups/copy", options).unwrap();
+    assert_eq!(copy.get(b"k").unwrap().as_deref(), Some(&b"v"[..]));
+    assert_eq!(copy.get(b"in-wal").unwrap().as_deref(), Some(&b"w"[..]));
+}

@@ -5,7 +5,7 @@
 //! (copied when linking fails, e.g. across file systems), and the live manifest and every WAL
 //! still needed are copied, then `CURRENT` is written. Tables are immutable, so a link is a
 //! safe copy. Opening the copy replays the copied WALs, so it holds every write acknowledged
-//! before the call.
+//! before the call. All of it goes into `DEST.checkpoint-tmp`, renamed to `DEST` at the end.
 
 use std::path::Path;
 
@@ -61,12 +61,27 @@ impl DbInner {
                 }
             }
         }
-        fs.create_dir_all(dest).ctx(dest)?;
-        match self.write_checkpoint(dest) {
-            Ok(seqno) => Ok(seqno),
+        // The copy is written into a sibling directory and renamed to `dest` once complete
+        // (as RocksDB's checkpoints do), so `dest` never holds half a copy, even when the
+        // process dies during it; a retry removes what such a death left.
+        let tmp = checkpoint_temp_path(dest)?;
+        remove_interrupted_copy(fs, &tmp)?;
+        fs.create_dir_all(&tmp).ctx(&tmp)?;
+        let written = self
+            .write_checkpoint(&tmp)
+            .and_then(|seqno| fs.rename(&tmp, dest).ctx(dest).map(|()| seqno));
+        match written {
+            Ok(seqno) => {
+                let parent = match dest.parent() {
+                    Some(p) if !p.as_os_str().is_empty() => p,
+                    _ => Path::new("."),
+                };
+                filename::sync_dir(fs, parent)?;
+                Ok(seqno)
+            }
             Err(e) => {
                 // Leave no half-written copy behind (it might look like a database).
-                let _ = fs.remove_dir_all(dest);
+                let _ = fs.remove_dir_all(&tmp);
                 Err(e)
             }
         }
@@ -111,6 +126,54 @@ impl DbInner {
         tracing::debug!(dest = %dest.display(), seqno = seqno.get(), "checkpoint written");
         Ok(seqno)
     }
+}
+
+/// Where the copy for `dest` is written before it is renamed: `dest` with `.checkpoint-tmp`
+/// added to its name, in the same directory (so on the same file system, where the rename is
+/// atomic).
+///
+/// # Errors
+/// [`Error::InvalidArgument`] when `dest` has no name (`/`, `..`).
+fn checkpoint_temp_path(dest: &Path) -> Result<std::path::PathBuf> {
+    let name = dest.file_name().ok_or_else(|| {
+        Error::InvalidArgument(format!(
+            "checkpoint destination {} has no directory name",
+            dest.display()
+        ))
+    })?;
+    let mut tmp_name = name.to_os_string();
+    tmp_name.push(".checkpoint-tmp");
+    Ok(dest.with_file_name(tmp_name))
+}
+
+/// Removes `tmp` when a checkpoint that died before its rename left it: a directory holding
+/// only database files (tables, WALs, manifests, `CURRENT`). Anything else there is refused
+/// rather than deleted.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] when `tmp` holds other files; [`Error::Io`] when it cannot be
+/// listed or removed.
+fn remove_interrupted_copy(fs: &dyn FileSystem, tmp: &Path) -> Result<()> {
+    if !fs.exists(tmp) {
+        return Ok(());
+    }
+    let entries = fs.list_dir(tmp).ctx(tmp)?;
+    let ours = entries.iter().all(|e| {
+        !e.is_dir
+            && e.path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .and_then(filename::parse)
+                .is_some()
+    });
+    if !ours {
+        return Err(Error::InvalidArgument(format!(
+            "{} exists and holds files other than an interrupted checkpoint's; move it away",
+            tmp.display()
+        )));
+    }
+    tracing::info!(path = %tmp.display(), "removing the copy of an interrupted checkpoint");
+    fs.remove_dir_all(tmp).ctx(tmp)
 }
 
 /// Copies `src` to the new file `dst` and fsyncs the copy.

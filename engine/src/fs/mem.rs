@@ -164,6 +164,49 @@ fn split(path: &Path) -> io::Result<(&Path, OsString)> {
 }
 
 impl State {
+    /// Renames directory `from` (and everything under it) to `to`, which must not exist or
+    /// be an empty directory, as `rename(2)` allows.
+    fn rename_dir(&mut self, from: &Path, to: &Path) -> io::Result<()> {
+        if let Ok((parent, name)) = split(to)
+            && self
+                .dirs
+                .get(parent)
+                .is_some_and(|p| p.live.contains_key(&name))
+        {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!("{} is a file", to.display()),
+            ));
+        }
+        let occupied = self
+            .dirs
+            .iter()
+            .any(|(d, dir)| (d.starts_with(to) && d != to) || (d == to && !dir.live.is_empty()));
+        if occupied {
+            return Err(io::Error::new(
+                io::ErrorKind::DirectoryNotEmpty,
+                format!("{} is not empty", to.display()),
+            ));
+        }
+        let moved: Vec<PathBuf> = self
+            .dirs
+            .keys()
+            .filter(|d| d.starts_with(from))
+            .cloned()
+            .collect();
+        for old in moved {
+            let Some(dir) = self.dirs.remove(&old) else {
+                continue;
+            };
+            let new = match old.strip_prefix(from) {
+                Ok(rest) if !rest.as_os_str().is_empty() => to.join(rest),
+                _ => to.to_path_buf(),
+            };
+            self.dirs.insert(new, dir);
+        }
+        Ok(())
+    }
+
     /// Numbers a mutating call and decides whether it fails.
     fn begin(&mut self, op: FaultOp, path: &Path) -> io::Result<()> {
         self.calls += 1;
@@ -489,6 +532,9 @@ impl FileSystem for MemFs {
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         let mut st = self.state.lock();
         st.begin(FaultOp::Rename, to)?;
+        if st.dirs.contains_key(from) {
+            return st.rename_dir(from, to);
+        }
         let (from_dir, from_name) = split(from)?;
         let (to_dir, to_name) = split(to)?;
         st.dir(to_dir)?;

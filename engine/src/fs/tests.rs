@@ -186,6 +186,27 @@ fn copy_errors_name_the_file_that_failed() -> io::Result<()> {
     Ok(())
 }
 
+/// A directory renames with everything under it; a non-empty target is refused, as by
+/// `rename(2)`.
+#[test]
+fn directories_rename_with_their_contents() -> io::Result<()> {
+    let fs = MemFs::new();
+    fs.create_dir_all(Path::new("/a/sub"))?;
+    write(&fs, Path::new("/a/f"), b"top", true)?;
+    write(&fs, Path::new("/a/sub/g"), b"nested", true)?;
+    fs.create_dir_all(Path::new("/full"))?;
+    write(&fs, Path::new("/full/x"), b"x", true)?;
+    let err = fs
+        .rename(Path::new("/a"), Path::new("/full"))
+        .expect_err("not empty");
+    assert_eq!(err.kind(), io::ErrorKind::DirectoryNotEmpty);
+    fs.rename(Path::new("/a"), Path::new("/b"))?;
+    assert!(!fs.exists(Path::new("/a")));
+    assert_eq!(fs.read(Path::new("/b/f"))?, b"top");
+    assert_eq!(fs.read(Path::new("/b/sub/g"))?, b"nested");
+    Ok(())
+}
+
 #[test]
 fn locks_are_exclusive_and_released_on_drop_and_crash() -> io::Result<()> {
     let fs = MemFs::new();
