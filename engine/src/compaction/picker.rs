@@ -475,10 +475,6 @@ fn pick_level0(
             continue;
         };
         if task.trivial_move {
-            let small = options.target_file_size / SMALL_TABLE_DIVISOR;
-            if task.input_bytes() >= small {
-                return Some(task);
-            }
             return Some(merge_small_components(
                 version,
                 options,
@@ -535,10 +531,11 @@ fn level0_task(
     )
 }
 
-/// L0 → base level for a small component (`task`, a trivial move of `components[first]`):
-/// takes in the other small components, oldest first, while the whole input (with the
+/// L0 → base level for `task`, a trivial move of `components[first]`: when that component is
+/// small, takes in the other small components, oldest first, while the whole input (with the
 /// base-level tables under it) stays under [`MAX_COMPACTION_FACTOR`]` * target_file_size`, and
-/// merges them into new tables. `task` unchanged when no other component can join.
+/// merges them into new tables. `task` unchanged when the component is not small or no other
+/// component can join.
 fn merge_small_components(
     version: &Version,
     options: &Options,
@@ -549,6 +546,9 @@ fn merge_small_components(
     busy: &HashSet<FileNumber>,
 ) -> CompactionTask {
     let small = options.target_file_size / SMALL_TABLE_DIVISOR;
+    if task.input_bytes() >= small {
+        return task;
+    }
     let max_bytes = MAX_COMPACTION_FACTOR.saturating_mul(options.target_file_size);
     let mut merged: Option<CompactionTask> = None;
     for other in components.iter().skip(first + 1) {
