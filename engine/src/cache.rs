@@ -1,8 +1,9 @@
 //! The block cache (decompressed SSTable blocks, LRU by bytes) and the table cache (open
 //! [`Table`]s, LRU by count).
 //!
-//! Both are shared by every reader of a database (`Send + Sync`, behind `Arc`); the block
-//! cache's storage can also be shared by several databases ([`BlockCache::sharing`]). It is
+//! Both are shared by every reader of a database (`Send + Sync`, behind `Arc`); the storage
+//! of each can also be shared by several databases ([`BlockCache::sharing`],
+//! [`TableCache::sharing`]). It is
 //! split into shards, each an LRU under its own `parking_lot::Mutex`, so concurrent
 //! readers rarely contend; a shard's lock is held only for a hash-map lookup and a list splice,
 //! never during I/O. The table cache has one mutex, also never held during I/O: two threads
@@ -354,14 +355,59 @@ impl Drop for BlockCache {
     }
 }
 
-/// A bounded cache of open tables (`Options::max_open_files`), keyed by file number. Opening a
-/// table reads its footer, index, filter and properties blocks, so keeping tables open saves
-/// that work and the file descriptor churn.
+/// The storage of table caches: an LRU of open tables bounded by their count, keyed by
+/// (owner, file number), which the table caches of several databases can share
+/// ([`crate::Options::table_cache`]), so a process holding many databases (a server) bounds
+/// their open table files together, below its open-file limit. Each database's
+/// [`TableCache`] is a handle with its own owner id: databases never see each other's tables,
+/// and a database's tables leave the storage when it closes.
+#[derive(Debug)]
+pub struct SharedTableCache {
+    tables: Mutex<Lru<(u64, FileNumber), Arc<Table>>>,
+    capacity: usize,
+    /// Next owner id handed to a handle.
+    next_owner: AtomicU64,
+}
+
+impl SharedTableCache {
+    /// A storage keeping up to `capacity` tables open (at least 1), across every database
+    /// given it.
+    pub fn new(capacity: usize) -> Arc<Self> {
+        let capacity = capacity.max(1);
+        Arc::new(SharedTableCache {
+            tables: Mutex::new(Lru::new(capacity)),
+            capacity,
+            next_owner: AtomicU64::new(0),
+        })
+    }
+
+    /// The most tables kept open, as passed to [`SharedTableCache::new`] (at least 1).
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Tables the storage holds open now, for every database sharing it. Tables evicted but
+    /// still read by an iterator are not counted (their files close when the iterator ends).
+    pub fn len(&self) -> usize {
+        self.tables.lock().usage
+    }
+
+    /// True when no table is held open.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A database's cache of open tables, LRU by count (`Options::max_open_files`, or a
+/// [`SharedTableCache`] shared with other databases), keyed by file number. Opening a table
+/// reads its footer, index, filter and properties blocks, so keeping tables open saves that
+/// work and the file descriptor churn.
 #[derive(Debug)]
 pub struct TableCache {
     fs: Arc<dyn FileSystem>,
     dir: PathBuf,
-    tables: Mutex<Lru<FileNumber, Arc<Table>>>,
+    store: Arc<SharedTableCache>,
+    owner: u64,
     block_cache: Arc<BlockCache>,
 }
 
@@ -374,12 +420,30 @@ impl TableCache {
         capacity: usize,
         block_cache: Arc<BlockCache>,
     ) -> Arc<Self> {
+        Self::sharing(&SharedTableCache::new(capacity), fs, dir, block_cache)
+    }
+
+    /// A cache of the tables in directory `dir` of `fs` kept in `store`, whose capacity it
+    /// shares with every other handle on it, reading blocks through `block_cache`.
+    pub fn sharing(
+        store: &Arc<SharedTableCache>,
+        fs: Arc<dyn FileSystem>,
+        dir: PathBuf,
+        block_cache: Arc<BlockCache>,
+    ) -> Arc<Self> {
         Arc::new(TableCache {
             fs,
             dir,
-            tables: Mutex::new(Lru::new(capacity.max(1))),
+            owner: store.next_owner.fetch_add(1, Ordering::Relaxed),
+            store: Arc::clone(store),
             block_cache,
         })
+    }
+
+    /// The storage this cache keeps its tables in (its own, or one shared with other
+    /// databases).
+    pub fn store(&self) -> &Arc<SharedTableCache> {
+        &self.store
     }
 
     /// The open table for `file` (`filename::table_path(dir, file.number)`), opening it on a
@@ -400,7 +464,7 @@ impl TableCache {
     /// [`crate::Error::Corruption`] also for a table that does not match `file`.
     pub fn get(&self, file: &FileMeta) -> Result<Arc<Table>> {
         let number = file.number;
-        if let Some(t) = self.tables.lock().get(&number) {
+        if let Some(t) = self.store.tables.lock().get(&(self.owner, number)) {
             debug_assert_eq!(t.global_seqno(), file.global_seqno, "table {number}");
             return Ok(t);
         }
@@ -413,20 +477,34 @@ impl TableCache {
             Arc::clone(&self.block_cache),
         )?;
         check_matches_manifest(&table, file)?;
-        self.tables.lock().insert(number, Arc::clone(&table), 1);
+        self.store
+            .tables
+            .lock()
+            .insert((self.owner, number), Arc::clone(&table), 1);
         Ok(table)
     }
 
     /// Forgets table `number` (call when its file is deleted) and drops its blocks from the
     /// block cache.
     pub fn evict(&self, number: FileNumber) {
-        self.tables.lock().remove(&number);
+        self.store.tables.lock().remove(&(self.owner, number));
         self.block_cache.erase_file(number);
     }
 
     /// The block cache tables opened here read through.
     pub fn block_cache(&self) -> &Arc<BlockCache> {
         &self.block_cache
+    }
+}
+
+/// A closed database's tables can never be read through its cache again, so their files are
+/// closed now rather than left to age out of a shared storage.
+impl Drop for TableCache {
+    fn drop(&mut self) {
+        if Arc::strong_count(&self.store) > 1 {
+            let owner = self.owner;
+            self.store.tables.lock().retain(|&(o, _)| o != owner);
+        }
     }
 }
 

@@ -53,7 +53,7 @@ pub mod wal;
 
 pub use batch::WriteBatch;
 pub use bytes::Bytes;
-pub use cache::BlockCache;
+pub use cache::{BlockCache, SharedTableCache, TableCache};
 pub use db::{
     Db, DbCursor, DbRange, Keyspace, MAX_KEYSPACE_NAME_LEN, WriteFuture, prefix_successor,
 };

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use crate::cache::BlockCache;
+use crate::cache::{BlockCache, SharedTableCache};
 use crate::fs::FileSystem;
 use crate::merge::MergeOperator;
 use crate::snapshot::Snapshot;
@@ -152,6 +152,13 @@ pub struct Options {
     /// process's open-file limit (`ulimit -n`, soft) less 64, so a low limit makes reads
     /// reopen tables rather than fail with "Too many open files".
     pub max_open_files: usize,
+    /// A table cache to share with other databases: the database keeps its open tables in
+    /// this storage ([`crate::TableCache::sharing`]), so every database given the same one
+    /// counts against one limit on open table files, and `max_open_files` is ignored. A
+    /// process holding many databases, as `strata serve` does, sizes it below its open-file
+    /// limit, leaving room for its other files; with a cache each, every database could fill
+    /// the limit on its own. Default `None`: a cache of its own.
+    pub table_cache: Option<Arc<SharedTableCache>>,
     /// Size multiplier between consecutive levels. Default 10.
     pub level_size_multiplier: u64,
     /// Target size of level 1, in bytes. Default 256 MiB. From 1024 bytes to
@@ -238,6 +245,7 @@ impl Default for Options {
             max_auto_readahead_size: 256 << 10,
             compaction_readahead_size: 256 << 10,
             max_open_files: 1000,
+            table_cache: None,
             level_size_multiplier: 10,
             max_bytes_for_level_base: 256 << 20,
             target_file_size: 64 << 20,
@@ -310,6 +318,8 @@ setters! {
     compaction_readahead_size: usize;
     /// Sets [`Options::max_open_files`].
     max_open_files: usize;
+    /// Sets [`Options::table_cache`].
+    table_cache: Option<Arc<SharedTableCache>>;
     /// Sets [`Options::level_size_multiplier`].
     level_size_multiplier: u64;
     /// Sets [`Options::max_bytes_for_level_base`] (bytes).

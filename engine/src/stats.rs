@@ -60,6 +60,11 @@ pub struct DbStats {
     pub block_cache_usage_bytes: u64,
     /// Capacity of the block cache, in bytes.
     pub block_cache_capacity_bytes: u64,
+    /// Tables held open in the table cache. With a cache shared by several databases
+    /// (`Options::table_cache`), this and the capacity are the shared cache's.
+    pub open_tables: u64,
+    /// Most tables the table cache holds open.
+    pub open_tables_capacity: u64,
     /// Point lookups that consulted a bloom filter.
     pub bloom_checked: u64,
     /// Of those, lookups the filter answered "absent" (no data block read).
@@ -180,6 +185,11 @@ impl fmt::Display for DbStats {
             mib(self.block_cache_capacity_bytes),
             self.bloom_checked,
             self.bloom_useful
+        )?;
+        writeln!(
+            f,
+            "table cache: {} of {} tables open",
+            self.open_tables, self.open_tables_capacity
         )?;
         write!(
             f,

@@ -82,6 +82,10 @@ pub struct ServeArgs {
     /// 2 x write-buffer-mb x this MiB per database (128 MiB by default).
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub memtables_per_flush: u16,
+    /// Table files kept open at most, across all databases (one shared table cache), at
+    /// least 16; lowered when `ulimit -n` cannot make room for them beside --maxclients.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(16..))]
+    pub max_open_tables: u32,
     /// `--cache-mb`.
     #[command(flatten)]
     pub cache: CacheArgs,
@@ -131,6 +135,7 @@ impl ServeArgs {
             .saturating_mul(1 << 20);
         config.memtables_per_flush = usize::from(self.memtables_per_flush);
         config.block_cache_size = self.cache.bytes();
+        config.max_open_tables = usize::try_from(self.max_open_tables).unwrap_or(usize::MAX);
         if self.threads > 0 {
             config.worker_threads = self.threads;
         }

@@ -123,6 +123,11 @@ pub struct Config {
     /// (engine `Options::block_cache`): one budget however many databases are open, each
     /// database keeping its own hit and miss counts. Default 512 MiB.
     pub block_cache_size: usize,
+    /// Table files kept open at most, across all the server's databases (one table cache
+    /// shared by them, engine `Options::table_cache`); further tables are opened as reads
+    /// need them and closed again. Lowered when the open-file limit cannot make room for it
+    /// ([`Config::table_cache_capacity`]). Default 10,000.
+    pub max_open_tables: usize,
 }
 
 /// Default [`Config::worker_threads`]: one per core (tokio's default). Fewer can be faster
@@ -147,17 +152,41 @@ pub const PGWIRE_STARTUP_LIMIT: Duration = Duration::from_secs(59);
 /// cache): its WAL, `LOCK` and directory handles, as counted on a running server (about 3).
 const FILES_PER_DATABASE: u64 = 4;
 
-/// File descriptors kept for everything else: listeners, the server lock, logs, tables.
-const FILES_SPARE: u64 = 256;
+/// File descriptors kept for everything else: listeners, the server lock, logs, the async
+/// runtime's, tables an iterator still reads after the table cache let them go.
+const FILES_SPARE: u64 = 128;
+
+/// Fewest tables the shared table cache holds, however low the open-file limit.
+const MIN_OPEN_TABLES: u64 = 16;
 
 impl Config {
     /// File descriptors a server with this configuration may need at once: one per client
-    /// ([`Config::max_clients`]), a few per open database ([`Config::max_databases`]), and a
-    /// spare 256.
+    /// ([`Config::max_clients`]), a few per open database ([`Config::max_databases`]), the
+    /// table files ([`Config::max_open_tables`]), and a spare 128.
     pub fn open_files_needed(&self) -> u64 {
+        self.files_beside_tables()
+            .saturating_add(self.max_open_tables as u64)
+    }
+
+    /// [`Config::open_files_needed`] less the table files.
+    fn files_beside_tables(&self) -> u64 {
         (self.max_clients as u64)
             .saturating_add((self.max_databases as u64).saturating_mul(FILES_PER_DATABASE))
             .saturating_add(FILES_SPARE)
+    }
+
+    /// Tables the server's shared table cache may keep open under an open-file limit of
+    /// `soft_limit` (`RLIMIT_NOFILE`, soft; after [`Config::raise_open_file_limit`]):
+    /// [`Config::max_open_tables`] when the limit covers [`Config::open_files_needed`];
+    /// otherwise what the limit leaves beside the clients, databases and spare, but at least
+    /// half of the limit less the spare (a low limit is shared between tables and clients
+    /// rather than all given to clients that may never come), and at least 16.
+    pub fn table_cache_capacity(&self, soft_limit: u64) -> usize {
+        let wanted = self.max_open_tables as u64;
+        let room = soft_limit.saturating_sub(self.files_beside_tables());
+        let half = soft_limit.saturating_sub(FILES_SPARE) / 2;
+        let tables = wanted.min(room.max(half)).max(MIN_OPEN_TABLES);
+        usize::try_from(tables).unwrap_or(usize::MAX)
     }
 
     /// Raises the process's soft limit on open files (`RLIMIT_NOFILE`) toward
@@ -210,6 +239,7 @@ impl Config {
             memtables_per_flush: 16,
             worker_threads: default_worker_threads(),
             block_cache_size: 512 << 20,
+            max_open_tables: 10_000,
         }
     }
 
@@ -236,7 +266,7 @@ mod tests {
         config.max_databases = 2;
         assert_eq!(
             config.open_files_needed(),
-            10 + 2 * FILES_PER_DATABASE + FILES_SPARE
+            10 + 2 * FILES_PER_DATABASE + FILES_SPARE + 10_000
         );
         let before = getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX);
         // A need the limit meets changes nothing.
@@ -250,5 +280,27 @@ mod tests {
         assert!(after >= before);
         assert_eq!(now.current.unwrap_or(u64::MAX), after);
         assert!(short || now.current.is_none());
+    }
+
+    #[test]
+    fn the_table_cache_takes_what_the_open_file_limit_leaves() {
+        let mut config = Config::new("/nonexistent");
+        config.max_clients = 100;
+        config.max_databases = 10;
+        config.max_open_tables = 1_000;
+        let beside = 100 + 10 * FILES_PER_DATABASE + FILES_SPARE;
+        // A limit that covers everything: the configured count.
+        assert_eq!(config.table_cache_capacity(beside + 1_000), 1_000);
+        assert_eq!(config.table_cache_capacity(u64::MAX), 1_000);
+        // A limit that covers the rest and some tables: what is left.
+        assert_eq!(config.table_cache_capacity(beside + 700), 700);
+        // A limit too low for the clients: half of it less the spare, so a database of many
+        // tables does not fail every read with EMFILE, and at least 16.
+        config.max_clients = 10_000;
+        assert_eq!(
+            config.table_cache_capacity(300),
+            (300 - FILES_SPARE as usize) / 2
+        );
+        assert_eq!(config.table_cache_capacity(64), 16);
     }
 }

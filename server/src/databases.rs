@@ -32,7 +32,8 @@ use bytes::Bytes;
 use parking_lot::{Condvar, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use strata_engine::filename::holds_database;
 use strata_engine::{
-    BlockCache, CounterAdd, Db, DbRange, Options, ReadOptions, WriteBatch, WriteOptions,
+    BlockCache, CounterAdd, Db, DbRange, Options, ReadOptions, SharedTableCache, WriteBatch,
+    WriteOptions,
 };
 
 use crate::config::{Config, SyncMode};
@@ -533,8 +534,18 @@ pub struct Databases {
     max_open: usize,
 }
 
+/// The process's soft limit on open files (`RLIMIT_NOFILE`); `u64::MAX` when unlimited.
+fn open_file_limit() -> u64 {
+    rustix::process::getrlimit(rustix::process::Resource::Nofile)
+        .current
+        .unwrap_or(u64::MAX)
+}
+
 impl Databases {
-    /// Prepares the registry for `config.dir` (creating the directory).
+    /// Prepares the registry for `config.dir` (creating the directory). The databases share
+    /// one block cache (`config.block_cache_size`) and one table cache, sized by
+    /// [`Config::table_cache_capacity`] from the open-file limit in force now (raise it first
+    /// with [`Config::raise_open_file_limit`]).
     ///
     /// # Errors
     /// [`ServerError::DirIsDatabase`] when the directory is itself a database;
@@ -581,6 +592,9 @@ impl Databases {
             .min_write_buffer_number_to_merge(config.memtables_per_flush)
             .max_write_buffer_number(config.memtables_per_flush.saturating_mul(2).max(2))
             .block_cache(Some(BlockCache::new(config.block_cache_size)))
+            .table_cache(Some(SharedTableCache::new(
+                config.table_cache_capacity(open_file_limit()),
+            )))
             // The server writes plain values, but counts loaded offline by
             // `strata load --format counts` are `CounterAdd` operands: without the operator
             // every read, scan and FLUSHDB of such a database would fail.

@@ -19,5 +19,5 @@ pub use job::{JobContext, JobStats, run_compaction};
 pub use picker::{
     CompactionReason, CompactionTask, LevelTargets, level_scores, pending_compaction_bytes,
     pick_bottom_rewrite, pick_compaction, pick_range_compaction, pick_range_deletion,
-    pick_tombstone_compaction, subcompaction_boundaries,
+    pick_small_table_merge, pick_tombstone_compaction, subcompaction_boundaries,
 };

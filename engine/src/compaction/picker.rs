@@ -62,6 +62,9 @@ pub enum CompactionReason {
     /// Tombstones to move down or drop, with no level over its target
     /// ([`pick_tombstone_compaction`]).
     Tombstones,
+    /// Adjacent small tables of one level merged in place, with nothing else due
+    /// ([`pick_small_table_merge`]).
+    SmallTables,
 }
 
 /// One compaction to run: tables of `level` (and the overlapping tables of `output_level`)
@@ -743,6 +746,81 @@ fn last_level_rewrite(inputs: Vec<Arc<FileMeta>>, reason: CompactionReason) -> C
         reason,
         bottommost: true,
     }
+}
+
+/// Fewest adjacent small tables [`pick_small_table_merge`] merges.
+pub const SMALL_RUN_MIN_TABLES: usize = 2;
+
+/// A background merge of small tables when no level is over its target and no tombstone
+/// compaction is due: the first run (lowest level, then smallest key) of at least
+/// [`SMALL_RUN_MIN_TABLES`] adjacent idle tables of one level `>= 1`, each smaller than
+/// `target_file_size / `[`SMALL_TABLE_DIVISOR`], together at most `target_file_size / 2`
+/// bytes, rewritten in place (output level = input level) into one table.
+///
+/// Tables that small come from flushes of a few keys each that moved down by trivial move:
+/// a program that opens the database, appends keys beyond the last one and closes it (each
+/// open flushes the recovered WAL) leaves one such table per open, each with nothing under
+/// it; so does a database written before small level-0 components were merged
+/// ([`SMALL_TABLE_DIVISOR`]). Left alone, they pile up by the thousand, each costing a file
+/// descriptor, a manifest record and a table-cache slot.
+///
+/// The run has no gap (an output table must not overlap a table skipped) and no grandparent
+/// cut, so its output is one table: every task lowers the level's table count, and repeated
+/// picks end. The output is bottommost when no deeper level overlaps the run.
+pub fn pick_small_table_merge(
+    version: &Version,
+    options: &Options,
+    busy: &HashSet<FileNumber>,
+) -> Option<CompactionTask> {
+    let small = options.target_file_size / SMALL_TABLE_DIVISOR;
+    let max_bytes = options.target_file_size / 2;
+    let eligible = |f: &FileMeta| !busy.contains(&f.number) && f.size < small;
+    for level in 1..NUM_LEVELS {
+        let mut run: Vec<Arc<FileMeta>> = Vec::new();
+        let mut bytes = 0u64;
+        for f in version.files(level) {
+            if eligible(f) && bytes.saturating_add(f.size) <= max_bytes {
+                bytes = bytes.saturating_add(f.size);
+                run.push(Arc::clone(f));
+                continue;
+            }
+            if run.len() >= SMALL_RUN_MIN_TABLES {
+                return in_place_merge(version, level, run);
+            }
+            run.clear();
+            bytes = 0;
+            if eligible(f) {
+                bytes = f.size;
+                run.push(Arc::clone(f));
+            }
+        }
+        if run.len() >= SMALL_RUN_MIN_TABLES {
+            return in_place_merge(version, level, run);
+        }
+    }
+    None
+}
+
+/// A task merging the adjacent tables `inputs` of `level` in place, bottommost when no deeper
+/// level overlaps them. `None` for an empty `inputs`.
+fn in_place_merge(
+    version: &Version,
+    level: usize,
+    inputs: Vec<Arc<FileMeta>>,
+) -> Option<CompactionTask> {
+    let (lo, hi) = user_range(&inputs)?;
+    let bottommost = is_bottommost(version, level, lo, hi);
+    Some(CompactionTask {
+        level,
+        output_level: level,
+        inputs,
+        output_inputs: Vec::new(),
+        grandparents: Vec::new(),
+        trivial_move: false,
+        score: 0.0,
+        reason: CompactionReason::SmallTables,
+        bottommost,
+    })
 }
 
 /// A table counts as tombstone-heavy when at least `1 / TOMBSTONE_HEAVY_DIVISOR` of its

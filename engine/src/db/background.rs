@@ -177,7 +177,8 @@ fn max_compactions(options: &crate::Options) -> usize {
 /// The first compaction due in any keyspace, starting the search at keyspace index `*next`
 /// and moving it on, so that keyspaces take turns; when none is due by size, the first
 /// tombstone compaction ([`compaction::pick_tombstone_compaction`], `oldest_snapshot` being
-/// the oldest live snapshot's sequence number).
+/// the oldest live snapshot's sequence number); when none of those either, the first merge of
+/// small tables ([`compaction::pick_small_table_merge`]).
 fn pick_any_compaction(
     keyspaces: &[Arc<KeyspaceState>],
     busy: &HashSet<FileNumber>,
@@ -185,18 +186,18 @@ fn pick_any_compaction(
     oldest_snapshot: Option<SeqNo>,
 ) -> Option<(Arc<KeyspaceState>, CompactionTask)> {
     let n = keyspaces.len();
-    let pick = |ks: &KeyspaceState, tombstones: bool| {
+    let pick = |ks: &KeyspaceState, pass: usize| {
         let version = &ks.super_version().version;
-        if tombstones {
-            compaction::pick_tombstone_compaction(version, &ks.options, busy, oldest_snapshot)
-        } else {
-            compaction::pick_compaction(version, &ks.options, busy)
+        match pass {
+            0 => compaction::pick_compaction(version, &ks.options, busy),
+            1 => compaction::pick_tombstone_compaction(version, &ks.options, busy, oldest_snapshot),
+            _ => compaction::pick_small_table_merge(version, &ks.options, busy),
         }
     };
-    for tombstones in [false, true] {
+    for pass in 0..3 {
         for i in 0..n {
             let ks = keyspaces.get((*next + i) % n)?;
-            if let Some(task) = pick(ks, tombstones) {
+            if let Some(task) = pick(ks, pass) {
                 *next = (*next + i + 1) % n;
                 return Some((Arc::clone(ks), task));
             }

@@ -559,6 +559,8 @@ impl DbInner {
             block_cache_misses: cache.misses(),
             block_cache_usage_bytes: cache.usage_bytes() as u64,
             block_cache_capacity_bytes: cache.capacity_bytes() as u64,
+            open_tables: self.table_cache.store().len() as u64,
+            open_tables_capacity: self.table_cache.store().capacity() as u64,
             bloom_checked: cache.bloom_checks(),
             bloom_useful: cache.bloom_useful(),
             pending_compaction_bytes: self.pending_compaction_bytes.load(Relaxed),

@@ -326,7 +326,11 @@ fn open_once(dir: &Path, options: Options) -> Result<Arc<DbInner>> {
     // before this point fails the open, which then starts over; see `open`.) With more
     // tables than that, they are opened as reads need them, as in a writing open.
     let fd_budget = table_file_budget();
-    let cache_capacity = options.max_open_files.min(fd_budget);
+    let cache_capacity = match &options.table_cache {
+        Some(shared) => shared.capacity(),
+        None => options.max_open_files,
+    }
+    .min(fd_budget);
     let mut tables: Vec<Arc<crate::version::FileMeta>> = if read_only {
         states
             .values()
@@ -343,7 +347,14 @@ fn open_once(dir: &Path, options: Options) -> Result<Arc<DbInner>> {
     } else {
         Vec::new()
     };
-    if tables.len() > fd_budget {
+    // A table cache of its own grows to hold them all; a shared one keeps its capacity, and
+    // tables opened beyond it would only push out the other databases' tables.
+    let preopen_limit = if options.table_cache.is_some() {
+        cache_capacity
+    } else {
+        fd_budget
+    };
+    if tables.len() > preopen_limit {
         tracing::info!(
             tables = tables.len(),
             budget = fd_budget,
@@ -351,12 +362,15 @@ fn open_once(dir: &Path, options: Options) -> Result<Arc<DbInner>> {
         );
         tables.clear();
     }
-    let table_cache = TableCache::new(
-        Arc::clone(&fs),
-        dir.clone(),
-        cache_capacity.max(tables.len()),
-        block_cache,
-    );
+    let table_cache = match &options.table_cache {
+        Some(shared) => TableCache::sharing(shared, Arc::clone(&fs), dir.clone(), block_cache),
+        None => TableCache::new(
+            Arc::clone(&fs),
+            dir.clone(),
+            cache_capacity.max(tables.len()),
+            block_cache,
+        ),
+    };
     for file in &tables {
         table_cache.get(file)?;
     }

@@ -664,7 +664,7 @@ pub(crate) fn info(s: &mut Session, args: &[Bytes]) {
              write_groups:{}\r\nflushes:{}\r\nflush_bytes:{}\r\ncompactions:{}\r\n\
              compaction_bytes_read:{}\r\ncompaction_bytes_written:{}\r\nwrite_amplification:{:.2}\r\n\
              stall_micros:{}\r\ndelay_micros:{}\r\nblock_cache_hits:{}\r\nblock_cache_misses:{}\r\n\
-             block_cache_usage_bytes:{}\r\nblock_cache_capacity_bytes:{}\r\nbloom_checked:{}\r\nbloom_useful:{}\r\npending_compaction_bytes:{}\r\n\
+             block_cache_usage_bytes:{}\r\nblock_cache_capacity_bytes:{}\r\nopen_tables:{}\r\nopen_tables_capacity:{}\r\nbloom_checked:{}\r\nbloom_useful:{}\r\npending_compaction_bytes:{}\r\n\
              memtable_bytes:{}\r\nimmutable_memtables:{}\r\nlast_seqno:{}\r\ntable_bytes:{}\r\n",
             db.name(),
             st.user_bytes,
@@ -683,6 +683,8 @@ pub(crate) fn info(s: &mut Session, args: &[Bytes]) {
             st.block_cache_misses,
             st.block_cache_usage_bytes,
             st.block_cache_capacity_bytes,
+            st.open_tables,
+            st.open_tables_capacity,
             st.bloom_checked,
             st.bloom_useful,
             st.pending_compaction_bytes,

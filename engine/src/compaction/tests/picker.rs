@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::compaction::picker::{
     CompactionReason, LevelTargets, MAX_COMPACTION_FACTOR, level_scores, level_scores_with,
     pending_compaction_bytes, pick_bottom_rewrite, pick_compaction, pick_compaction_with,
-    pick_range_compaction, pick_range_deletion, pick_tombstone_compaction,
+    pick_range_compaction, pick_range_deletion, pick_small_table_merge, pick_tombstone_compaction,
     subcompaction_boundaries,
 };
 use crate::options::Options;
@@ -657,4 +657,58 @@ fn tombstone_compaction_moves_heavy_tables_down_and_rewrites_settled_last_level_
     let task = pick_tombstone_compaction(&v, &opts, &none, None).expect_task();
     assert_eq!(task.level, 0);
     assert_eq!(numbers(&task.inputs), vec![4]);
+}
+
+#[test]
+fn small_table_merge_takes_adjacent_small_idle_tables_of_one_level() {
+    // target_file_size 100: small is below 12 bytes, a run holds at most 50 bytes.
+    let opts = small();
+    let last = NUM_LEVELS - 1;
+    // One small table alone, or small tables split by a big one: nothing to merge.
+    let v = version(vec![
+        (last, t(1, "a", "b", 5, (1, 1))),
+        (last, t(2, "c", "d", 90, (1, 1))),
+        (last, t(3, "e", "f", 5, (1, 1))),
+    ]);
+    assert!(pick_small_table_merge(&v, &opts, &none()).is_none());
+    // Three adjacent small tables after a big one, at the last level: merged in place.
+    let v = version(vec![
+        (last, t(2, "c", "d", 90, (1, 1))),
+        (last, t(3, "e", "f", 5, (1, 1))),
+        (last, t(4, "g", "h", 5, (2, 2))),
+        (last, t(5, "i", "j", 5, (3, 3))),
+    ]);
+    let task = pick_small_table_merge(&v, &opts, &none()).expect_task();
+    assert_eq!((task.level, task.output_level), (last, last));
+    assert_eq!(numbers(&task.inputs), vec![3, 4, 5]);
+    assert!(task.bottommost && !task.trivial_move && task.output_inputs.is_empty());
+    assert_eq!(task.reason, CompactionReason::SmallTables);
+    // A busy table splits the run: what is left on either side is a single table.
+    let busy: HashSet<FileNumber> = [FileNumber(4)].into_iter().collect();
+    assert!(pick_small_table_merge(&v, &opts, &busy).is_none());
+    // A run stops at 50 bytes; the next run starts where it stopped.
+    let v = version(vec![
+        (last, t(1, "a", "a", 11, (1, 1))),
+        (last, t(2, "b", "b", 11, (1, 1))),
+        (last, t(3, "c", "c", 11, (1, 1))),
+        (last, t(4, "d", "d", 11, (1, 1))),
+        (last, t(5, "e", "e", 11, (1, 1))),
+        (last, t(6, "f", "f", 11, (1, 1))),
+    ]);
+    let task = pick_small_table_merge(&v, &opts, &none()).expect_task();
+    assert_eq!(numbers(&task.inputs), vec![1, 2, 3, 4]);
+    // Upper levels first, and not bottommost over a deeper table; level 0 is never taken.
+    let v = version(vec![
+        (0, t(9, "a", "z", 5, (9, 9))),
+        (0, t(10, "a", "z", 5, (10, 10))),
+        (3, t(6, "k", "l", 5, (5, 5))),
+        (3, t(7, "m", "n", 5, (6, 6))),
+        (last, t(3, "e", "f", 5, (1, 1))),
+        (last, t(4, "g", "h", 5, (2, 2))),
+        (last, t(8, "n", "o", 90, (1, 1))),
+    ]);
+    let task = pick_small_table_merge(&v, &opts, &none()).expect_task();
+    assert_eq!((task.level, task.output_level), (3, 3));
+    assert_eq!(numbers(&task.inputs), vec![6, 7]);
+    assert!(!task.bottommost);
 }

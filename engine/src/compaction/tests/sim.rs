@@ -9,7 +9,9 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use crate::compaction::picker::{CompactionTask, LevelTargets, pick_compaction_with};
+use crate::compaction::picker::{
+    CompactionTask, LevelTargets, pick_compaction_with, pick_small_table_merge,
+};
 use crate::options::Options;
 use crate::types::{FileNumber, InternalKey, SeqNo, ValueKind};
 use crate::version::{FileMeta, NUM_LEVELS, Version, VersionEdit};
@@ -170,6 +172,11 @@ impl Sim {
             &self.level_targets(),
             &HashSet::new(),
         )
+    }
+
+    /// The idle merge of small tables ([`pick_small_table_merge`]), or `None`.
+    pub fn pick_small_merge(&self) -> Option<CompactionTask> {
+        pick_small_table_merge(&self.version, &self.options, &HashSet::new())
     }
 
     /// Runs `task` with fake outputs and applies it.

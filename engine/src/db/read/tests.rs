@@ -225,6 +225,57 @@ fn databases_sharing_a_block_cache_read_their_own_blocks() -> TestResult {
 }
 
 #[test]
+fn databases_sharing_a_table_cache_keep_their_tables_apart_within_one_capacity() -> TestResult {
+    // Two databases of many tables each, numbered alike, sharing a cache of 6 open tables:
+    // reads of both stay exact, and the tables held open never pass 6 in all.
+    let cache = crate::SharedTableCache::new(6);
+    let (d1, d2) = (tempfile::tempdir()?, tempfile::tempdir()?);
+    let open = |dir: &std::path::Path| {
+        Db::open(
+            dir,
+            Options::default()
+                .write_buffer_size(16 << 10)
+                .target_file_size(1024)
+                .table_cache(Some(Arc::clone(&cache))),
+        )
+    };
+    let (a, b) = (open(d1.path())?, open(d2.path())?);
+    for (db, v) in [(&a, b'a'), (&b, b'b')] {
+        for i in 0..2000 {
+            db.put(format!("k{i:04}").as_bytes(), &[v; 40])?;
+        }
+        db.flush()?;
+        db.compact_range(None, None)?;
+    }
+    let tables = |db: &Db| db.stats().levels.iter().map(|l| l.files).sum::<usize>();
+    assert!(
+        tables(&a) > 20 && tables(&b) > 20,
+        "{} {}",
+        tables(&a),
+        tables(&b)
+    );
+    for i in (0..2000).step_by(7) {
+        let key = format!("k{i:04}");
+        assert_eq!(a.get(key.as_bytes())?.as_deref(), Some(&[b'a'; 40][..]));
+        assert_eq!(b.get(key.as_bytes())?.as_deref(), Some(&[b'b'; 40][..]));
+        assert!(cache.len() <= 6, "{} tables open", cache.len());
+    }
+    assert_eq!(a.range(&ReadOptions::default(), ..).count(), 2000);
+    let stats = a.stats();
+    assert_eq!(
+        (stats.open_tables, stats.open_tables_capacity),
+        (cache.len() as u64, 6)
+    );
+    // A closed database's tables leave the shared cache with it.
+    b.close()?;
+    let held = cache.len();
+    assert!(held > 0 && held <= 6);
+    a.close()?;
+    assert!(cache.is_empty(), "{} tables still open", cache.len());
+    Ok(())
+}
+
+#[test]
 fn a_snapshot_of_another_database_instance_is_refused() -> TestResult {
     let dir = tempfile::tempdir()?;
     let db = Db::open(dir.path(), Options::default())?;
