@@ -209,6 +209,63 @@ fn compaction_enospc_is_returned_and_keeps_the_inputs() {
     reopen_and_check(&fs, &acked, "compaction ENOSPC");
 }
 
+/// An automatic compaction that finds the disk full changes nothing, so it does not poison
+/// the database: writes go on, a writer held at the level-0 stop trigger gets the `ENOSPC`
+/// instead of waiting for good, and once space is back the retried compaction (after a
+/// backoff of 1 s) lets writes through again.
+#[test]
+fn automatic_compaction_enospc_waits_and_retries_without_poisoning() {
+    let fs = MemFs::new();
+    let db = Db::open(DB, options(&fs)).expect("open");
+    let mut acked = Acked::default();
+    for round in 0..4 {
+        acked.fill(&db, round, 60);
+        db.flush().expect("flush");
+    }
+    let l0 = db.stats().levels[0].files;
+    assert!(l0 >= 4, "{l0} level-0 tables");
+    db.close().expect("close");
+    // The level-0 tables are at the stop trigger of the reopened database.
+    fs.inject(Fault::new(FaultOp::Append, ENOSPC).on_path(".sst").sticky());
+    let db = Db::open(
+        DB,
+        options(&fs)
+            .level0_file_num_compaction_trigger(2)
+            .level0_slowdown_writes_trigger(l0)
+            .level0_stop_writes_trigger(l0),
+    )
+    .expect("reopen");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let err = db
+        .put(b"late", b"write")
+        .expect_err("a write passed the level-0 stop trigger");
+    assert!(
+        is_io(&err, ENOSPC),
+        "the held writer gets the ENOSPC: {err}"
+    );
+    assert_readable(&db, &acked.values, "while compactions wait");
+    assert_eq!(db.stats().levels[0].files, l0);
+    fs.clear_faults();
+    loop {
+        match db.put(b"late", b"write") {
+            Ok(()) => break,
+            Err(e) => {
+                assert!(is_io(&e, ENOSPC), "{e}");
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "no retry after space came back"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+        }
+    }
+    acked.values.insert(b"late".to_vec(), b"write".to_vec());
+    assert!(db.stats().levels[0].files < l0);
+    assert_readable(&db, &acked.values, "after the retried compaction");
+    drop(db);
+    reopen_and_check(&fs, &acked, "automatic compaction ENOSPC");
+}
+
 #[test]
 fn failed_manifest_append_poisons_and_no_later_edit_follows_it() {
     let fs = MemFs::new();

@@ -14,7 +14,7 @@ use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use super::state::{DbInner, ImmMemTable, KeyspaceState};
+use super::state::{DbInner, ImmMemTable, KeyspaceState, is_resource_exhausted};
 use crate::compaction::{self, CompactionTask, JobContext};
 use crate::error::{Error, Result};
 use crate::filename;
@@ -24,6 +24,27 @@ use crate::version::{NUM_LEVELS, Version, VersionEdit, VersionSet};
 /// Longest a background thread (or a flush waiter) sleeps before looking for work again
 /// without being woken.
 pub(crate) const BACKGROUND_RECHECK: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// First wait of automatic compactions after one failed for want of a resource
+/// ([`DbInner::defer_compactions`]).
+const COMPACTION_RETRY_BASE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// How [`DbInner::run_compaction_task`] failed.
+#[derive(Debug)]
+pub(crate) enum CompactionFailure {
+    /// The job (reading the inputs, writing the outputs) failed; nothing changed.
+    Job(Error),
+    /// Logging or installing the job's edit failed.
+    Install(Error),
+}
+
+impl CompactionFailure {
+    fn into_error(self) -> Error {
+        match self {
+            CompactionFailure::Job(e) | CompactionFailure::Install(e) => e,
+        }
+    }
+}
 
 /// Work a background thread took.
 enum Job {
@@ -73,6 +94,10 @@ fn background_main(inner: &Arc<DbInner>) {
                     }
                     let bg_state = &mut *bg;
                     if !bg_state.manual_compaction
+                        && bg_state
+                            .compaction_retry
+                            .as_ref()
+                            .is_none_or(|(at, _)| Instant::now() >= *at)
                         && bg_state.compactions_running < max_compactions(&inner.options)
                         && let Some((ks, task)) = pick_any_compaction(
                             &keyspaces,
@@ -139,14 +164,22 @@ fn background_main(inner: &Arc<DbInner>) {
                     ));
                     Ok(())
                 });
-                if let Err(e) = &result {
-                    inner.set_background_error(
-                        &format!(
-                            "compaction of level {} of keyspace {:?}",
-                            task.level, ks.name
-                        ),
-                        e,
-                    );
+                let what = format!(
+                    "compaction of level {} of keyspace {:?}",
+                    task.level, ks.name
+                );
+                match result {
+                    Ok(()) => {
+                        let mut bg = inner.bg.lock();
+                        bg.compaction_retry = None;
+                        bg.compaction_failures = 0;
+                    }
+                    Err(CompactionFailure::Job(e)) if is_resource_exhausted(&e) => {
+                        inner.defer_compactions(&what, e);
+                    }
+                    Err(CompactionFailure::Job(e) | CompactionFailure::Install(e)) => {
+                        inner.set_background_error(&what, &e);
+                    }
                 }
                 let mut bg = inner.bg.lock();
                 for (_, f) in task.all_inputs() {
@@ -216,13 +249,34 @@ impl Drop for ResumeOnDrop<'_> {
 }
 
 impl DbInner {
+    /// Automatic compactions wait after `e`, a resource running out in the job `what`
+    /// ([`is_resource_exhausted`]), instead of poisoning the database: the failed job changed
+    /// nothing. The wait doubles with each failure in a row, from 1 s to 64 s; writers held
+    /// at a hard limit get `e` meanwhile rather than waiting for good.
+    fn defer_compactions(&self, what: &str, e: Error) {
+        let mut bg = self.bg.lock();
+        bg.compaction_failures = bg.compaction_failures.saturating_add(1);
+        let wait = COMPACTION_RETRY_BASE * (1u32 << (bg.compaction_failures - 1).min(6));
+        tracing::warn!(
+            error = %e,
+            retry_in_secs = wait.as_secs(),
+            failures = bg.compaction_failures,
+            "{what} failed for want of a resource; automatic compactions wait, then retry"
+        );
+        bg.compaction_retry = Some((Instant::now() + wait, e));
+    }
+
     /// Runs one compaction task of keyspace `ks` and installs its result (nothing is installed
     /// if the keyspace was dropped meanwhile).
+    ///
+    /// # Errors
+    /// [`CompactionFailure::Job`] when the job failed (nothing changed: the inputs stay and
+    /// the outputs are removed), [`CompactionFailure::Install`] when logging its edit did.
     pub(crate) fn run_compaction_task(
         &self,
         ks: &KeyspaceState,
         task: &CompactionTask,
-    ) -> Result<()> {
+    ) -> std::result::Result<(), CompactionFailure> {
         let start = Instant::now();
         let snapshots = self.snapshots.seqnos();
         let next_number = || self.versions.lock().new_file_number();
@@ -240,7 +294,7 @@ impl DbInner {
                 tracing::debug!(keyspace = %ks.name, reason = %e, "compaction of a dropped keyspace abandoned");
                 return Ok(());
             }
-            Err(e) => return Err(e),
+            Err(e) => return Err(CompactionFailure::Job(e)),
         };
         edit.keyspace = ks.id;
         let outputs: Vec<FileNumber> = edit.new_files.iter().map(|(_, f)| f.number).collect();
@@ -275,7 +329,7 @@ impl DbInner {
                     let _ = self.fs().remove_file(&filename::table_path(&self.dir, n));
                 }
             }
-            return Err(e);
+            return Err(CompactionFailure::Install(e));
         }
         let s = &self.stats;
         s.compactions.fetch_add(1, Ordering::Relaxed);
@@ -529,7 +583,9 @@ impl DbInner {
             let Some(task) = task else {
                 return Ok(());
             };
-            let result = self.run_compaction_task(ks, &task);
+            let result = self
+                .run_compaction_task(ks, &task)
+                .map_err(CompactionFailure::into_error);
             // Writers stalled at a hard limit wait for a finished compaction.
             self.bg.lock().compactions_done += 1;
             self.refresh_pending_compaction_bytes();

@@ -546,6 +546,11 @@ impl DbInner {
             let pending = self.pending_compaction_bytes.load(Ordering::Relaxed);
             let (_, hard_pending) = o.pending_compaction_bytes_limits();
             if l0 >= o.level0_stop_writes_trigger || hard_pending.is_some_and(|h| pending >= h) {
+                // Compactions that failed for want of a resource wait before retrying: the
+                // writer gets their error rather than waiting for as long as the disk is full.
+                if let Some((_, e)) = &self.bg.lock().compaction_retry {
+                    return Err(share_error(e));
+                }
                 self.wait_for_background_progress(progress)?;
                 continue;
             }
