@@ -3,10 +3,9 @@
 //!
 //! Both are shared by every reader of a database (`Send + Sync`, behind `Arc`); the storage
 //! of each can also be shared by several databases ([`BlockCache::sharing`],
-//! [`TableCache::sharing`]). It is
-//! split into shards, each an LRU under its own `parking_lot::Mutex`, so concurrent
-//! readers rarely contend; a shard's lock is held only for a hash-map lookup and a list splice,
-//! never during I/O. The table cache has one mutex, also never held during I/O: two threads
+//! [`TableCache::sharing`]). The block cache is split into shards, each an LRU under its own
+//! `parking_lot::Mutex`, so concurrent readers rarely contend; a shard's lock is held only
+//! for a hash-map lookup and a list splice, never during I/O. The table cache has one mutex, also never held during I/O: two threads
 //! missing on the same table may both open it, and the second insert wins.
 
 use std::collections::HashMap;

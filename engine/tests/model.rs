@@ -22,8 +22,10 @@ use strata_engine::{
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
 /// Tiny size knobs, so every run makes many tables and levels. `merge` memtables are merged
-/// into each level-0 table (`min_write_buffer_number_to_merge`).
-fn tiny_options(merge: usize) -> Options {
+/// into each level-0 table (`min_write_buffer_number_to_merge`); compaction output tables are
+/// cut at `target` bytes (1 KiB, or 64 KiB so flushed tables are small against it and the
+/// merges of small tables run).
+fn tiny_options(merge: usize, target: u64) -> Options {
     Options::default()
         .write_buffer_size(4096)
         .min_write_buffer_number_to_merge(merge)
@@ -31,7 +33,7 @@ fn tiny_options(merge: usize) -> Options {
         .block_size(64)
         .block_restart_interval(1)
         .bloom_bits_per_key(4)
-        .target_file_size(1024)
+        .target_file_size(target)
         .max_bytes_for_level_base(2048)
         .level_size_multiplier(2)
         .level0_file_num_compaction_trigger(2)
@@ -176,7 +178,12 @@ fn run(seed: u64, steps: usize) {
     let mut rng = StdRng::seed_from_u64(seed);
     // Half the seeds merge several memtables into each level-0 table.
     let merge = if seed.is_multiple_of(2) { 1 } else { 3 };
-    let mut db = Db::open(dir.path(), tiny_options(merge)).expect("open");
+    let target = if seed.is_multiple_of(3) {
+        64 << 10
+    } else {
+        1024
+    };
+    let mut db = Db::open(dir.path(), tiny_options(merge, target)).expect("open");
     let mut model = Model::new();
     let mut snaps: Vec<(Snapshot, Model)> = Vec::new();
     for step in 0..steps {
@@ -281,7 +288,7 @@ fn run(seed: u64, steps: usize) {
                 // Close and reopen; snapshots do not survive a reopen.
                 snaps.clear();
                 db.close().expect("close");
-                db = Db::open(dir.path(), tiny_options(merge)).expect("reopen");
+                db = Db::open(dir.path(), tiny_options(merge, target)).expect("reopen");
             }
         }
         if step % 500 == 499 {
@@ -291,7 +298,7 @@ fn run(seed: u64, steps: usize) {
     check_all(&db, &model, &snaps, seed, steps);
     drop(snaps);
     db.close().expect("close");
-    let db = Db::open(dir.path(), tiny_options(merge)).expect("final reopen");
+    let db = Db::open(dir.path(), tiny_options(merge, target)).expect("final reopen");
     check_all(&db, &model, &[], seed, steps);
     db.check_integrity().expect("integrity");
     let _ = Bytes::new();
