@@ -318,14 +318,20 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Load(args) => load::run(&args),
         Command::Rebalance(args) => load::run_rebalance(&args),
         Command::Serve(args) => {
-            let config = args.config();
+            let mut config = args.config();
             let (limit, short) = config.raise_open_file_limit();
             if short {
+                let needed = config.open_files_needed();
+                config.fit_open_file_limit(limit);
                 tracing::warn!(
                     limit,
-                    needed = config.open_files_needed(),
-                    "the open-file limit (ulimit -n) is below what --maxclients and \
-                     --max-databases may need; raise the hard limit or lower them"
+                    needed,
+                    maxclients = config.max_clients,
+                    max_databases = config.max_databases,
+                    max_open_tables = config.max_open_tables,
+                    "the open-file limit (ulimit -n) is below what --maxclients, \
+                     --max-databases and --max-open-tables may need: lowered to fit it; \
+                     raise the hard limit to keep them"
                 );
             }
             strata_server::serve(config)

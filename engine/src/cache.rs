@@ -395,6 +395,40 @@ impl SharedTableCache {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// Drops every cached table nothing else holds (no iterator or read in progress), which
+    /// closes its file, and returns how many went. For a process out of file descriptors.
+    fn close_unused(&self) -> usize {
+        let unused: Vec<Arc<Table>> = {
+            let mut tables = self.tables.lock();
+            let doomed: Vec<(u64, FileNumber)> = tables
+                .map
+                .iter()
+                .filter(|&(_, &i)| {
+                    tables.nodes[i]
+                        .value
+                        .as_ref()
+                        .is_some_and(|t| Arc::strong_count(t) == 1)
+                })
+                .map(|(&k, _)| k)
+                .collect();
+            doomed.iter().filter_map(|k| tables.remove(k)).collect()
+        };
+        tracing::warn!(
+            closed = unused.len(),
+            "out of file descriptors: closed the table cache's unused tables"
+        );
+        unused.len()
+    }
+}
+
+/// True for `EMFILE` or `ENFILE`: the process or the system has no file descriptor left.
+fn is_out_of_descriptors(e: &Error) -> bool {
+    use rustix::io::Errno;
+    matches!(e, Error::Io { source, .. }
+    if source.raw_os_error().is_some_and(|c| {
+        c == Errno::MFILE.raw_os_error() || c == Errno::NFILE.raw_os_error()
+    }))
 }
 
 /// A database's cache of open tables, LRU by count (`Options::max_open_files`, or a
@@ -468,13 +502,22 @@ impl TableCache {
             return Ok(t);
         }
         let path = table_path(&self.dir, number);
-        let table = Table::open(
-            &*self.fs,
-            &path,
-            number,
-            file.global_seqno,
-            Arc::clone(&self.block_cache),
-        )?;
+        let open = || {
+            Table::open(
+                &*self.fs,
+                &path,
+                number,
+                file.global_seqno,
+                Arc::clone(&self.block_cache),
+            )
+        };
+        let table = match open() {
+            // Out of file descriptors: tables an iterator still reads after the cache let
+            // them go hold theirs beyond the capacity. Close the cached tables no one else
+            // holds (of every database sharing the storage) and try once more.
+            Err(e) if is_out_of_descriptors(&e) && self.store.close_unused() > 0 => open()?,
+            other => other?,
+        };
         check_matches_manifest(&table, file)?;
         self.store
             .tables

@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use strata_engine::fs::{CrashOptions, EIO, ENOSPC, Fault, FaultOp, MemFs};
+use strata_engine::fs::{CrashOptions, EIO, EMFILE, ENOSPC, Fault, FaultOp, MemFs};
 use strata_engine::{Db, Error, Options, ReadOptions, WriteBatch, WriteOptions};
 
 const DB: &str = "/db";
@@ -264,6 +264,45 @@ fn automatic_compaction_enospc_waits_and_retries_without_poisoning() {
     assert_readable(&db, &acked.values, "after the retried compaction");
     drop(db);
     reopen_and_check(&fs, &acked, "automatic compaction ENOSPC");
+}
+
+/// Out of file descriptors when a read opens a table: the table cache closes the cached
+/// tables no one holds and tries once more; with none to close, the read gets `EMFILE` and
+/// the next one works.
+#[test]
+fn a_table_open_out_of_descriptors_closes_unused_cached_tables_and_retries() {
+    let fs = MemFs::new();
+    let db = Db::open(DB, options(&fs)).expect("open");
+    let mut acked = Acked::default();
+    for round in 0..3 {
+        acked.fill(&db, round, 60);
+        db.flush().expect("flush");
+    }
+    assert!(db.stats().levels[0].files >= 3);
+    db.close().expect("close");
+    let db = Db::open(DB, options(&fs)).expect("reopen");
+    // Nothing is cached yet: the read fails with the EMFILE, and the next one works.
+    fs.inject(Fault::new(FaultOp::Open, EMFILE).on_path(".sst"));
+    let err = db
+        .get(&key(5))
+        .expect_err("no descriptor, nothing to close");
+    assert!(is_io(&err, EMFILE), "{err}");
+    assert_readable(&db, &acked.values, "after one EMFILE");
+    let cached = db.stats().open_tables;
+    assert!(cached >= 1, "{cached} tables cached");
+    // The tables read are cached now; a new one (after a flush) fails to open once: the
+    // cached ones are closed and the open retried, so the read succeeds.
+    db.put(b"zzz", b"new table").expect("put");
+    db.flush().expect("flush");
+    fs.inject(Fault::new(FaultOp::Open, EMFILE).on_path(".sst"));
+    assert_eq!(
+        db.get(b"zzz").expect("retried").as_deref(),
+        Some(&b"new table"[..])
+    );
+    assert_eq!(db.stats().open_tables, 1, "the unused tables were closed");
+    acked.values.insert(b"zzz".to_vec(), b"new table".to_vec());
+    assert_readable(&db, &acked.values, "after the retried open");
+    db.put(b"zzz", b"still writable").expect("not poisoned");
 }
 
 #[test]

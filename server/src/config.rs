@@ -152,9 +152,9 @@ pub const PGWIRE_STARTUP_LIMIT: Duration = Duration::from_secs(59);
 /// cache): its WAL, `LOCK` and directory handles, as counted on a running server (about 3).
 const FILES_PER_DATABASE: u64 = 4;
 
-/// File descriptors kept for everything else: listeners, the server lock, logs, the async
-/// runtime's, tables an iterator still reads after the table cache let them go.
-const FILES_SPARE: u64 = 128;
+/// File descriptors kept for everything else: listeners, the server lock, standard streams,
+/// the async runtime's, tables an iterator still reads after the table cache let them go.
+const FILES_SPARE: u64 = 64;
 
 /// Fewest tables the shared table cache holds, however low the open-file limit.
 const MIN_OPEN_TABLES: u64 = 16;
@@ -187,6 +187,33 @@ impl Config {
         let half = soft_limit.saturating_sub(FILES_SPARE) / 2;
         let tables = wanted.min(room.max(half)).max(MIN_OPEN_TABLES);
         usize::try_from(tables).unwrap_or(usize::MAX)
+    }
+
+    /// Lowers [`Config::max_open_tables`], [`Config::max_clients`] and
+    /// [`Config::max_databases`] so that together they fit an open-file limit of `soft_limit`
+    /// below [`Config::open_files_needed`], as Redis lowers `maxclients` to its limit: the
+    /// tables get [`Config::table_cache_capacity`], the clients half of what is left beside
+    /// the spare, the databases (4 descriptors each) the rest; each at least 1. Beyond them a
+    /// client gets "max number of clients reached" and a database "too many open databases"
+    /// rather than a connection that hangs or reads that fail with "Too many open files".
+    /// Returns whether anything was lowered; nothing is when the limit covers the need.
+    pub fn fit_open_file_limit(&mut self, soft_limit: u64) -> bool {
+        if soft_limit >= self.open_files_needed() {
+            return false;
+        }
+        let tables = self.table_cache_capacity(soft_limit) as u64;
+        let rest = soft_limit
+            .saturating_sub(FILES_SPARE)
+            .saturating_sub(tables);
+        let clients = (self.max_clients as u64).min((rest / 2).max(1));
+        let databases = (self.max_databases as u64)
+            .min((rest.saturating_sub(clients) / FILES_PER_DATABASE).max(1));
+        let fitted = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+        let before = (self.max_open_tables, self.max_clients, self.max_databases);
+        self.max_open_tables = fitted(tables);
+        self.max_clients = fitted(clients);
+        self.max_databases = fitted(databases);
+        before != (self.max_open_tables, self.max_clients, self.max_databases)
     }
 
     /// Raises the process's soft limit on open files (`RLIMIT_NOFILE`) toward
@@ -302,5 +329,45 @@ mod tests {
             (300 - FILES_SPARE as usize) / 2
         );
         assert_eq!(config.table_cache_capacity(64), 16);
+    }
+
+    #[test]
+    fn clients_databases_and_tables_are_lowered_to_fit_a_short_limit() {
+        let mut config = Config::new("/nonexistent");
+        // The defaults need 10,000 + 512 x 4 + 10,000 + the spare.
+        assert!(
+            !config
+                .clone()
+                .fit_open_file_limit(config.open_files_needed())
+        );
+        assert!(config.fit_open_file_limit(300));
+        // 300 less the spare of 64 is 236: 118 tables, 59 clients, 14 databases.
+        assert_eq!(
+            (
+                config.max_open_tables,
+                config.max_clients,
+                config.max_databases
+            ),
+            (118, 59, 14)
+        );
+        assert!(config.open_files_needed() <= 300);
+        // Fitted once, the numbers stay.
+        assert!(!config.fit_open_file_limit(300));
+        assert_eq!(config.table_cache_capacity(300), 118);
+        // A client limit already below the fit stays; so does at least one of each.
+        let mut config = Config::new("/nonexistent");
+        config.max_clients = 5;
+        assert!(config.fit_open_file_limit(300));
+        assert_eq!(config.max_clients, 5);
+        let mut config = Config::new("/nonexistent");
+        config.fit_open_file_limit(20);
+        assert_eq!(
+            (
+                config.max_open_tables,
+                config.max_clients,
+                config.max_databases
+            ),
+            (16, 1, 1)
+        );
     }
 }

@@ -42,12 +42,24 @@ pub const MAX_GRANDPARENT_OVERLAP_FACTOR: u64 = 10;
 /// `max_compaction_bytes`). The inputs correctness requires are always taken.
 pub const MAX_COMPACTION_FACTOR: u64 = 25;
 
-/// An L0 overlap component below `target_file_size / SMALL_TABLE_DIVISOR` bytes is merged
-/// with the other small components rather than moved down alone, so flushes of a few keys
-/// each (a program that opens the database, writes a key and closes it, flushing the
-/// recovered WAL at every open) do not pile up thousands of tiny tables in the base level.
-/// A flush of a default 64 MiB memtable is far above it, so sequential loads still move.
+/// An L0 overlap component below [`small_table_bytes`] is merged with the other small
+/// components rather than moved down alone, so flushes of a few keys each (a program that
+/// opens the database, writes a key and closes it, flushing the recovered WAL at every open)
+/// do not pile up thousands of tiny tables in the base level. A flush of a default 64 MiB
+/// memtable is far above it, so sequential loads still move.
 pub const SMALL_TABLE_DIVISOR: u64 = 8;
+
+/// Largest [`small_table_bytes`]: 1 MiB, the smallest `strata load --table-size`, so tables a
+/// bulk load cut small on purpose (their filters build faster) are not merged again in the
+/// background; only its last, partial table can be.
+pub const SMALL_TABLE_MAX_BYTES: u64 = 1 << 20;
+
+/// Tables (and level-0 components) below this many bytes are *small*: merged with their
+/// small neighbours rather than left alone ([`SMALL_TABLE_DIVISOR`],
+/// [`pick_small_table_merge`]). `target_file_size / 8`, at most [`SMALL_TABLE_MAX_BYTES`].
+pub fn small_table_bytes(options: &Options) -> u64 {
+    (options.target_file_size / SMALL_TABLE_DIVISOR).min(SMALL_TABLE_MAX_BYTES)
+}
 
 /// Why a compaction was picked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -548,7 +560,7 @@ fn merge_small_components(
     first: usize,
     busy: &HashSet<FileNumber>,
 ) -> CompactionTask {
-    let small = options.target_file_size / SMALL_TABLE_DIVISOR;
+    let small = small_table_bytes(options);
     if task.input_bytes() >= small {
         return task;
     }
@@ -754,8 +766,9 @@ pub const SMALL_RUN_MIN_TABLES: usize = 2;
 /// A background merge of small tables when no level is over its target and no tombstone
 /// compaction is due: the first run (lowest level, then smallest key) of at least
 /// [`SMALL_RUN_MIN_TABLES`] adjacent idle tables of one level `>= 1`, each smaller than
-/// `target_file_size / `[`SMALL_TABLE_DIVISOR`], together at most `target_file_size / 2`
-/// bytes, rewritten in place (output level = input level) into one table.
+/// [`small_table_bytes`] (`target_file_size / 8`, at most 1 MiB), together at most
+/// `target_file_size / 2` bytes, rewritten in place (output level = input level) into one
+/// table.
 ///
 /// Tables that small come from flushes of a few keys each that moved down by trivial move:
 /// a program that opens the database, appends keys beyond the last one and closes it (each
@@ -772,7 +785,7 @@ pub fn pick_small_table_merge(
     options: &Options,
     busy: &HashSet<FileNumber>,
 ) -> Option<CompactionTask> {
-    let small = options.target_file_size / SMALL_TABLE_DIVISOR;
+    let small = small_table_bytes(options);
     let max_bytes = options.target_file_size / 2;
     let eligible = |f: &FileMeta| !busy.contains(&f.number) && f.size < small;
     for level in 1..NUM_LEVELS {

@@ -52,6 +52,9 @@ pub enum FaultOp {
     SyncDir,
     /// Every mutating call.
     Any,
+    /// [`FileSystem::open`] (opening a file for reading). Not a mutating call: not matched
+    /// by [`FaultOp::Any`], and not counted by [`MemFs::calls`] or a power cut.
+    Open,
 }
 
 /// An injected failure: the matching calls after the first `skip` ones fail with `errno`.
@@ -207,6 +210,11 @@ impl State {
         Ok(())
     }
 
+    /// The injected [`FaultOp::Open`] fault for opening `path` for reading, if one is due.
+    fn open_fault(&mut self, path: &Path) -> io::Result<()> {
+        self.due_fault(path, |op| op == FaultOp::Open)
+    }
+
     /// Numbers a mutating call and decides whether it fails.
     fn begin(&mut self, op: FaultOp, path: &Path) -> io::Result<()> {
         self.calls += 1;
@@ -219,13 +227,19 @@ impl State {
                 self.calls
             )));
         }
+        self.due_fault(path, |f| f == op || f == FaultOp::Any)
+    }
+
+    /// Fails with the first injected fault whose op passes `matches` and whose path filter
+    /// takes `path`, unless it still lets calls through (`skip`); a fault that is not sticky
+    /// goes once it fires.
+    fn due_fault(&mut self, path: &Path, matches: impl Fn(FaultOp) -> bool) -> io::Result<()> {
         let name = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         let hit = self.faults.iter().position(|f| {
-            (f.op == op || f.op == FaultOp::Any)
-                && f.path_contains.as_ref().is_none_or(|p| name.contains(p))
+            matches(f.op) && f.path_contains.as_ref().is_none_or(|p| name.contains(p))
         });
         if let Some(i) = hit
             && let Some(fault) = self.faults.get_mut(i)
@@ -520,7 +534,8 @@ impl FileSystem for MemFs {
     }
 
     fn open(&self, path: &Path) -> io::Result<Arc<dyn RandomAccessFile>> {
-        let st = self.state.lock();
+        let mut st = self.state.lock();
+        st.open_fault(path)?;
         let id = st.lookup(path)?;
         Ok(Arc::new(MemReadable {
             fs: self.clone(),

@@ -28,6 +28,8 @@ pub use os::OsFs;
 pub const ENOSPC: i32 = libc::ENOSPC;
 /// `errno` of "Input/output error", for [`Fault`]s.
 pub const EIO: i32 = libc::EIO;
+/// `errno` of "too many open files" (the process's limit), for [`Fault`].
+pub const EMFILE: i32 = libc::EMFILE;
 
 /// A file open for appending. Writes go to the end; nothing is durable before
 /// [`WritableFile::sync`] returns.
