@@ -49,14 +49,16 @@ pub const MAX_COMPACTION_FACTOR: u64 = 25;
 /// memtable is far above it, so sequential loads still move.
 pub const SMALL_TABLE_DIVISOR: u64 = 8;
 
-/// Largest [`small_table_bytes`]: 1 MiB, the smallest `strata load --table-size`, so tables a
-/// bulk load cut small on purpose (their filters build faster) are not merged again in the
+/// Largest [`small_table_bytes`]: 512 KiB, half the smallest `strata load --table-size` (1
+/// MiB; a load's tables end up a little under or over their size once compressed), so tables
+/// a bulk load cut small on purpose (their filters build faster) are not merged again in the
 /// background; only its last, partial table can be.
-pub const SMALL_TABLE_MAX_BYTES: u64 = 1 << 20;
+pub const SMALL_TABLE_MAX_BYTES: u64 = 512 << 10;
 
 /// Tables (and level-0 components) below this many bytes are *small*: merged with their
 /// small neighbours rather than left alone ([`SMALL_TABLE_DIVISOR`],
-/// [`pick_small_table_merge`]). `target_file_size / 8`, at most [`SMALL_TABLE_MAX_BYTES`].
+/// [`pick_small_table_merge`]). `target_file_size / 8`, at most [`SMALL_TABLE_MAX_BYTES`]
+/// (512 KiB).
 pub fn small_table_bytes(options: &Options) -> u64 {
     (options.target_file_size / SMALL_TABLE_DIVISOR).min(SMALL_TABLE_MAX_BYTES)
 }
@@ -766,7 +768,7 @@ pub const SMALL_RUN_MIN_TABLES: usize = 2;
 /// A background merge of small tables when no level is over its target and no tombstone
 /// compaction is due: the first run (lowest level, then smallest key) of at least
 /// [`SMALL_RUN_MIN_TABLES`] adjacent idle tables of one level `>= 1`, each smaller than
-/// [`small_table_bytes`] (`target_file_size / 8`, at most 1 MiB), together at most
+/// [`small_table_bytes`] (`target_file_size / 8`, at most 512 KiB), together at most
 /// `target_file_size / 2` bytes, rewritten in place (output level = input level) into one
 /// table.
 ///

@@ -711,18 +711,19 @@ fn small_table_merge_takes_adjacent_small_idle_tables_of_one_level() {
     assert_eq!((task.level, task.output_level), (3, 3));
     assert_eq!(numbers(&task.inputs), vec![6, 7]);
     assert!(!task.bottommost);
-    // With the default 64 MiB target, small stops at 1 MiB, not 8 MiB: tables a bulk load cut
-    // at 1-7 MiB on purpose stay as they are.
+    // With the default 64 MiB target, small stops at 512 KiB, not 8 MiB: tables a bulk load
+    // cut at 1-7 MiB on purpose (a little under that once compressed) stay as they are.
     let defaults = Options::default();
     let v = version(vec![
         (last, t(1, "a", "b", 2 * MIB, (1, 1))),
         (last, t(2, "c", "d", 4 * MIB, (1, 1))),
-        (last, t(3, "e", "f", MIB, (1, 1))),
+        (last, t(3, "e", "f", 1000 * KIB, (1, 1))),
+        (last, t(4, "g", "h", 512 * KIB, (1, 1))),
     ]);
     assert!(pick_small_table_merge(&v, &defaults, &none()).is_none());
     let v = version(vec![
         (last, t(1, "a", "b", 2 * MIB, (1, 1))),
-        (last, t(2, "c", "d", 512 * KIB, (1, 1))),
+        (last, t(2, "c", "d", 511 * KIB, (1, 1))),
         (last, t(3, "e", "f", 300, (1, 1))),
     ]);
     let task = pick_small_table_merge(&v, &defaults, &none()).expect_task();
