@@ -84,7 +84,7 @@ pub struct ServeArgs {
     pub memtables_per_flush: u16,
     /// Table files kept open at most, across all databases (one shared table cache), at
     /// least 16; lowered when `ulimit -n` cannot make room for them beside --maxclients.
-    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(16..))]
+    #[arg(long, default_value_t = 5_000, value_parser = clap::value_parser!(u32).range(16..))]
     pub max_open_tables: u32,
     /// `--cache-mb`.
     #[command(flatten)]
