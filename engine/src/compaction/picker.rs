@@ -20,6 +20,8 @@
 //! - A task with nothing to merge at the output level (one input table, no overlapping table
 //!   below, bounded overlap with the level under that) is a *trivial move*: the table changes
 //!   level in the manifest and is not rewritten. Sequential loads are written about once.
+//! - With nothing else due, tombstones are compacted ([`pick_tombstone_compaction`]), then
+//!   runs of adjacent small tables are merged in place ([`pick_small_table_merge`]).
 
 use std::collections::HashSet;
 use std::sync::Arc;
