@@ -333,6 +333,14 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                      --max-databases and --max-open-tables may need: lowered to fit it; \
                      raise the hard limit to keep them"
                 );
+                if config.open_files_needed() > limit {
+                    tracing::warn!(
+                        limit,
+                        needed = config.open_files_needed(),
+                        "the open-file limit is too low even for one client, one database \
+                         and 16 tables: expect \"Too many open files\" errors"
+                    );
+                }
             }
             strata_server::serve(config)
                 .map(|()| ExitCode::SUCCESS)

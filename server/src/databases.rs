@@ -541,6 +541,9 @@ fn open_file_limit() -> u64 {
         .unwrap_or(u64::MAX)
 }
 
+/// How long after a failed quiet flush ([`Databases::flush_quiet`]) the next is tried.
+const QUIET_FLUSH_RETRY: Duration = Duration::from_secs(60);
+
 impl Databases {
     /// Prepares the registry for `config.dir` (creating the directory). The databases share
     /// one block cache (`config.block_cache_size`) and one table cache, sized by
@@ -879,7 +882,15 @@ impl Databases {
                     flushed.push(db.name().to_owned());
                 }
                 Err(e) => {
-                    tracing::error!(database = db.name(), error = %e, "flushing a quiet database failed");
+                    // Not again at the next check (every half second): a full disk or a
+                    // poisoned database fails the same way, and the log would fill with it.
+                    db.quiet_since.lock().1 = Instant::now() + QUIET_FLUSH_RETRY;
+                    tracing::error!(
+                        database = db.name(),
+                        error = %e,
+                        retry_in_secs = QUIET_FLUSH_RETRY.as_secs(),
+                        "flushing a quiet database failed"
+                    );
                 }
             }
         }

@@ -171,6 +171,12 @@ fn background_main(inner: &Arc<DbInner>) {
                 match result {
                     Ok(()) => {
                         let mut bg = inner.bg.lock();
+                        if bg.compaction_failures > 0 {
+                            tracing::info!(
+                                failures = bg.compaction_failures,
+                                "{what} succeeded: automatic compactions go on again"
+                            );
+                        }
                         bg.compaction_retry = None;
                         bg.compaction_failures = 0;
                     }
