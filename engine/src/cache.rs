@@ -136,12 +136,16 @@ impl<K: Copy + Eq + Hash, V: Clone> Lru<K, V> {
         }
     }
 
-    /// Removes every entry whose key fails `keep`.
-    fn retain(&mut self, mut keep: impl FnMut(&K) -> bool) {
-        let doomed: Vec<K> = self.map.keys().filter(|k| !keep(k)).copied().collect();
-        for k in doomed {
-            self.remove(&k);
-        }
+    /// Removes every entry that fails `keep` and returns the removed values, so the caller can
+    /// drop them after releasing its lock.
+    fn retain(&mut self, mut keep: impl FnMut(&K, &V) -> bool) -> Vec<V> {
+        let doomed: Vec<K> = self
+            .map
+            .iter()
+            .filter(|&(k, &i)| self.nodes[i].value.as_ref().is_some_and(|v| !keep(k, v)))
+            .map(|(&k, _)| k)
+            .collect();
+        doomed.iter().filter_map(|k| self.remove(k)).collect()
     }
 }
 
@@ -316,7 +320,9 @@ impl BlockCache {
     pub fn erase_file(&self, n: FileNumber) {
         let owner = self.owner;
         for shard in &self.store.shards {
-            shard.lock().retain(|&(o, file, _)| o != owner || file != n);
+            shard
+                .lock()
+                .retain(|&(o, file, _), _| o != owner || file != n);
         }
     }
 
@@ -348,7 +354,7 @@ impl Drop for BlockCache {
         if Arc::strong_count(&self.store) > 1 {
             let owner = self.owner;
             for shard in &self.store.shards {
-                shard.lock().retain(|&(o, _, _)| o != owner);
+                shard.lock().retain(|&(o, _, _), _| o != owner);
             }
         }
     }
@@ -399,36 +405,16 @@ impl SharedTableCache {
     /// Drops every cached table nothing else holds (no iterator or read in progress), which
     /// closes its file, and returns how many went. For a process out of file descriptors.
     fn close_unused(&self) -> usize {
-        let unused: Vec<Arc<Table>> = {
-            let mut tables = self.tables.lock();
-            let doomed: Vec<(u64, FileNumber)> = tables
-                .map
-                .iter()
-                .filter(|&(_, &i)| {
-                    tables.nodes[i]
-                        .value
-                        .as_ref()
-                        .is_some_and(|t| Arc::strong_count(t) == 1)
-                })
-                .map(|(&k, _)| k)
-                .collect();
-            doomed.iter().filter_map(|k| tables.remove(k)).collect()
-        };
+        let unused = self
+            .tables
+            .lock()
+            .retain(|_, table| Arc::strong_count(table) > 1);
         tracing::warn!(
             closed = unused.len(),
             "out of file descriptors: closed the table cache's unused tables"
         );
         unused.len()
     }
-}
-
-/// True for `EMFILE` or `ENFILE`: the process or the system has no file descriptor left.
-fn is_out_of_descriptors(e: &Error) -> bool {
-    use rustix::io::Errno;
-    matches!(e, Error::Io { source, .. }
-    if source.raw_os_error().is_some_and(|c| {
-        c == Errno::MFILE.raw_os_error() || c == Errno::NFILE.raw_os_error()
-    }))
 }
 
 /// A database's cache of open tables, LRU by count (`Options::max_open_files`, or a
@@ -515,7 +501,7 @@ impl TableCache {
             // Out of file descriptors: tables an iterator still reads after the cache let
             // them go hold theirs beyond the capacity. Close the cached tables no one else
             // holds (of every database sharing the storage) and try once more.
-            Err(e) if is_out_of_descriptors(&e) && self.store.close_unused() > 0 => open()?,
+            Err(e) if e.is_out_of_descriptors() && self.store.close_unused() > 0 => open()?,
             other => other?,
         };
         check_matches_manifest(&table, file)?;
@@ -545,7 +531,9 @@ impl Drop for TableCache {
     fn drop(&mut self) {
         if Arc::strong_count(&self.store) > 1 {
             let owner = self.owner;
-            self.store.tables.lock().retain(|&(o, _)| o != owner);
+            // Bound, so the files close after the lock is released.
+            let closed = self.store.tables.lock().retain(|&(o, _), _| o != owner);
+            drop(closed);
         }
     }
 }
@@ -680,7 +668,7 @@ mod tests {
         assert_eq!(lru.get(&4), None);
         lru.insert(1, 11, 2); // replace
         assert_eq!((lru.get(&1), lru.usage), (Some(11), 6));
-        lru.retain(|&k| k != 3);
+        assert_eq!(lru.retain(|&k, _| k != 3), vec![30]);
         assert_eq!((lru.get(&3), lru.usage), (None, 2));
         for k in 0..1000 {
             lru.insert(k, k, 1);

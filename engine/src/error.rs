@@ -128,6 +128,33 @@ impl Error {
         }
     }
 
+    /// True for an I/O error whose `errno` is `EMFILE` or `ENFILE`: the process or the system
+    /// has no file descriptor left.
+    pub(crate) fn is_out_of_descriptors(&self) -> bool {
+        use rustix::io::Errno;
+        self.has_errno(&[Errno::MFILE, Errno::NFILE])
+    }
+
+    /// True for an I/O error that reports a resource running out rather than data in doubt:
+    /// no space left (`ENOSPC`), the disk quota reached (`EDQUOT`), or no file descriptor
+    /// left ([`Error::is_out_of_descriptors`]). A compaction failing so changed nothing (its
+    /// inputs stay, its outputs are removed, nothing was logged), and may succeed once space
+    /// or descriptors are freed.
+    pub(crate) fn is_resource_exhausted(&self) -> bool {
+        use rustix::io::Errno;
+        self.is_out_of_descriptors() || self.has_errno(&[Errno::NOSPC, Errno::DQUOT])
+    }
+
+    /// True for an [`Error::Io`] whose OS error is one of `errnos`.
+    fn has_errno(&self, errnos: &[rustix::io::Errno]) -> bool {
+        let Error::Io { source, .. } = self else {
+            return false;
+        };
+        source
+            .raw_os_error()
+            .is_some_and(|code| errnos.iter().any(|e| e.raw_os_error() == code))
+    }
+
     /// True for the variants that mean on-disk data is damaged.
     pub fn is_corruption(&self) -> bool {
         matches!(

@@ -75,6 +75,17 @@ impl Acked {
     }
 }
 
+/// A database on `fs` holding `rounds` rounds of 60 keys, each round flushed into level 0.
+fn flushed_rounds(fs: &MemFs, rounds: usize) -> (Db, Acked) {
+    let db = Db::open(DB, options(fs)).expect("open");
+    let mut acked = Acked::default();
+    for round in 0..rounds {
+        acked.fill(&db, round, 60);
+        db.flush().expect("flush");
+    }
+    (db, acked)
+}
+
 fn contents(db: &Db) -> BTreeMap<Vec<u8>, Vec<u8>> {
     db.iter(&ReadOptions::default())
         .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())))
@@ -188,12 +199,7 @@ fn flush_enospc_is_returned_and_recovered_after_space_is_back() {
 #[test]
 fn compaction_enospc_is_returned_and_keeps_the_inputs() {
     let fs = MemFs::new();
-    let db = Db::open(DB, options(&fs)).expect("open");
-    let mut acked = Acked::default();
-    for round in 0..4 {
-        acked.fill(&db, round, 60);
-        db.flush().expect("flush");
-    }
+    let (db, acked) = flushed_rounds(&fs, 4);
     fs.inject(Fault::new(FaultOp::Append, ENOSPC).on_path(".sst").sticky());
     let err = db
         .compact_range(None, None)
@@ -216,12 +222,7 @@ fn compaction_enospc_is_returned_and_keeps_the_inputs() {
 #[test]
 fn automatic_compaction_enospc_waits_and_retries_without_poisoning() {
     let fs = MemFs::new();
-    let db = Db::open(DB, options(&fs)).expect("open");
-    let mut acked = Acked::default();
-    for round in 0..4 {
-        acked.fill(&db, round, 60);
-        db.flush().expect("flush");
-    }
+    let (db, mut acked) = flushed_rounds(&fs, 4);
     let l0 = db.stats().levels[0].files;
     assert!(l0 >= 4, "{l0} level-0 tables");
     db.close().expect("close");
@@ -272,12 +273,7 @@ fn automatic_compaction_enospc_waits_and_retries_without_poisoning() {
 #[test]
 fn a_table_open_out_of_descriptors_closes_unused_cached_tables_and_retries() {
     let fs = MemFs::new();
-    let db = Db::open(DB, options(&fs)).expect("open");
-    let mut acked = Acked::default();
-    for round in 0..3 {
-        acked.fill(&db, round, 60);
-        db.flush().expect("flush");
-    }
+    let (db, mut acked) = flushed_rounds(&fs, 3);
     assert!(db.stats().levels[0].files >= 3);
     db.close().expect("close");
     let db = Db::open(DB, options(&fs)).expect("reopen");

@@ -14,7 +14,7 @@ use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use super::state::{DbInner, ImmMemTable, KeyspaceState, is_resource_exhausted};
+use super::state::{DbInner, ImmMemTable, KeyspaceState};
 use crate::compaction::{self, CompactionTask, JobContext};
 use crate::error::{Error, Result};
 use crate::filename;
@@ -180,7 +180,7 @@ fn background_main(inner: &Arc<DbInner>) {
                         bg.compaction_retry = None;
                         bg.compaction_failures = 0;
                     }
-                    Err(CompactionFailure::Job(e)) if is_resource_exhausted(&e) => {
+                    Err(CompactionFailure::Job(e)) if e.is_resource_exhausted() => {
                         inner.defer_compactions(&what, e);
                     }
                     Err(CompactionFailure::Job(e) | CompactionFailure::Install(e)) => {
@@ -256,7 +256,7 @@ impl Drop for ResumeOnDrop<'_> {
 
 impl DbInner {
     /// Automatic compactions wait after `e`, a resource running out in the job `what`
-    /// ([`is_resource_exhausted`]), instead of poisoning the database: the failed job changed
+    /// ([`Error::is_resource_exhausted`]), instead of poisoning the database: the failed job changed
     /// nothing. The wait doubles with each failure in a row, from 1 s to 64 s; writers held
     /// at a hard limit get `e` meanwhile rather than waiting for good.
     fn defer_compactions(&self, what: &str, e: Error) {

@@ -209,28 +209,12 @@ pub(crate) struct BgState {
     /// Index (in id order) of the keyspace the next automatic compaction search starts at.
     pub(crate) next_keyspace: usize,
     /// Set while automatic compactions wait after failing for want of a resource (a full
-    /// disk, too many open files; [`is_resource_exhausted`]): when the next may start, and
+    /// disk, too many open files; [`Error::is_resource_exhausted`]): when the next may start, and
     /// the error, returned to writers held at a hard limit meanwhile.
     pub(crate) compaction_retry: Option<(std::time::Instant, Error)>,
     /// Automatic compactions failed in a row for want of a resource (the backoff doubles
     /// with each); 0 after a success.
     pub(crate) compaction_failures: u32,
-}
-
-/// True for an I/O error that reports a resource running out rather than data in doubt: no
-/// space left (`ENOSPC`), the disk quota reached (`EDQUOT`), too many open files (`EMFILE`,
-/// `ENFILE`). A compaction failing so changed nothing (its inputs stay, its outputs are
-/// removed, nothing was logged), and may succeed once space or descriptors are freed.
-pub(crate) fn is_resource_exhausted(e: &Error) -> bool {
-    use rustix::io::Errno;
-    let Error::Io { source, .. } = e else {
-        return false;
-    };
-    source.raw_os_error().is_some_and(|code| {
-        [Errno::NOSPC, Errno::DQUOT, Errno::MFILE, Errno::NFILE]
-            .iter()
-            .any(|errno| errno.raw_os_error() == code)
-    })
 }
 
 /// Everything shared by the user handles and the background thread.
