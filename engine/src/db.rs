@@ -21,6 +21,7 @@ mod keyspace;
 mod lock;
 mod read;
 mod recovery;
+mod resume;
 mod state;
 mod write;
 
@@ -314,6 +315,35 @@ impl Db {
     /// [`crate::Error::Io`] or [`crate::Error::Poisoned`] when a flush failed; [`crate::Error::Closed`].
     pub fn flush(&self) -> Result<()> {
         self.inner().flush(None)
+    }
+
+    /// Takes writes again after a WAL append, fsync or creation failed for want of a resource
+    /// (`ENOSPC`, `EDQUOT`, `EMFILE`, `ENFILE`), once it is back: flushes every keyspace's
+    /// memtables to level-0 tables, moves every keyspace's log number past the WAL whose tail
+    /// is in doubt, deletes that WAL and starts a new one, in an order where a crash at any
+    /// point loses no acknowledged write (RocksDB's `DB::Resume`; the steps are in
+    /// `docs/design.md`, "Resuming after a full disk"). The write that failed may or may not
+    /// be in the database afterwards, as after a crash. With [`crate::Options::auto_resume`]
+    /// (the default) a background thread calls this by itself, within about 8 s of the
+    /// resource coming back.
+    ///
+    /// Returns `true` when writes are taken again, `false` when the database was not
+    /// poisoned (nothing done).
+    ///
+    /// # Errors
+    /// - [`crate::Error::Poisoned`] when the failure is of another kind (a manifest write,
+    ///   damaged data, `EIO`), which only a reopen can clear: see [`Db::is_resumable`].
+    /// - [`crate::Error::Io`] (`ENOSPC`, ...) when a flush or the new WAL still cannot be
+    ///   written: the database stays poisoned, and a later call tries again.
+    /// - [`crate::Error::Closed`].
+    pub fn resume(&self) -> Result<bool> {
+        self.inner().resume()
+    }
+
+    /// Whether writes are refused ([`crate::Error::Poisoned`]) for a failure that
+    /// [`Db::resume`] can clear once the resource is back.
+    pub fn is_resumable(&self) -> bool {
+        self.inner().is_resumable()
     }
 
     /// Compacts every table overlapping the user-key range `[begin, end]` (`None` =

@@ -130,7 +130,7 @@ impl Error {
 
     /// True for an I/O error whose `errno` is `EMFILE` or `ENFILE`: the process or the system
     /// has no file descriptor left.
-    pub(crate) fn is_out_of_descriptors(&self) -> bool {
+    pub fn is_out_of_descriptors(&self) -> bool {
         use rustix::io::Errno;
         self.has_errno(&[Errno::MFILE, Errno::NFILE])
     }
@@ -139,8 +139,9 @@ impl Error {
     /// no space left (`ENOSPC`), the disk quota reached (`EDQUOT`), or no file descriptor
     /// left ([`Error::is_out_of_descriptors`]). A compaction failing so changed nothing (its
     /// inputs stay, its outputs are removed, nothing was logged), and may succeed once space
-    /// or descriptors are freed.
-    pub(crate) fn is_resource_exhausted(&self) -> bool {
+    /// or descriptors are freed; a database poisoned by a WAL write failing so can be resumed
+    /// ([`crate::Db::resume`]).
+    pub fn is_resource_exhausted(&self) -> bool {
         use rustix::io::Errno;
         self.is_out_of_descriptors() || self.has_errno(&[Errno::NOSPC, Errno::DQUOT])
     }

@@ -193,6 +193,12 @@ pub struct Options {
     /// that occupy every thread. From 1 to 256 ([`MAX_THREADS_OPTION`]); the open starts them
     /// all.
     pub max_background_jobs: usize,
+    /// After a WAL write fails for want of a resource (a full disk, a quota, no descriptor
+    /// left) and writes are refused, a background thread tries [`crate::Db::resume`] by
+    /// itself: at once, then after 1 s, the wait doubling with each failure up to 8 s, until
+    /// it succeeds (RocksDB's automatic recovery from a no-space error,
+    /// `bgerror_resume_retry_interval`). Default true; false leaves resuming to the caller.
+    pub auto_resume: bool,
     /// Key ranges a compaction is split into at most, each merged on its own thread (RocksDB's
     /// `max_subcompactions`; `docs/compaction.md` section 2.7). Default 2. The split points are
     /// first user keys of the compaction's tables in its output level, chosen so each range
@@ -256,6 +262,7 @@ impl Default for Options {
             hard_pending_compaction_bytes_limit: 256 << 30,
             delayed_write_rate: 16 << 20,
             max_background_jobs: 2,
+            auto_resume: true,
             max_subcompactions: 2,
             merge_operator: None,
             max_total_wal_size: 0,
@@ -340,6 +347,8 @@ setters! {
     delayed_write_rate: u64;
     /// Sets [`Options::max_background_jobs`].
     max_background_jobs: usize;
+    /// Sets [`Options::auto_resume`].
+    auto_resume: bool;
     /// Sets [`Options::max_subcompactions`] (key ranges per compaction).
     max_subcompactions: usize;
     /// Sets [`Options::merge_operator`].

@@ -65,6 +65,14 @@ pub struct DbStats {
     pub open_tables: u64,
     /// Most tables the table cache holds open.
     pub open_tables_capacity: u64,
+    /// Why writes are refused ([`crate::Error::Poisoned`]'s reason), or `None` while they are
+    /// taken.
+    pub writes_stopped: Option<String>,
+    /// The stop is one [`crate::Db::resume`] can clear (a WAL write failed for want of space).
+    pub writes_resumable: bool,
+    /// Background flushes and compactions that failed for want of a resource and wait to be
+    /// retried (not counted after they succeed).
+    pub background_retries: u64,
     /// Point lookups that consulted a bloom filter.
     pub bloom_checked: u64,
     /// Of those, lookups the filter answered "absent" (no data block read).
@@ -191,6 +199,24 @@ impl fmt::Display for DbStats {
             "table cache: {} of {} tables open",
             self.open_tables, self.open_tables_capacity
         )?;
+        if let Some(reason) = &self.writes_stopped {
+            writeln!(
+                f,
+                "writes stopped ({}): {reason}",
+                if self.writes_resumable {
+                    "resumable"
+                } else {
+                    "reopen to clear"
+                }
+            )?;
+        }
+        if self.background_retries > 0 {
+            writeln!(
+                f,
+                "background jobs waiting to retry after a resource ran out: {}",
+                self.background_retries
+            )?;
+        }
         write!(
             f,
             "memtables: {:.1} MiB, {} immutable; last sequence number {}",

@@ -26,6 +26,8 @@ fn options(fs: &MemFs) -> Options {
         .level0_file_num_compaction_trigger(20)
         .level0_slowdown_writes_trigger(40)
         .level0_stop_writes_trigger(50)
+        // The tests resume by hand, at the moment they choose; one tests the automatic resume.
+        .auto_resume(false)
         .file_system(Arc::new(fs.clone()))
 }
 
@@ -161,6 +163,164 @@ fn wal_append_enospc_fails_the_write_and_loses_nothing_acknowledged() {
     reopen_and_check(&fs, &acked, "WAL ENOSPC");
 }
 
+/// Keys written to the keyspace "side" beside the default one, for the resume tests.
+const SIDE: [(&[u8], &[u8]); 2] = [(b"s1", b"side one"), (b"s2", b"side two")];
+
+/// A database of 300 acknowledged writes in the default keyspace (several flushes), one in
+/// keyspace "side" and none in keyspace "idle", whose next WAL append failed with `ENOSPC`:
+/// poisoned, resumably. The fault stays armed.
+fn poisoned_by_a_full_wal(fs: &MemFs) -> (Db, Acked) {
+    let db = Db::open(DB, options(fs)).expect("open");
+    let side = db.keyspace("side").expect("keyspace");
+    db.keyspace("idle").expect("keyspace");
+    let mut acked = Acked::default();
+    acked.fill(&db, 0, 300);
+    side.put(SIDE[0].0, SIDE[0].1).expect("put");
+    fs.inject(Fault::new(FaultOp::Append, ENOSPC).on_path(".wal").sticky());
+    let err = acked.write(&db, 7, 1, false).expect_err("disk full");
+    assert!(is_io(&err, ENOSPC), "{err}");
+    assert!(db.is_resumable());
+    (db, acked)
+}
+
+/// The side keyspace's contents after a reopen.
+fn side_contents(db: &Db) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    db.keyspace("side")
+        .expect("keyspace")
+        .iter(&ReadOptions::default())
+        .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())))
+        .collect::<strata_engine::Result<_>>()
+        .expect("scan")
+}
+
+/// After a WAL append fails for want of space, `Db::resume` (once there is space) flushes the
+/// memtables, retires the WAL and takes writes again, in every keyspace; while space is still
+/// short it fails and changes nothing, and after it every acknowledged write survives a
+/// reopen and a power loss.
+#[test]
+fn resume_after_a_full_wal_takes_writes_again_and_loses_nothing() {
+    let fs = MemFs::new();
+    let (db, mut acked) = poisoned_by_a_full_wal(&fs);
+    let err = acked.write(&db, 8, 1, false).expect_err("poisoned");
+    assert!(matches!(err, Error::Poisoned { .. }), "{err}");
+    // Still no space for the tables: the resume fails, and can be tried again.
+    fs.inject(Fault::new(FaultOp::Append, ENOSPC).on_path(".sst").sticky());
+    let err = db.resume().expect_err("no space for the flush");
+    assert!(is_io(&err, ENOSPC), "{err}");
+    assert!(db.is_resumable());
+    assert!(matches!(
+        acked.write(&db, 9, 1, false),
+        Err(Error::Poisoned { .. })
+    ));
+    assert_readable(&db, &acked.values, "after a failed resume");
+    fs.clear_faults();
+    assert!(db.resume().expect("resume"), "resumed");
+    assert!(!db.is_resumable());
+    assert!(
+        !db.resume().expect("nothing to resume"),
+        "not poisoned any more"
+    );
+    // The WAL with the failed append is gone: one WAL is left, the new one.
+    let wals = (0..200)
+        .filter(|n| {
+            fs.contents(std::path::Path::new(&format!("{DB}/{n:06}.wal")))
+                .is_some()
+        })
+        .count();
+    assert_eq!(wals, 1, "WALs left after the resume");
+    acked.fill(&db, 2, 100);
+    let side = db.keyspace("side").expect("keyspace");
+    side.put(SIDE[1].0, SIDE[1].1).expect("put after resume");
+    db.flush().expect("flush");
+    assert_readable(&db, &acked.values, "after resume");
+    drop(side);
+    drop(db);
+    reopen_and_check(&fs, &acked, "resumed after WAL ENOSPC");
+    let db = Db::open(DB, options(&fs)).expect("reopen");
+    let side: Vec<_> = side_contents(&db).into_iter().collect();
+    let expected: Vec<_> = SIDE.iter().map(|(k, v)| (k.to_vec(), v.to_vec())).collect();
+    assert_eq!(side, expected);
+}
+
+/// With [`Options::auto_resume`] (the default), a database whose WAL append failed for want
+/// of space resumes by itself once there is space again, and loses nothing.
+#[test]
+fn a_full_wal_resumes_by_itself_once_space_is_back() {
+    let fs = MemFs::new();
+    let (db, mut acked) = poisoned_by_a_full_wal(&fs);
+    drop(db);
+    fs.clear_faults();
+    let db = Db::open(DB, options(&fs).auto_resume(true)).expect("reopen");
+    acked.fill(&db, 3, 50);
+    // Everything fails now, the automatic resume too.
+    fs.inject(Fault::new(FaultOp::Any, ENOSPC).sticky());
+    let err = acked.write(&db, 3, 4, false).expect_err("disk full");
+    assert!(is_io(&err, ENOSPC), "{err}");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(db.is_resumable(), "resumed without space");
+    let stopped = db.stats().writes_stopped.expect("writes are stopped");
+    assert!(stopped.contains("resumes by itself"), "{stopped}");
+    fs.clear_faults();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while db.is_resumable() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not resumed 30 s after space came back"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    acked.fill(&db, 4, 50);
+    assert_readable(&db, &acked.values, "after the automatic resume");
+    drop(db);
+    reopen_and_check(&fs, &acked, "automatic resume");
+}
+
+/// A power loss at every step of a resume: the reopen must succeed (no torn tail left in a
+/// WAL older than the newest) and hold every acknowledged write the resume had made durable,
+/// and all of them once the resume returned.
+#[test]
+fn a_power_loss_at_any_point_of_a_resume_loses_nothing_made_durable() {
+    let mut completed = false;
+    for step in 1..200 {
+        let fs = MemFs::new();
+        let (db, acked) = poisoned_by_a_full_wal(&fs);
+        fs.clear_faults();
+        fs.cut_power_at(fs.calls() + step);
+        let resumed = db.resume();
+        let cut = fs.powered_off();
+        fs.crash(CrashOptions::default());
+        drop(db);
+        let db = Db::open(DB, options(&fs))
+            .unwrap_or_else(|e| panic!("reopen after a power loss at step {step}: {e}"));
+        let got = contents(&db);
+        let expect = if cut { &acked.synced } else { &acked.values };
+        for (k, v) in expect {
+            assert_eq!(
+                got.get(k),
+                Some(v),
+                "step {step} (resume {resumed:?}): {} lost",
+                String::from_utf8_lossy(k)
+            );
+        }
+        for (k, v) in &got {
+            assert!(
+                acked.values.get(k) == Some(v) || acked.in_doubt.get(k) == Some(v),
+                "step {step}: {} has a value never written",
+                String::from_utf8_lossy(k)
+            );
+        }
+        if !cut {
+            assert!(resumed.expect("resume without a power loss"));
+            assert_eq!(side_contents(&db).len(), 1, "step {step}");
+            // The cuts fell on each of the resume's file-system calls before this one.
+            assert!(step > 10, "the resume made only {step} calls");
+            completed = true;
+            break;
+        }
+    }
+    assert!(completed, "the resume never finished within 200 calls");
+}
+
 #[test]
 fn wal_sync_eio_fails_the_synced_write_and_poisons() {
     let fs = MemFs::new();
@@ -179,19 +339,49 @@ fn wal_sync_eio_fails_the_synced_write_and_poisons() {
     reopen_and_check(&fs, &acked, "WAL fsync EIO");
 }
 
+/// A flush that finds the disk full wrote nothing and installed nothing, so it does not
+/// poison the database: `Db::flush` returns the `ENOSPC`, writes go on until the memtables
+/// are all in use (then the writer gets the `ENOSPC` instead of waiting for good), and once
+/// space is back the flush is retried (at once by `Db::flush`, after a backoff in the
+/// background) and writes go on.
 #[test]
-fn flush_enospc_is_returned_and_recovered_after_space_is_back() {
+fn flush_enospc_is_returned_and_retried_without_poisoning() {
     let fs = MemFs::new();
-    let db = Db::open(DB, options(&fs)).expect("open");
+    let db = Db::open(DB, options(&fs).max_write_buffer_number(3)).expect("open");
     let mut acked = Acked::default();
     acked.fill(&db, 0, 40);
     fs.inject(Fault::new(FaultOp::Append, ENOSPC).on_path(".sst").sticky());
     let err = db.flush().expect_err("the flush cannot write its table");
-    assert!(
-        is_io(&err, ENOSPC) || matches!(err, Error::Poisoned { .. }),
-        "flush reports the failure: {err}"
-    );
+    assert!(is_io(&err, ENOSPC), "flush reports the failure: {err}");
+    assert!(!db.is_resumable());
+    // The failed table's partial file is gone: on a full disk it would hold the space.
+    let tables = || {
+        strata_engine::fs::FileSystem::list_dir(&fs, std::path::Path::new(DB))
+            .expect("list")
+            .iter()
+            .filter(|e| e.path.extension().is_some_and(|x| x == "sst"))
+            .count()
+    };
+    assert_eq!(tables(), 0, "tables left by the failed flush");
     assert_readable(&db, &acked.values, "after a failed flush");
+    // Writes go on into the memtables until all are in use.
+    let mut held = None;
+    for i in 0..2_000 {
+        if let Err(e) = acked.write(&db, i % 300, 1, false) {
+            held = Some(e);
+            break;
+        }
+    }
+    let err = held.expect("a writer is held once every memtable is in use");
+    assert!(
+        is_io(&err, ENOSPC),
+        "the held writer gets the ENOSPC: {err}"
+    );
+    assert_readable(&db, &acked.values, "while flushes wait");
+    fs.clear_faults();
+    db.flush().expect("the flush is retried once space is back");
+    acked.fill(&db, 2, 300);
+    assert_readable(&db, &acked.values, "after the retried flush");
     drop(db);
     reopen_and_check(&fs, &acked, "flush ENOSPC");
 }

@@ -171,7 +171,8 @@ impl QueryError {
     /// datatype mismatch (other planning errors), `23502` not-null violation, `23505` unique violation, `22003` numeric value out
     /// of range, `22012` division by zero, `22000` other data exceptions, `57014` query
     /// canceled, `57P01` the engine was closed, `22023` invalid parameter value, `XX001`
-    /// damaged data, `58030` I/O and other engine errors. The network server sends it to
+    /// damaged data, `53100` disk full (or quota), `53000` out of file descriptors, `58030`
+    /// other I/O and engine errors. The network server sends it to
     /// PostgreSQL clients.
     pub fn sqlstate(&self) -> &'static str {
         match self {
@@ -194,6 +195,9 @@ impl QueryError {
             QueryError::Corruption(_) => "XX001",
             QueryError::Engine(strata_engine::Error::Closed) => "57P01",
             QueryError::Engine(strata_engine::Error::InvalidArgument(_)) => "22023",
+            // PostgreSQL's disk_full and insufficient_resources.
+            QueryError::Engine(e) if e.is_out_of_descriptors() => "53000",
+            QueryError::Engine(e) if e.is_resource_exhausted() => "53100",
             QueryError::Engine(_) | QueryError::Io(_) | QueryError::Import { .. } => "58030",
         }
     }

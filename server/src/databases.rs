@@ -971,6 +971,46 @@ mod tests {
         assert!(fs.exists(&path.join("CURRENT")));
     }
 
+    /// A database whose WAL append failed for want of space refuses writes until the engine's
+    /// automatic resume finds space again; then it takes them, with nothing lost.
+    #[test]
+    fn a_database_poisoned_by_a_full_disk_resumes_once_there_is_space() {
+        use strata_engine::fs::{ENOSPC, Fault, FaultOp, MemFs};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut dbs = Databases::new(&Config::ephemeral(dir.path())).expect("registry");
+        let fs = Arc::new(MemFs::new());
+        dbs.options.file_system = fs.clone();
+        let run = dbs.get_or_open("run1").expect("open");
+        run.db().put(b"before", b"1").expect("put");
+        fs.inject(Fault::new(FaultOp::Any, ENOSPC).sticky());
+        let e = run.db().put(b"failed", b"2").expect_err("disk full");
+        assert!(e.is_resource_exhausted(), "{e}");
+        let e = run.db().put(b"refused", b"3").expect_err("refused");
+        assert!(matches!(e, strata_engine::Error::Poisoned { .. }), "{e}");
+        assert!(run.db().is_resumable(), "no space yet");
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(run.db().stats().writes_stopped.is_some(), "no space yet");
+        fs.clear_faults();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while run.db().is_resumable() {
+            assert!(
+                Instant::now() < deadline,
+                "not resumed 30 s after space came back"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        run.db()
+            .put(b"after", b"4")
+            .expect("writes are taken again");
+        assert_eq!(
+            run.db().get(b"before").expect("get").as_deref(),
+            Some(&b"1"[..])
+        );
+        assert!(run.db().stats().writes_stopped.is_none());
+        drop(run);
+        dbs.close_all().expect("close");
+    }
+
     #[test]
     fn a_busy_entry_is_settled_when_its_thread_panics() {
         let dir = tempfile::tempdir().expect("tempdir");

@@ -25,9 +25,12 @@ use crate::version::{NUM_LEVELS, Version, VersionEdit, VersionSet};
 /// without being woken.
 pub(crate) const BACKGROUND_RECHECK: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// First wait of automatic compactions after one failed for want of a resource
-/// ([`DbInner::defer_compactions`]).
-const COMPACTION_RETRY_BASE: std::time::Duration = std::time::Duration::from_secs(1);
+/// First wait between two automatic resumes ([`crate::Options::auto_resume`]).
+const RESUME_RETRY_BASE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Longest wait between two automatic resumes ([`crate::Options::auto_resume`]): a full disk
+/// freed is noticed within this.
+const RESUME_RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(8);
 
 /// How [`DbInner::run_compaction_task`] failed.
 #[derive(Debug)]
@@ -51,6 +54,9 @@ enum Job {
     /// The keyspace and its immutable memtables to merge into one table, oldest first.
     Flush(Arc<KeyspaceState>, Vec<Arc<ImmMemTable>>),
     Compaction(Arc<KeyspaceState>, CompactionTask),
+    /// The database is poisoned resumably and [`crate::Options::auto_resume`] is on: try
+    /// [`DbInner::resume`].
+    Resume,
     /// Idle for [`BACKGROUND_RECHECK`]: delete the obsolete tables whose deletion waited for
     /// readers (an iterator or a read holding an old version) that have finished since.
     DeleteObsolete,
@@ -77,6 +83,14 @@ fn background_main(inner: &Arc<DbInner>) {
                 if bg.shutting_down {
                     return;
                 }
+                if inner.options.auto_resume
+                    && !bg.resume_running
+                    && bg.resume_at.is_none_or(|at| Instant::now() >= at)
+                    && inner.is_resumable()
+                {
+                    bg.resume_running = true;
+                    break Job::Resume;
+                }
                 if !inner.is_poisoned() {
                     let keyspaces = inner.all_keyspaces();
                     // The keyspace with the oldest immutable memtable ready to flush first, so
@@ -87,6 +101,7 @@ fn background_main(inner: &Arc<DbInner>) {
                         .filter(|(_, imms)| !imms.is_empty())
                         .min_by_key(|(_, imms)| imms.first().map(|imm| imm.wal_number));
                     if !bg.flush_running
+                        && bg.flush_retry.is_due()
                         && let Some((ks, imms)) = oldest
                     {
                         bg.flush_running = true;
@@ -94,10 +109,7 @@ fn background_main(inner: &Arc<DbInner>) {
                     }
                     let bg_state = &mut *bg;
                     if !bg_state.manual_compaction
-                        && bg_state
-                            .compaction_retry
-                            .as_ref()
-                            .is_none_or(|(at, _)| Instant::now() >= *at)
+                        && bg_state.compaction_retry.is_due()
                         && bg_state.compactions_running < max_compactions(&inner.options)
                         && let Some((ks, task)) = pick_any_compaction(
                             &keyspaces,
@@ -126,19 +138,49 @@ fn background_main(inner: &Arc<DbInner>) {
             }
         };
         match job {
+            Job::Resume => {
+                let result = inner.resume();
+                let mut bg = inner.bg.lock();
+                bg.resume_running = false;
+                match result {
+                    Ok(_) => {
+                        bg.resume_at = None;
+                        bg.resume_failures = 0;
+                    }
+                    Err(e) => {
+                        bg.resume_failures = bg.resume_failures.saturating_add(1);
+                        let wait = (RESUME_RETRY_BASE * (1u32 << (bg.resume_failures - 1).min(6)))
+                            .min(RESUME_RETRY_MAX);
+                        bg.resume_at = Some(Instant::now() + wait);
+                        if bg.resume_failures == 1 {
+                            tracing::warn!(error = %e, "resuming writes failed; retrying until it succeeds");
+                        } else {
+                            tracing::debug!(error = %e, retry_in_secs = wait.as_secs(), "resuming writes failed");
+                        }
+                    }
+                }
+                continue;
+            }
             Job::DeleteObsolete => {
                 // Nothing else to do: no one to wake.
                 inner.delete_obsolete_tables(Vec::new());
                 continue;
             }
             Job::Flush(ks, imms) => {
-                let result = inner.flush_imms(&ks, &imms);
-                if let Err(e) = &result {
-                    let newest = imms.last().map_or(0, |imm| imm.wal_number.0);
-                    inner.set_poison(format!(
-                        "flush of keyspace {:?} (WALs up to {newest}) failed: {e}",
-                        ks.name
-                    ));
+                let newest = imms.last().map_or(0, |imm| imm.wal_number.0);
+                let what = format!("flush of keyspace {:?} (WALs up to {newest})", ks.name);
+                match inner.flush_imms(&ks, &imms) {
+                    Ok(()) => inner.bg.lock().flush_retry.succeeded(&what, "flushes"),
+                    // The table was not written (its partial file is gone) and nothing was
+                    // installed: the memtables stay readable, and the flush is tried again
+                    // later. Writers held at `max_write_buffer_number` get the error meanwhile,
+                    // and `Db::flush` retries at once (`DbInner::retry_flushes_now`).
+                    Err(e) if e.is_resource_exhausted() => {
+                        let mut bg = inner.bg.lock();
+                        bg.flush_errors += 1;
+                        bg.flush_retry.failed(&what, "flushes", e);
+                    }
+                    Err(e) => inner.set_background_error(&what, &e),
                 }
                 let mut bg = inner.bg.lock();
                 bg.flush_running = false;
@@ -169,20 +211,18 @@ fn background_main(inner: &Arc<DbInner>) {
                     task.level, ks.name
                 );
                 match result {
-                    Ok(()) => {
-                        let mut bg = inner.bg.lock();
-                        if bg.compaction_failures > 0 {
-                            tracing::info!(
-                                failures = bg.compaction_failures,
-                                "{what} succeeded: automatic compactions go on again"
-                            );
-                        }
-                        bg.compaction_retry = None;
-                        bg.compaction_failures = 0;
-                    }
-                    Err(CompactionFailure::Job(e)) if e.is_resource_exhausted() => {
-                        inner.defer_compactions(&what, e);
-                    }
+                    Ok(()) => inner
+                        .bg
+                        .lock()
+                        .compaction_retry
+                        .succeeded(&what, "automatic compactions"),
+                    // The job changed nothing (its inputs stay, its outputs are removed,
+                    // nothing was logged): compactions wait, then retry.
+                    Err(CompactionFailure::Job(e)) if e.is_resource_exhausted() => inner
+                        .bg
+                        .lock()
+                        .compaction_retry
+                        .failed(&what, "automatic compactions", e),
                     Err(CompactionFailure::Job(e) | CompactionFailure::Install(e)) => {
                         inner.set_background_error(&what, &e);
                     }
@@ -255,23 +295,6 @@ impl Drop for ResumeOnDrop<'_> {
 }
 
 impl DbInner {
-    /// Automatic compactions wait after `e`, a resource running out in the job `what`
-    /// ([`Error::is_resource_exhausted`]), instead of poisoning the database: the failed job changed
-    /// nothing. The wait doubles with each failure in a row, from 1 s to 64 s; writers held
-    /// at a hard limit get `e` meanwhile rather than waiting for good.
-    fn defer_compactions(&self, what: &str, e: Error) {
-        let mut bg = self.bg.lock();
-        bg.compaction_failures = bg.compaction_failures.saturating_add(1);
-        let wait = COMPACTION_RETRY_BASE * (1u32 << (bg.compaction_failures - 1).min(6));
-        tracing::warn!(
-            error = %e,
-            retry_in_secs = wait.as_secs(),
-            failures = bg.compaction_failures,
-            "{what} failed for want of a resource; automatic compactions wait, then retry"
-        );
-        bg.compaction_retry = Some((Instant::now() + wait, e));
-    }
-
     /// Runs one compaction task of keyspace `ks` and installs its result (nothing is installed
     /// if the keyspace was dropped meanwhile).
     ///

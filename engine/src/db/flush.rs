@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use super::state::{DbInner, ImmMemTable, KeyspaceState, SuperVersion};
+use super::state::{BgState, DbInner, ImmMemTable, KeyspaceState, SuperVersion};
 use crate::error::{Error, Result};
 use crate::filename;
 use crate::memtable::{MemKey, MemTable, SmallBytes};
@@ -63,7 +63,18 @@ impl DbInner {
                 let last = versions.last_seqno().max(up_to);
                 versions.set_last_seqno(last);
             }
-            let version = versions.log_and_apply(edit)?;
+            let version = match versions.log_and_apply(edit) {
+                Ok(version) => version,
+                Err(e) => {
+                    // The manifest's tail is in doubt, whatever the errno: never a resource
+                    // wait (`BgState::flush_retry`), always a poisoning.
+                    let reason = self.set_poison(format!(
+                        "manifest write of a flush of keyspace {:?} failed: {e}",
+                        ks.name
+                    ));
+                    return Err(Error::Poisoned { reason });
+                }
+            };
             self.track_version(&version);
             let mut sv = ks.super_version.write();
             *sv = Arc::new(SuperVersion {
@@ -108,33 +119,58 @@ impl DbInner {
             }
             None => self.all_keyspaces(),
         };
+        let errors_before = self.retry_flushes_now();
         let below = {
             let mut log = self.log.lock();
             // Every write acknowledged before the flush is durable after it, in every keyspace
             // (a keyspace with an empty memtable freezes nothing, so nothing else would sync).
             self.sync_wal(&mut log)?;
             for ks in &targets {
-                self.freeze_memtable(&mut log, ks)?;
+                self.freeze_memtable(&mut log, ks, errors_before)?;
             }
             log.wal_number
         };
         self.wake_background();
-        self.wait_for_flushes(&targets, below)
+        self.wait_for_flushes(&targets, below, errors_before)
+    }
+
+    /// Lets flushes waiting after a resource failure (`BgState::flush_retry`) run again at
+    /// once, for an explicit flush. Returns the count of such failures so far, for
+    /// [`DbInner::check_flush_failed_since`].
+    pub(crate) fn retry_flushes_now(&self) -> u64 {
+        let mut bg = self.bg.lock();
+        if let Some((at, _)) = bg.flush_retry.waiting.as_mut() {
+            *at = Instant::now();
+            self.bg_cv.notify_all();
+        }
+        bg.flush_errors
+    }
+
+    /// The error of a flush that failed for want of a resource after `errors_before` were
+    /// counted ([`DbInner::retry_flushes_now`]).
+    pub(crate) fn check_flush_failed_since(&self, errors_before: u64) -> Result<()> {
+        flush_failed_since(&self.bg.lock(), errors_before)
     }
 
     /// Waits until none of `targets` has an immutable memtable frozen while a WAL numbered
     /// below `below` was active (memtables frozen later, which may wait for others to merge
-    /// with, do not count), and no flush is running.
+    /// with, do not count), and no flush is running. Returns the error of a flush that fails
+    /// for want of a resource after `errors_before` such failures
+    /// ([`DbInner::retry_flushes_now`]).
     pub(crate) fn wait_for_flushes(
         &self,
         targets: &[Arc<KeyspaceState>],
         below: FileNumber,
+        errors_before: u64,
     ) -> Result<()> {
         let mut bg = self.bg.lock();
         loop {
-            if let Some(reason) = self.poison.lock().clone() {
-                return Err(Error::Poisoned { reason });
+            if let Some(p) = self.poison.lock().as_ref() {
+                return Err(Error::Poisoned {
+                    reason: p.reason.clone(),
+                });
             }
+            flush_failed_since(&bg, errors_before)?;
             if bg.shutting_down {
                 return Err(Error::Closed);
             }
@@ -152,6 +188,15 @@ impl DbInner {
             self.bg_cv
                 .wait_for(&mut bg, super::background::BACKGROUND_RECHECK);
         }
+    }
+}
+
+/// The error of a flush that failed for want of a resource after `errors_before` such
+/// failures were counted.
+fn flush_failed_since(bg: &BgState, errors_before: u64) -> Result<()> {
+    match bg.flush_retry.error() {
+        Some(e) if bg.flush_errors != errors_before => Err(super::state::share_error(e)),
+        _ => Ok(()),
     }
 }
 
@@ -208,8 +253,18 @@ pub(crate) fn write_level0_table(
         builder.abandon();
         return Err(e);
     }
-    let (props, size) = builder.finish()?;
-    filename::sync_dir(&*options.file_system, dir)?;
+    // The partial or unsynced file goes on failure: on a full disk it holds the space a retry
+    // needs, and no manifest names it.
+    let remove_on_error = |e: Error| {
+        if let Err(removed) = options.file_system.remove_file(&path)
+            && removed.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!(path = %path.display(), error = %removed, "could not delete a failed flush's table");
+        }
+        e
+    };
+    let (props, size) = builder.finish().map_err(remove_on_error)?;
+    filename::sync_dir(&*options.file_system, dir).map_err(remove_on_error)?;
     Ok(Some(FileMeta {
         number,
         size,

@@ -276,9 +276,10 @@ impl DbInner {
     /// Freezes `ks`'s memtable and waits until its immutable memtables are flushed, with `log`
     /// held so no write slips in.
     fn flush_memtables_locked(&self, log: &mut LogState, ks: &Arc<KeyspaceState>) -> Result<()> {
-        self.freeze_memtable(log, ks)?;
+        let errors_before = self.retry_flushes_now();
+        self.freeze_memtable(log, ks, errors_before)?;
         self.wake_background();
-        self.wait_for_flushes(std::slice::from_ref(ks), log.wal_number)
+        self.wait_for_flushes(std::slice::from_ref(ks), log.wal_number, errors_before)
     }
 }
 

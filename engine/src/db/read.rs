@@ -540,6 +540,11 @@ impl DbInner {
             .collect();
         let s = &self.stats;
         let cache = self.table_cache.block_cache();
+        let poison = self.poison.lock().clone();
+        let background_retries = {
+            let bg = self.bg.lock();
+            u64::from(bg.flush_retry.failures) + u64::from(bg.compaction_retry.failures)
+        };
         crate::stats::DbStats {
             levels,
             user_bytes: s.user_bytes.load(Relaxed),
@@ -561,6 +566,9 @@ impl DbInner {
             block_cache_capacity_bytes: cache.capacity_bytes() as u64,
             open_tables: self.table_cache.store().len() as u64,
             open_tables_capacity: self.table_cache.store().capacity() as u64,
+            writes_stopped: poison.as_ref().map(|p| p.reason.clone()),
+            writes_resumable: poison.as_ref().is_some_and(|p| p.resumable),
+            background_retries,
             bloom_checked: cache.bloom_checks(),
             bloom_useful: cache.bloom_useful(),
             pending_compaction_bytes: self.pending_compaction_bytes.load(Relaxed),

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, RwLock};
 
@@ -22,6 +23,24 @@ use crate::wal;
 /// What a poisoned database's error says when a write, fsync or manifest update failed.
 pub(crate) const DOUBT_ADVICE: &str = "the durable state is in doubt: close and reopen the \
      database to recover from its files (free disk space first if the disk is full)";
+
+/// What a resumable poisoning's error says: the WAL could not be written for want of space or
+/// quota, but every acknowledged write is whole in the memtables.
+pub(crate) const RESUME_ADVICE: &str = "writes are refused until disk space is freed; then \
+     the database resumes by itself within seconds (`Options::auto_resume`; `Db::resume` does \
+     it at once), or reopen it";
+
+/// Why writes stopped: the first failure, and whether [`DbInner::resume`] may clear it.
+#[derive(Debug, Clone)]
+pub(crate) struct Poison {
+    /// What failed first, and what to do about it.
+    pub(crate) reason: String,
+    /// A WAL append, fsync or creation failed for want of a resource
+    /// ([`Error::is_resource_exhausted`]): the memtables hold every acknowledged write whole,
+    /// so flushing them and starting a new WAL clears it. Manifest failures, damaged data and
+    /// other I/O errors are not resumable: only a reopen, which reads the files again, is.
+    pub(crate) resumable: bool,
+}
 
 /// An immutable memtable waiting to be flushed, with the WALs that hold its writes.
 #[derive(Debug)]
@@ -191,6 +210,60 @@ pub(crate) struct WriteQueue {
     pub(crate) committer_stop: bool,
 }
 
+/// Background jobs of one kind (flushes or automatic compactions) waiting after failing for
+/// want of a resource (a full disk, too many open files; [`Error::is_resource_exhausted`]):
+/// such a job changed nothing, so it is retried after a wait that doubles with each failure
+/// in a row, from 1 s to 64 s, instead of poisoning the database.
+#[derive(Debug, Default)]
+pub(crate) struct ResourceRetry {
+    /// When the next job may start, and the last failure's error.
+    pub(crate) waiting: Option<(Instant, Error)>,
+    /// Failures in a row; 0 after a success.
+    pub(crate) failures: u32,
+}
+
+impl ResourceRetry {
+    /// First wait after a failure; it doubles with each further one, up to 64 times this.
+    const BASE: Duration = Duration::from_secs(1);
+
+    /// No wait is running out: a job may start.
+    pub(crate) fn is_due(&self) -> bool {
+        self.waiting
+            .as_ref()
+            .is_none_or(|(at, _)| Instant::now() >= *at)
+    }
+
+    /// The error jobs are waiting after, if any.
+    pub(crate) fn error(&self) -> Option<&Error> {
+        self.waiting.as_ref().map(|(_, e)| e)
+    }
+
+    /// Records the job `what` failing with `e`; `jobs` names the kind in the log
+    /// ("flushes").
+    pub(crate) fn failed(&mut self, what: &str, jobs: &str, e: Error) {
+        self.failures = self.failures.saturating_add(1);
+        let wait = Self::BASE * (1u32 << (self.failures - 1).min(6));
+        tracing::warn!(
+            error = %e,
+            retry_in_secs = wait.as_secs(),
+            failures = self.failures,
+            "{what} failed for want of a resource; {jobs} wait, then retry"
+        );
+        self.waiting = Some((Instant::now() + wait, e));
+    }
+
+    /// Records the job `what` succeeding: the waits end.
+    pub(crate) fn succeeded(&mut self, what: &str, jobs: &str) {
+        if self.failures > 0 {
+            tracing::info!(
+                failures = self.failures,
+                "{what} succeeded: {jobs} go on again"
+            );
+        }
+        *self = ResourceRetry::default();
+    }
+}
+
 /// Background-work state, guarded by `DbInner::bg` and signalled through `DbInner::bg_cv`.
 #[derive(Debug, Default)]
 pub(crate) struct BgState {
@@ -208,13 +281,21 @@ pub(crate) struct BgState {
     pub(crate) manual_compaction: bool,
     /// Index (in id order) of the keyspace the next automatic compaction search starts at.
     pub(crate) next_keyspace: usize,
-    /// Set while automatic compactions wait after failing for want of a resource (a full
-    /// disk, too many open files; [`Error::is_resource_exhausted`]): when the next may start, and
-    /// the error, returned to writers held at a hard limit meanwhile.
-    pub(crate) compaction_retry: Option<(std::time::Instant, Error)>,
-    /// Automatic compactions failed in a row for want of a resource (the backoff doubles
-    /// with each); 0 after a success.
-    pub(crate) compaction_failures: u32,
+    /// Automatic compactions waiting after failing for want of a resource; the error goes to
+    /// writers held at a hard limit (`level0_stop_writes_trigger`) meanwhile.
+    pub(crate) compaction_retry: ResourceRetry,
+    /// Flushes waiting after failing for want of a resource; the error goes to writers held
+    /// at `max_write_buffer_number` meanwhile.
+    pub(crate) flush_retry: ResourceRetry,
+    /// A background thread runs [`DbInner::resume`] ([`crate::Options::auto_resume`]).
+    pub(crate) resume_running: bool,
+    /// When the next automatic resume may run, after one failed.
+    pub(crate) resume_at: Option<std::time::Instant>,
+    /// Automatic resumes failed in a row (the wait doubles with each, up to 8 s).
+    pub(crate) resume_failures: u32,
+    /// Flushes failed for want of a resource since the open (never reset), so `Db::flush`
+    /// can tell a failure of its own flush from an earlier one.
+    pub(crate) flush_errors: u64,
 }
 
 /// Everything shared by the user handles and the background thread.
@@ -255,7 +336,7 @@ pub(crate) struct DbInner {
     pub(crate) pending_compaction_bytes: AtomicU64,
     /// First failure that stopped writes (durable state in doubt, or damaged data met by a
     /// background job), with what to do; once set, writes are refused.
-    pub(crate) poison: Mutex<Option<String>>,
+    pub(crate) poison: Mutex<Option<Poison>>,
     /// Names of the keyspaces dropped since the open, by id (ids are never reused), so a
     /// write through a dropped keyspace's handle can name it.
     pub(crate) dropped_keyspaces: Mutex<BTreeMap<u32, String>>,
@@ -345,9 +426,9 @@ impl DbInner {
         if self.options.read_only {
             return Err(Error::ReadOnly);
         }
-        if let Some(reason) = self.poison.lock().as_ref() {
+        if let Some(p) = self.poison.lock().as_ref() {
             return Err(Error::Poisoned {
-                reason: reason.clone(),
+                reason: p.reason.clone(),
             });
         }
         Ok(())
@@ -367,7 +448,21 @@ impl DbInner {
     /// is on disk is in doubt), unless the database is already poisoned; later writes get
     /// [`Error::Poisoned`] with `reason` and what to do. Returns that full reason.
     pub(crate) fn set_poison(&self, reason: String) -> String {
-        self.poison_with(format!("{reason}; {DOUBT_ADVICE}"))
+        self.poison_with(format!("{reason}; {DOUBT_ADVICE}"), false)
+    }
+
+    /// Poisons the database after the WAL operation `what` ("WAL append") failed with `e`. A
+    /// resource running out ([`Error::is_resource_exhausted`]: a full disk, a quota) is
+    /// resumable ([`DbInner::resume`]): the failed group reached no memtable, and the WAL with
+    /// its doubtful tail is replaced after the memtables are flushed, as RocksDB's
+    /// `DB::Resume` does after a WAL write error. Any other error is a durability failure
+    /// ([`DbInner::set_poison`]).
+    pub(crate) fn set_wal_error(&self, what: &str, e: &Error) {
+        if e.is_resource_exhausted() {
+            self.poison_with(format!("{what} failed: {e}; {RESUME_ADVICE}"), true);
+        } else {
+            self.set_poison(format!("{what} failed: {e}"));
+        }
     }
 
     /// Poisons the database for a failed flush or compaction `what` ("compaction of level 2 of
@@ -380,24 +475,32 @@ impl DbInner {
     pub(crate) fn set_background_error(&self, what: &str, e: &Error) {
         if let Error::Poisoned { reason } = e {
             // Poisoned already (a manifest write of this job failed): the first reason stays.
-            self.poison_with(reason.clone());
+            self.poison_with(reason.clone(), false);
         } else if e.is_corruption() {
-            self.poison_with(format!(
-                "{what} read damaged data: {e}. Nothing durable is in doubt, but writes and \
+            self.poison_with(
+                format!(
+                    "{what} read damaged data: {e}. Nothing durable is in doubt, but writes and \
                  background work are stopped (reads go on): run `strata check` on the \
                  database, restore the damaged table from a backup or checkpoint (or repair it), \
                  then reopen"
-            ));
+                ),
+                false,
+            );
         } else {
             self.set_poison(format!("{what} failed: {e}"));
         }
     }
 
-    fn poison_with(&self, reason: String) -> String {
-        tracing::error!(%reason, "database poisoned; writes are refused until reopen");
+    fn poison_with(&self, reason: String, resumable: bool) -> String {
+        tracing::error!(%reason, "database poisoned; writes are refused");
         let mut p = self.poison.lock();
-        if p.is_none() {
-            *p = Some(reason.clone());
+        // The first failure stays, unless it was resumable and this one is not: then only a
+        // reopen helps, and the reason must say so.
+        if p.as_ref().is_none_or(|old| old.resumable && !resumable) {
+            *p = Some(Poison {
+                reason: reason.clone(),
+                resumable,
+            });
         }
         drop(p);
         self.bg_cv.notify_all();

@@ -464,7 +464,7 @@ impl DbInner {
         if count > 0 {
             let wal = log.wal.as_mut().ok_or(Error::Closed)?;
             if let Err(e) = wal.add_record(&data) {
-                self.set_poison(format!("WAL append failed: {e}"));
+                self.set_wal_error("WAL append", &e);
                 return Err(e);
             }
             self.stats
@@ -548,7 +548,7 @@ impl DbInner {
             if l0 >= o.level0_stop_writes_trigger || hard_pending.is_some_and(|h| pending >= h) {
                 // Compactions that failed for want of a resource wait before retrying: the
                 // writer gets their error rather than waiting for as long as the disk is full.
-                if let Some((_, e)) = &self.bg.lock().compaction_retry {
+                if let Some(e) = self.bg.lock().compaction_retry.error() {
                     return Err(share_error(e));
                 }
                 self.wait_for_background_progress(progress)?;
@@ -581,7 +581,9 @@ impl DbInner {
                     continue;
                 }
                 if sv.imms.len() + 1 >= ks.options.max_write_buffer_number {
-                    // Stall until the flush thread frees a slot.
+                    // Stall until the flush thread frees a slot; flushes that failed for want
+                    // of a resource wait before retrying, so the writer gets their error.
+                    self.check_flush_retry()?;
                     self.wait_for_background_progress(progress)?;
                     continue 'retry;
                 }
@@ -599,14 +601,22 @@ impl DbInner {
     /// Freezes keyspace `ks`'s active memtable if it holds anything (for `flush`), waiting
     /// while it already has `max_write_buffer_number` memtables, and asks for all its immutable
     /// memtables to be flushed (however few: `min_write_buffer_number_to_merge`). The caller
-    /// wakes the background threads.
-    pub(crate) fn freeze_memtable(&self, log: &mut LogState, ks: &KeyspaceState) -> Result<()> {
+    /// wakes the background threads. While waiting, a flush that fails for want of a resource
+    /// after `errors_before` such failures ([`DbInner::retry_flushes_now`]) ends the wait with
+    /// its error.
+    pub(crate) fn freeze_memtable(
+        &self,
+        log: &mut LogState,
+        ks: &KeyspaceState,
+        errors_before: u64,
+    ) -> Result<()> {
         loop {
             self.check_writable()?;
             let progress = self.background_progress();
             let sv = ks.super_version();
             if !sv.mem.is_empty() {
                 if sv.imms.len() + 1 >= ks.options.max_write_buffer_number {
+                    self.check_flush_failed_since(errors_before)?;
                     self.wait_for_background_progress(progress)?;
                     continue;
                 }
@@ -644,6 +654,15 @@ impl DbInner {
                     tracing::warn!(path = %path.display(), error = %e, "could not delete obsolete WAL");
                 }
             }
+        }
+    }
+
+    /// The error of the flushes waiting after failing for want of a resource
+    /// (`BgState::flush_retry`), for a writer that would otherwise wait for them.
+    fn check_flush_retry(&self) -> Result<()> {
+        match self.bg.lock().flush_retry.error() {
+            Some(e) => Err(share_error(e)),
+            None => Ok(()),
         }
     }
 
@@ -735,7 +754,7 @@ impl DbInner {
     pub(crate) fn sync_wal(&self, log: &mut LogState) -> Result<()> {
         let wal = log.wal.as_mut().ok_or(Error::Closed)?;
         if let Err(e) = wal.sync() {
-            self.set_poison(format!("WAL fsync failed: {e}"));
+            self.set_wal_error("WAL fsync", &e);
             return Err(e);
         }
         self.stats.wal_syncs.fetch_add(1, Ordering::Relaxed);
@@ -757,7 +776,7 @@ impl DbInner {
         if let Some(old) = log.wal.as_mut()
             && let Err(e) = old.sync()
         {
-            self.set_poison(format!("WAL fsync failed: {e}"));
+            self.set_wal_error("WAL fsync", &e);
             return Err(e);
         }
         let number = self.versions.lock().new_file_number();
@@ -767,11 +786,27 @@ impl DbInner {
         {
             Ok(w) => w,
             Err(e) => {
-                // The new, empty WAL may exist: writes must not go on into the old one.
-                self.set_poison(format!("creating WAL failed: {e}"));
+                // The new, empty WAL may exist: writes must not go on into the old one. It
+                // holds nothing, so it goes (if it can) before a resume starts yet another.
+                let _ = self.fs().remove_file(&path);
+                self.set_wal_error("creating a WAL", &e);
                 return Err(e);
             }
         };
+        self.freeze_into_imm(log, ks, sv);
+        let old_len = log.wal.as_ref().map_or(0, wal::Writer::len);
+        log.sealed_wals.insert(log.wal_number, old_len);
+        log.wal = Some(new_wal);
+        log.wal_number = number;
+        self.delete_obsolete_wals(log);
+        self.wake_background();
+        Ok(())
+    }
+
+    /// Makes `ks`'s active memtable (captured in `sv`) its newest immutable memtable, holding
+    /// writes of the WALs up to the active one, and gives it a new, empty active memtable. The
+    /// WAL stays as it is (the caller starts a new one, or retires it: [`DbInner::resume`]).
+    pub(crate) fn freeze_into_imm(&self, log: &LogState, ks: &KeyspaceState, sv: &SuperVersion) {
         let first_wal = match ks.mem_first_wal.swap(0, Ordering::AcqRel) {
             0 => log.wal_number,
             n => FileNumber(n),
@@ -788,24 +823,15 @@ impl DbInner {
             entries = sv.mem.len(),
             "freezing memtable"
         );
-        let old_len = log.wal.as_ref().map_or(0, wal::Writer::len);
-        log.sealed_wals.insert(log.wal_number, old_len);
-        log.wal = Some(new_wal);
-        log.wal_number = number;
-        {
-            let mut guard = ks.super_version.write();
-            let mut imms = Vec::with_capacity(guard.imms.len() + 1);
-            imms.push(imm);
-            imms.extend(guard.imms.iter().cloned());
-            *guard = Arc::new(SuperVersion {
-                mem: Arc::new(MemTable::with_bloom(ks.options.memtable_bloom_bytes())),
-                imms,
-                version: Arc::clone(&guard.version),
-            });
-        }
-        self.delete_obsolete_wals(log);
-        self.wake_background();
-        Ok(())
+        let mut guard = ks.super_version.write();
+        let mut imms = Vec::with_capacity(guard.imms.len() + 1);
+        imms.push(imm);
+        imms.extend(guard.imms.iter().cloned());
+        *guard = Arc::new(SuperVersion {
+            mem: Arc::new(MemTable::with_bloom(ks.options.memtable_bloom_bytes())),
+            imms,
+            version: Arc::clone(&guard.version),
+        });
     }
 }
 

@@ -665,7 +665,8 @@ pub(crate) fn info(s: &mut Session, args: &[Bytes]) {
              compaction_bytes_read:{}\r\ncompaction_bytes_written:{}\r\nwrite_amplification:{:.2}\r\n\
              stall_micros:{}\r\ndelay_micros:{}\r\nblock_cache_hits:{}\r\nblock_cache_misses:{}\r\n\
              block_cache_usage_bytes:{}\r\nblock_cache_capacity_bytes:{}\r\nopen_tables:{}\r\nopen_tables_capacity:{}\r\nbloom_checked:{}\r\nbloom_useful:{}\r\npending_compaction_bytes:{}\r\n\
-             memtable_bytes:{}\r\nimmutable_memtables:{}\r\nlast_seqno:{}\r\ntable_bytes:{}\r\n",
+             memtable_bytes:{}\r\nimmutable_memtables:{}\r\nlast_seqno:{}\r\ntable_bytes:{}\r\n\
+             writes_stopped:{}\r\nwrites_resumable:{}\r\nbackground_retries:{}\r\n",
             db.name(),
             st.user_bytes,
             st.wal_bytes,
@@ -692,7 +693,18 @@ pub(crate) fn info(s: &mut Session, args: &[Bytes]) {
             st.immutable_memtables,
             st.last_seqno,
             st.table_bytes(),
+            u8::from(st.writes_stopped.is_some()),
+            u8::from(st.writes_resumable),
+            st.background_retries,
         );
+        if let Some(reason) = &st.writes_stopped {
+            // One line: the reason never holds a line break, but make sure.
+            let _ = write!(
+                text,
+                "writes_stopped_reason:{}\r\n",
+                reason.replace(['\r', '\n'], " ")
+            );
+        }
         for (level, l) in st.levels.iter().enumerate() {
             let _ = write!(
                 text,
