@@ -317,8 +317,10 @@ impl Db {
         self.inner().flush(None)
     }
 
-    /// Takes writes again after a WAL append, fsync or creation failed for want of a resource
-    /// (`ENOSPC`, `EDQUOT`, `EMFILE`, `ENFILE`), once it is back: flushes every keyspace's
+    /// Takes writes again after a WAL append, fsync or creation, or a manifest append, failed
+    /// for want of a resource (`ENOSPC`, `EDQUOT`, `EMFILE`, `ENFILE`), once it is back:
+    /// writes the state into a new manifest if the manifest's tail is in doubt, flushes every
+    /// keyspace's
     /// memtables to level-0 tables, moves every keyspace's log number past the WAL whose tail
     /// is in doubt, deletes that WAL and starts a new one, in an order where a crash at any
     /// point loses no acknowledged write (RocksDB's `DB::Resume`; the steps are in
@@ -331,8 +333,8 @@ impl Db {
     /// poisoned (nothing done).
     ///
     /// # Errors
-    /// - [`crate::Error::Poisoned`] when the failure is of another kind (a manifest write,
-    ///   damaged data, `EIO`), which only a reopen can clear: see [`Db::is_resumable`].
+    /// - [`crate::Error::Poisoned`] when the failure is of another kind (damaged data, `EIO`),
+    ///   which only a reopen can clear: see [`Db::is_resumable`].
     /// - [`crate::Error::Io`] (`ENOSPC`, ...) when a flush or the new WAL still cannot be
     ///   written: the database stays poisoned, and a later call tries again.
     /// - [`crate::Error::Closed`].

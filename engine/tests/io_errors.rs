@@ -518,6 +518,78 @@ fn failed_manifest_append_poisons_and_no_later_edit_follows_it() {
     reopen_and_check(&fs, &acked, "manifest ENOSPC");
 }
 
+/// A manifest append that fails for want of space poisons resumably: the resume writes the
+/// state into a new manifest (the old one, with its doubtful tail, goes), then flushes and
+/// starts a new WAL as after a WAL failure; writes go on, and a reopen and a power loss find
+/// every acknowledged write. A power cut at each step of that resume loses nothing either.
+#[test]
+fn resume_after_a_full_manifest_writes_a_new_manifest_and_loses_nothing() {
+    let poisoned = |fs: &MemFs| {
+        let db = Db::open(DB, options(fs)).expect("open");
+        let mut acked = Acked::default();
+        acked.fill(&db, 0, 100);
+        fs.inject(
+            Fault::new(FaultOp::Append, ENOSPC)
+                .on_path("MANIFEST")
+                .sticky(),
+        );
+        let err = db.flush().expect_err("the flush cannot record its table");
+        assert!(matches!(err, Error::Poisoned { .. }), "{err}");
+        assert!(db.is_resumable(), "a full disk is resumable");
+        (db, acked)
+    };
+    let fs = MemFs::new();
+    let (db, mut acked) = poisoned(&fs);
+    let manifests = |fs: &MemFs| {
+        strata_engine::fs::FileSystem::list_dir(fs, std::path::Path::new(DB))
+            .expect("list")
+            .iter()
+            .filter(|e| e.path.to_string_lossy().contains("MANIFEST-"))
+            .map(|e| e.path.clone())
+            .collect::<Vec<_>>()
+    };
+    let before = manifests(&fs);
+    assert!(
+        is_io(&db.resume().expect_err("still full"), ENOSPC),
+        "the new manifest cannot be written either"
+    );
+    assert_eq!(manifests(&fs), before, "a failed new manifest is removed");
+    fs.clear_faults();
+    assert!(db.resume().expect("resume"));
+    let after = manifests(&fs);
+    assert_eq!(after.len(), 1, "{after:?}");
+    assert_ne!(after, before, "a new manifest");
+    acked.fill(&db, 1, 100);
+    db.flush().expect("flush after the resume");
+    assert_readable(&db, &acked.values, "after the resume");
+    drop(db);
+    reopen_and_check(&fs, &acked, "resumed after manifest ENOSPC");
+
+    for step in 1..200 {
+        let fs = MemFs::new();
+        let (db, acked) = poisoned(&fs);
+        fs.clear_faults();
+        fs.cut_power_at(fs.calls() + step);
+        let resumed = db.resume();
+        let cut = fs.powered_off();
+        fs.crash(CrashOptions::default());
+        drop(db);
+        let db = Db::open(DB, options(&fs))
+            .unwrap_or_else(|e| panic!("reopen after a power loss at step {step}: {e}"));
+        let got = contents(&db);
+        let expect = if cut { &acked.synced } else { &acked.values };
+        for (k, v) in expect {
+            assert_eq!(got.get(k), Some(v), "step {step} (resume {resumed:?})");
+        }
+        if !cut {
+            assert!(resumed.expect("resume without a power loss"));
+            assert!(step > 5, "the resume made only {step} calls");
+            return;
+        }
+    }
+    panic!("the resume never finished within 200 calls");
+}
+
 #[test]
 fn enospc_while_creating_a_keyspace_is_an_error_and_changes_nothing() {
     let fs = MemFs::new();
@@ -530,6 +602,37 @@ fn enospc_while_creating_a_keyspace_is_an_error_and_changes_nothing() {
             .sticky(),
     );
     assert!(db.keyspace("runs").is_err());
+    assert!(db.is_resumable(), "a full disk is resumable");
+    assert!(
+        is_io(&db.resume().expect_err("still full"), ENOSPC),
+        "no space for a new manifest either"
+    );
+    fs.clear_faults();
+    // Once there is space, the resume writes a new manifest and the create succeeds.
+    assert!(db.resume().expect("resume"));
+    db.keyspace("runs")
+        .expect("create after the resume")
+        .put(b"k", b"v")
+        .expect("put");
+    drop(db);
+    let db = Db::open(DB, options(&fs)).expect("reopen");
+    assert_eq!(
+        db.keyspace("runs")
+            .expect("kept")
+            .get(b"k")
+            .expect("get")
+            .as_deref(),
+        Some(&b"v"[..])
+    );
+    drop(db);
+    // A failed create and a reopen without a resume.
+    let db = Db::open(DB, options(&fs)).expect("reopen");
+    fs.inject(
+        Fault::new(FaultOp::Any, ENOSPC)
+            .on_path("MANIFEST")
+            .sticky(),
+    );
+    assert!(db.keyspace("runs2").is_err());
     drop(db);
     fs.clear_faults();
     let db = Db::open(DB, options(&fs)).expect("reopen");
@@ -537,7 +640,7 @@ fn enospc_while_creating_a_keyspace_is_an_error_and_changes_nothing() {
     assert!(
         db.list_keyspaces()
             .iter()
-            .all(|n| n == "default" || n == "runs")
+            .all(|n| n == "default" || n == "runs" || n == "runs2")
     );
     assert_eq!(contents(&db), acked.values);
 }

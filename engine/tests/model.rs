@@ -1,7 +1,10 @@
 //! Model-based randomized test: random puts, deletes, counter merges (`CounterAdd`, folded by
 //! compaction), batches, snapshots, flushes, manual compactions and close/reopen against a
 //! `BTreeMap` oracle, with tiny size knobs so every run makes many
-//! tables. Prints its seed; rerun one with `STRATA_SEED=<seed>`; more iterations with
+//! tables. Odd seeds run on the in-memory file system and also fill the disk now and then:
+//! every file-system call fails with `ENOSPC` for a few writes, then space is back and the
+//! database resumes (`Db::resume`), with nothing acknowledged lost and nothing refused kept.
+//! Prints its seed; rerun one with `STRATA_SEED=<seed>`; more iterations with
 //! `STRATA_MODEL_STEPS=<n>`.
 
 #![allow(
@@ -15,8 +18,9 @@ use std::sync::Arc;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use strata_engine::fs::{ENOSPC, Fault, FaultOp, MemFs};
 use strata_engine::{
-    Bytes, CounterAdd, Db, Options, ReadOptions, Snapshot, WriteBatch, WriteOptions,
+    Bytes, CounterAdd, Db, Error, Options, ReadOptions, Snapshot, WriteBatch, WriteOptions,
 };
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
@@ -183,7 +187,20 @@ fn run(seed: u64, steps: usize) {
     } else {
         1024
     };
-    let mut db = Db::open(dir.path(), tiny_options(merge, target)).expect("open");
+    // Odd seeds: the in-memory file system, with full-disk episodes.
+    let memfs = (seed % 2 == 1).then(MemFs::new);
+    let path = match &memfs {
+        Some(_) => std::path::PathBuf::from("/model"),
+        None => dir.path().to_path_buf(),
+    };
+    let options = || {
+        let o = tiny_options(merge, target).auto_resume(false);
+        match &memfs {
+            Some(fs) => o.file_system(Arc::new(fs.clone())),
+            None => o,
+        }
+    };
+    let mut db = Db::open(&path, options()).expect("open");
     let mut model = Model::new();
     let mut snaps: Vec<(Snapshot, Model)> = Vec::new();
     for step in 0..steps {
@@ -284,11 +301,39 @@ fn run(seed: u64, steps: usize) {
                     "seed {seed} step {step} range {lo:?}..{hi:?}"
                 );
             }
+            94 if memfs.is_some() => {
+                let fs = memfs.as_ref().expect("memfs");
+                // The disk is full: a few writes, each refused (`ENOSPC`, then poisoned) and
+                // so not in the model, while background jobs fail too; reads go on.
+                fs.inject(Fault::new(FaultOp::Any, ENOSPC).sticky());
+                for _ in 0..rng.random_range(1..4) {
+                    let (k, v) = (random_key(&mut rng), random_value(&mut rng));
+                    match db.put(&k, &v) {
+                        Ok(()) => {
+                            model.insert(k, v);
+                        }
+                        Err(e) => assert!(
+                            e.is_resource_exhausted() || matches!(e, Error::Poisoned { .. }),
+                            "seed {seed} step {step}: {e}"
+                        ),
+                    }
+                }
+                let k = random_key(&mut rng);
+                assert_eq!(
+                    db.get(&k).expect("get on a full disk").as_deref(),
+                    model.get(&k).map(Vec::as_slice),
+                    "seed {seed} step {step}"
+                );
+                // Space is back: the resume makes the database take writes again.
+                fs.clear_faults();
+                db.resume().expect("resume");
+                assert!(!db.is_resumable(), "seed {seed} step {step}");
+            }
             _ => {
                 // Close and reopen; snapshots do not survive a reopen.
                 snaps.clear();
                 db.close().expect("close");
-                db = Db::open(dir.path(), tiny_options(merge, target)).expect("reopen");
+                db = Db::open(&path, options()).expect("reopen");
             }
         }
         if step % 500 == 499 {
@@ -298,7 +343,7 @@ fn run(seed: u64, steps: usize) {
     check_all(&db, &model, &snaps, seed, steps);
     drop(snaps);
     db.close().expect("close");
-    let db = Db::open(dir.path(), tiny_options(merge, target)).expect("final reopen");
+    let db = Db::open(&path, options()).expect("final reopen");
     check_all(&db, &model, &[], seed, steps);
     db.check_integrity().expect("integrity");
     let _ = Bytes::new();

@@ -25,6 +25,14 @@ use crate::version::{NUM_LEVELS, Version, VersionEdit, VersionSet};
 /// without being woken.
 pub(crate) const BACKGROUND_RECHECK: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// Longest wait before a flush that failed for want of a resource is retried: writers held
+/// at `max_write_buffer_number` get its error until then.
+const FLUSH_RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(8);
+
+/// Longest wait before automatic compactions are retried after one failed for want of a
+/// resource: a big compaction may write much before failing again.
+const COMPACTION_RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(64);
+
 /// First wait between two automatic resumes ([`crate::Options::auto_resume`]).
 const RESUME_RETRY_BASE: std::time::Duration = std::time::Duration::from_secs(1);
 
@@ -178,7 +186,7 @@ fn background_main(inner: &Arc<DbInner>) {
                     Err(e) if e.is_resource_exhausted() => {
                         let mut bg = inner.bg.lock();
                         bg.flush_errors += 1;
-                        bg.flush_retry.failed(&what, "flushes", e);
+                        bg.flush_retry.failed(&what, "flushes", e, FLUSH_RETRY_MAX);
                     }
                     Err(e) => inner.set_background_error(&what, &e),
                 }
@@ -222,7 +230,7 @@ fn background_main(inner: &Arc<DbInner>) {
                         .bg
                         .lock()
                         .compaction_retry
-                        .failed(&what, "automatic compactions", e),
+                        .failed(&what, "automatic compactions", e, COMPACTION_RETRY_MAX),
                     Err(CompactionFailure::Job(e) | CompactionFailure::Install(e)) => {
                         inner.set_background_error(&what, &e);
                     }
@@ -335,10 +343,21 @@ impl DbInner {
                     ks.name
                 )))
             } else {
-                versions.log_and_apply(edit).map(|version| {
-                    self.track_version(&version);
-                    ks.install_version(version);
-                })
+                versions
+                    .log_and_apply(edit)
+                    .map(|version| {
+                        self.track_version(&version);
+                        ks.install_version(version);
+                    })
+                    .map_err(|e| match e {
+                        Error::InvalidArgument(_) => e,
+                        // Poisoned under the `versions` lock, so a resume (which takes it to
+                        // write a new manifest) cannot run between the two and be undone.
+                        _ => self.manifest_write_failed(
+                            &format!("of a compaction of keyspace {:?}", ks.name),
+                            &e,
+                        ),
+                    })
             }
         };
         if let Err(e) = &installed
@@ -353,7 +372,11 @@ impl DbInner {
             return Ok(());
         }
         if let Err(e) = installed {
-            if !task.trivial_move {
+            // An edit the set refused wrote nothing: its outputs go. After a failed manifest
+            // write the edit may be durable (the append done, its fsync failed), so they stay
+            // until the next open, which deletes them if the manifest does not name them.
+            let refused = matches!(e, Error::InvalidArgument(_));
+            if !task.trivial_move && refused {
                 for n in outputs {
                     let _ = self.fs().remove_file(&filename::table_path(&self.dir, n));
                 }
@@ -394,7 +417,8 @@ impl DbInner {
     /// Appends `edit` to the manifest (the caller holds `versions`) and installs the new
     /// version for `ks`. An edit the version set refuses ([`Error::InvalidArgument`]: nothing
     /// was written) is returned as is. Any other failure may have left the edit durable, so it
-    /// poisons the database (the reason names `what`) and returns [`Error::Poisoned`].
+    /// poisons the database (the reason names `what`; resumably for a full disk,
+    /// [`DbInner::manifest_write_failed`]) and returns [`Error::Poisoned`].
     pub(crate) fn apply_and_install(
         &self,
         versions: &mut VersionSet,
@@ -405,10 +429,7 @@ impl DbInner {
         let version = match versions.log_and_apply(edit) {
             Ok(v) => v,
             Err(Error::InvalidArgument(reason)) => return Err(Error::InvalidArgument(reason)),
-            Err(e) => {
-                let reason = self.set_poison(format!("manifest write {what} failed: {e}"));
-                return Err(Error::Poisoned { reason });
-            }
+            Err(e) => return Err(self.manifest_write_failed(what, &e)),
         };
         self.track_version(&version);
         ks.install_version(version);

@@ -67,12 +67,13 @@ impl DbInner {
                 Ok(version) => version,
                 Err(e) => {
                     // The manifest's tail is in doubt, whatever the errno: never a resource
-                    // wait (`BgState::flush_retry`), always a poisoning.
-                    let reason = self.set_poison(format!(
-                        "manifest write of a flush of keyspace {:?} failed: {e}",
-                        ks.name
+                    // wait (`BgState::flush_retry`), always a poisoning (resumable for a full
+                    // disk). The table stays until the next open: the failed edit naming it
+                    // may be durable.
+                    return Err(self.manifest_write_failed(
+                        &format!("of a flush of keyspace {:?}", ks.name),
+                        &e,
                     ));
-                    return Err(Error::Poisoned { reason });
                 }
             };
             self.track_version(&version);
@@ -139,10 +140,8 @@ impl DbInner {
     /// [`DbInner::check_flush_failed_since`].
     pub(crate) fn retry_flushes_now(&self) -> u64 {
         let mut bg = self.bg.lock();
-        if let Some((at, _)) = bg.flush_retry.waiting.as_mut() {
-            *at = Instant::now();
-            self.bg_cv.notify_all();
-        }
+        bg.flush_retry.retry_now();
+        self.bg_cv.notify_all();
         bg.flush_errors
     }
 

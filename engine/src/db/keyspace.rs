@@ -262,7 +262,10 @@ impl Db {
             ..VersionEdit::default()
         };
         let version = versions.log_and_apply(edit).inspect_err(|e| {
-            inner.set_poison(format!("creating keyspace failed: {e}"));
+            if !matches!(e, Error::InvalidArgument(_)) {
+                // Resumable when the disk is full: nothing in memory changed.
+                inner.manifest_write_failed(&format!("creating keyspace {name:?}"), e);
+            }
         })?;
         inner.track_version(&version);
         let state = Arc::new(KeyspaceState::new(
@@ -312,7 +315,9 @@ impl Db {
                 ..VersionEdit::default()
             };
             versions.log_and_apply(edit).inspect_err(|e| {
-                inner.set_poison(format!("dropping keyspace failed: {e}"));
+                if !matches!(e, Error::InvalidArgument(_)) {
+                    inner.manifest_write_failed(&format!("dropping keyspace {:?}", state.name), e);
+                }
             })?;
             state.dropped.store(true, Ordering::Release);
             inner

@@ -1,14 +1,18 @@
 //! Resuming writes after the WAL could not be written for want of space: RocksDB's
 //! `DB::Resume` for a retryable WAL write error (its `ErrorHandler`).
 //!
-//! A WAL append, fsync or creation that fails with `ENOSPC`, `EDQUOT`, `EMFILE` or `ENFILE`
-//! poisons the database resumably ([`super::state::Poison::resumable`]). What is on disk is
-//! then in doubt only in the active WAL: its tail may hold part of the failed group (which
+//! A WAL append, fsync or creation, or a manifest append, that fails with `ENOSPC`, `EDQUOT`,
+//! `EMFILE` or `ENFILE` poisons the database resumably ([`super::state::Poison::resumable`]).
+//! A manifest with a doubtful tail is replaced first (step 0 below). What is on disk is then
+//! in doubt only in the active WAL: its tail may hold part of the failed group (which
 //! reached no memtable), and after a failed fsync the kernel may have dropped pages of
 //! acknowledged writes. The memtables hold every acknowledged write whole, so a resume makes
 //! them durable elsewhere and retires the doubtful WAL, in an order where a crash at any step
 //! recovers every acknowledged write:
 //!
+//! 0. if a manifest append failed, the current state (which never took the failed edit) is
+//!    written into a new manifest, `CURRENT` switched to it and the old one deleted
+//!    ([`crate::version::VersionSet::recover_from_failed_write`]);
 //! 1. every keyspace's active memtable is frozen and all immutable memtables are flushed into
 //!    level-0 tables (each flush's manifest edit moves its keyspace's log number past the WAL);
 //! 2. a new WAL number `M` is allocated, and every keyspace whose log number is still below
@@ -24,7 +28,7 @@
 //!
 //! A step that fails for want of space leaves the database poisoned and resumable, and a
 //! later resume starts again (steps already done find nothing left to do). A failure of any
-//! other kind, a manifest write in particular, poisons it for good: only a reopen helps.
+//! other kind (`EIO`, damaged data) poisons it for good: only a reopen helps.
 
 use std::sync::Arc;
 
@@ -60,7 +64,7 @@ impl DbInner {
     ///
     /// # Errors
     /// - [`Error::Poisoned`] when the poisoning is not resumable (or became so here: a
-    ///   manifest write failed).
+    ///   manifest write failed with `EIO`).
     /// - [`Error::Io`] from a flush, the manifest or creating the new WAL, when space is still
     ///   short: the database stays poisoned and resumable.
     /// - [`Error::Closed`].
@@ -77,6 +81,8 @@ impl DbInner {
         if !self.needs_resume()? {
             return Ok(false);
         }
+        // 0. A manifest with a doubtful tail is replaced by a snapshot of the state.
+        self.versions.lock().recover_from_failed_write()?;
         let doubtful = log.wal_number;
         // 1. Every write into a table.
         for ks in self.all_keyspaces() {
@@ -118,12 +124,7 @@ impl DbInner {
                             }
                             self.track_version(&version);
                         }
-                        Err(e) => {
-                            let reason = self.set_poison(format!(
-                                "manifest write while resuming after a WAL failure failed: {e}"
-                            ));
-                            return Err(Error::Poisoned { reason });
-                        }
+                        Err(e) => return Err(self.manifest_write_failed("while resuming", &e)),
                     }
                 }
             }
@@ -153,6 +154,13 @@ impl DbInner {
         if poison.as_ref().is_some_and(|p| p.resumable) {
             let reason = poison.take().map(|p| p.reason).unwrap_or_default();
             drop(poison);
+            {
+                // The flushes above succeeded, so there is space: background jobs waiting
+                // after resource failures go at once, and held writers no longer get them.
+                let mut bg = self.bg.lock();
+                bg.flush_retry = super::state::ResourceRetry::default();
+                bg.compaction_retry.retry_now();
+            }
             tracing::info!(
                 retired_wal = %doubtful,
                 wal = %next,

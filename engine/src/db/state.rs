@@ -35,10 +35,11 @@ pub(crate) const RESUME_ADVICE: &str = "writes are refused until disk space is f
 pub(crate) struct Poison {
     /// What failed first, and what to do about it.
     pub(crate) reason: String,
-    /// A WAL append, fsync or creation failed for want of a resource
-    /// ([`Error::is_resource_exhausted`]): the memtables hold every acknowledged write whole,
-    /// so flushing them and starting a new WAL clears it. Manifest failures, damaged data and
-    /// other I/O errors are not resumable: only a reopen, which reads the files again, is.
+    /// A WAL append, fsync or creation, or a manifest append, failed for want of a resource
+    /// ([`Error::is_resource_exhausted`]): the memtables hold every acknowledged write whole
+    /// and the version set every installed edit, so a new manifest, flushing the memtables and
+    /// starting a new WAL clear it. Damaged data and other I/O errors are not resumable: only
+    /// a reopen, which reads the files again, is.
     pub(crate) resumable: bool,
 }
 
@@ -213,7 +214,9 @@ pub(crate) struct WriteQueue {
 /// Background jobs of one kind (flushes or automatic compactions) waiting after failing for
 /// want of a resource (a full disk, too many open files; [`Error::is_resource_exhausted`]):
 /// such a job changed nothing, so it is retried after a wait that doubles with each failure
-/// in a row, from 1 s to 64 s, instead of poisoning the database.
+/// in a row, from 1 s up to a cap (8 s for flushes, which writers may be held on; 64 s for
+/// compactions, which may write much before failing again), instead of poisoning the
+/// database.
 #[derive(Debug, Default)]
 pub(crate) struct ResourceRetry {
     /// When the next job may start, and the last failure's error.
@@ -223,7 +226,7 @@ pub(crate) struct ResourceRetry {
 }
 
 impl ResourceRetry {
-    /// First wait after a failure; it doubles with each further one, up to 64 times this.
+    /// First wait after a failure; it doubles with each further one, up to the cap.
     const BASE: Duration = Duration::from_secs(1);
 
     /// No wait is running out: a job may start.
@@ -238,11 +241,11 @@ impl ResourceRetry {
         self.waiting.as_ref().map(|(_, e)| e)
     }
 
-    /// Records the job `what` failing with `e`; `jobs` names the kind in the log
-    /// ("flushes").
-    pub(crate) fn failed(&mut self, what: &str, jobs: &str, e: Error) {
+    /// Records the job `what` failing with `e`, the next waiting at most `cap`; `jobs` names
+    /// the kind in the log ("flushes").
+    pub(crate) fn failed(&mut self, what: &str, jobs: &str, e: Error, cap: Duration) {
         self.failures = self.failures.saturating_add(1);
-        let wait = Self::BASE * (1u32 << (self.failures - 1).min(6));
+        let wait = (Self::BASE * (1u32 << (self.failures - 1).min(6))).min(cap);
         tracing::warn!(
             error = %e,
             retry_in_secs = wait.as_secs(),
@@ -250,6 +253,14 @@ impl ResourceRetry {
             "{what} failed for want of a resource; {jobs} wait, then retry"
         );
         self.waiting = Some((Instant::now() + wait, e));
+    }
+
+    /// Lets the next job start at once (space may be back: a resume succeeded, or a caller
+    /// asks for the job).
+    pub(crate) fn retry_now(&mut self) {
+        if let Some((at, _)) = self.waiting.as_mut() {
+            *at = Instant::now();
+        }
     }
 
     /// Records the job `what` succeeding: the waits end.
@@ -465,6 +476,27 @@ impl DbInner {
         }
     }
 
+    /// Poisons the database after the manifest write for `what` ("of a flush of keyspace
+    /// \"default\"") failed with `e`, and returns the [`Error::Poisoned`] for the caller. The
+    /// version set is poisoned too (its manifest's tail is in doubt). A resource running out
+    /// is resumable: [`DbInner::resume`] writes the state into a new manifest
+    /// ([`crate::version::VersionSet::recover_from_failed_write`]). When `e` is the version
+    /// set's own refusal ([`Error::Poisoned`]), the database was poisoned with it already.
+    pub(crate) fn manifest_write_failed(&self, what: &str, e: &Error) -> Error {
+        let reason = match e {
+            Error::Poisoned { reason } => {
+                let existing = self.poison.lock().as_ref().map(|p| p.reason.clone());
+                existing.unwrap_or_else(|| self.poison_with(reason.clone(), false))
+            }
+            _ if e.is_resource_exhausted() => self.poison_with(
+                format!("manifest write {what} failed: {e}; {RESUME_ADVICE}"),
+                true,
+            ),
+            _ => self.set_poison(format!("manifest write {what} failed: {e}")),
+        };
+        Error::Poisoned { reason }
+    }
+
     /// Poisons the database for a failed flush or compaction `what` ("compaction of level 2 of
     /// keyspace \"default\""). Damaged data read by it ([`Error::is_corruption`]) puts nothing
     /// durable in doubt, so the reason says so and points at `strata check` and the damaged
@@ -474,8 +506,11 @@ impl DbInner {
     /// ([`DbInner::set_poison`]).
     pub(crate) fn set_background_error(&self, what: &str, e: &Error) {
         if let Error::Poisoned { reason } = e {
-            // Poisoned already (a manifest write of this job failed): the first reason stays.
-            self.poison_with(reason.clone(), false);
+            // Poisoned already (a manifest write of this job failed): the first reason stays,
+            // resumable or not.
+            if !self.is_poisoned() {
+                self.poison_with(reason.clone(), false);
+            }
         } else if e.is_corruption() {
             self.poison_with(
                 format!(

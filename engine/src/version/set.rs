@@ -55,6 +55,9 @@ pub struct VersionSet {
     manifest: Manifest,
     /// Set by the first failed manifest write; every later `log_and_apply` fails with it.
     poisoned: Option<String>,
+    /// The failed write ran out of a resource ([`Error::is_resource_exhausted`]), so
+    /// [`VersionSet::recover_from_failed_write`] may clear `poisoned`.
+    poison_resumable: bool,
     /// Rollover threshold, [`MAX_MANIFEST_SIZE`] except in tests.
     max_manifest_size: u64,
 }
@@ -113,6 +116,7 @@ impl VersionSet {
             last_seqno: SeqNo::ZERO,
             manifest: Manifest::Live(manifest),
             poisoned: None,
+            poison_resumable: false,
             max_manifest_size: MAX_MANIFEST_SIZE,
         })
     }
@@ -380,8 +384,9 @@ impl VersionSet {
     ///   a duplicate, breaking the level invariants), moves `log_number` backwards, or names a
     ///   file number that was never allocated. Nothing was written; the set stays usable.
     /// - [`Error::Io`] from the manifest write. The set is then poisoned: the manifest's tail is
-    ///   in doubt, so this and every later call fail ([`Error::Poisoned`]) and the database must
-    ///   be reopened.
+    ///   in doubt, so this and every later call fail ([`Error::Poisoned`]) until the database is
+    ///   reopened or, when a resource ran out, [`VersionSet::recover_from_failed_write`]
+    ///   succeeds.
     /// - [`Error::ReadOnly`] for a set from [`RecoveredManifest::into_read_only`].
     ///
     /// On every error the in-memory version and counters are unchanged.
@@ -483,7 +488,13 @@ impl VersionSet {
         let number = self.next_file_number;
         let next = FileNumber(number.0.saturating_add(1));
         let snapshot = snapshot_edits(keyspaces, max_keyspace_id, next, last);
-        let new = ManifestWriter::create(&*self.fs, &self.dir, number, &snapshot)?;
+        let new =
+            ManifestWriter::create(&*self.fs, &self.dir, number, &snapshot).inspect_err(|_| {
+                // Not named by `CURRENT`: on a full disk it holds space a retry needs.
+                let _ = self
+                    .fs
+                    .remove_file(&filename::manifest_path(&self.dir, number));
+            })?;
         manifest::set_current(&*self.fs, &self.dir, number)?;
         tracing::debug!(
             old = self.manifest_number().0,
@@ -495,6 +506,45 @@ impl VersionSet {
             remove_old_manifest(&*self.fs, old.path());
         }
         Ok(())
+    }
+
+    /// Clears a poisoning by a manifest write that failed for want of a resource (a full
+    /// disk): the current state, which never took the failed edit, is written as a snapshot
+    /// into a new manifest under a new number, `CURRENT` is switched to it and the manifest
+    /// with the doubtful tail deleted, as RocksDB does when it resumes after a manifest write
+    /// error. Whether the failed edit reached the old manifest no longer matters: a crash
+    /// before the switch recovers from the old manifest (with or without the edit, either of
+    /// which the database can open), one after it from the new. Returns `true` when it
+    /// cleared a poisoning, `false` when the set was not poisoned.
+    ///
+    /// # Errors
+    /// [`Error::Poisoned`] when the failure was of another kind (only a reopen clears it);
+    /// [`Error::Io`] when the new manifest cannot be written either (the set stays poisoned,
+    /// and a later call tries again with yet another number); [`Error::ReadOnly`].
+    pub fn recover_from_failed_write(&mut self) -> Result<bool> {
+        let Some(reason) = &self.poisoned else {
+            return Ok(false);
+        };
+        if !self.poison_resumable {
+            return Err(Error::Poisoned {
+                reason: reason.clone(),
+            });
+        }
+        if !matches!(self.manifest, Manifest::Live(_)) {
+            return Err(Error::ReadOnly);
+        }
+        // A fresh number for every attempt: a failed one may have left `CURRENT` naming its
+        // manifest, which must not be rewritten.
+        self.next_file_number = FileNumber(self.next_file_number.0.saturating_add(1));
+        let keyspaces = self.keyspaces.clone();
+        self.roll_over(&keyspaces, self.max_keyspace_id, self.last_seqno)?;
+        tracing::info!(
+            manifest = %self.manifest_number(),
+            "wrote a new manifest after a failed manifest write"
+        );
+        self.poisoned = None;
+        self.poison_resumable = false;
+        Ok(true)
     }
 
     /// Refuses edits naming file numbers that were never handed out or moving a keyspace's
@@ -523,6 +573,7 @@ impl VersionSet {
     /// Records the first manifest failure and passes the error on.
     fn poison(&mut self, e: Error) -> Error {
         tracing::error!(error = %e, "manifest write failed; refusing further version edits");
+        self.poison_resumable = e.is_resource_exhausted();
         self.poisoned = Some(format!(
             "manifest write failed: {e}; the manifest's tail is in doubt: close and reopen the \
              database (free disk space first if the disk is full)"
@@ -787,6 +838,7 @@ impl RecoveredManifest {
             last_seqno,
             manifest: Manifest::Live(manifest),
             poisoned: None,
+            poison_resumable: false,
             max_manifest_size: MAX_MANIFEST_SIZE,
         })
     }
@@ -814,6 +866,7 @@ impl RecoveredManifest {
             last_seqno,
             manifest: Manifest::ReadOnly(old_number),
             poisoned: None,
+            poison_resumable: false,
             max_manifest_size: MAX_MANIFEST_SIZE,
         }
     }
