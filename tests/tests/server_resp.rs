@@ -2001,13 +2001,19 @@ fn a_sql_command_still_running_after_the_grace_period_is_stopped() -> TestResult
     }
     // The stop must come while the UPDATE runs, which timing on a loaded machine does not
     // promise: when the command had not been read yet (the stop closes the idle connection:
-    // the client sees it end), try again waiting longer; when it finished first (`UPDATE
-    // 100000`), set the rows back and try again waiting less.
+    // the client sees it end), the wait was too short; when it finished first (`UPDATE
+    // 100000`, the rows are set back), too long. The next wait is bisected between the
+    // longest too short and the shortest too long (doubled while none was too long).
+    let (mut too_short, mut too_long): (u64, Option<u64>) = (0, None);
     let mut wait_ms: u64 = 20;
     let mut attempts = 0;
     let mut c = loop {
         attempts += 1;
-        assert!(attempts <= 12, "the stop never came while the UPDATE ran");
+        assert!(
+            attempts <= 20,
+            "the stop never came while the UPDATE ran (waits between {too_short} and \
+             {too_long:?} ms)"
+        );
         let update = std::thread::spawn(move || {
             redis::cmd("SQL")
                 .arg("UPDATE big SET g = g + 1")
@@ -2019,7 +2025,11 @@ fn a_sql_command_still_running_after_the_grace_period_is_stopped() -> TestResult
         server.restart();
         match outcome {
             Err(err) if err.is_connection_dropped() || err.is_io_error() => {
-                wait_ms = (wait_ms * 4).min(2_000);
+                too_short = too_short.max(wait_ms);
+                wait_ms = match too_long {
+                    Some(long) => (too_short + long) / 2,
+                    None => (wait_ms * 2).min(4_000),
+                };
                 c = server.client();
             }
             Err(err) => {
@@ -2028,7 +2038,8 @@ fn a_sql_command_still_running_after_the_grace_period_is_stopped() -> TestResult
             }
             Ok(done) => {
                 assert_eq!(done, "UPDATE 100000");
-                wait_ms /= 4;
+                too_long = Some(too_long.map_or(wait_ms, |long| long.min(wait_ms)));
+                wait_ms = (too_short + wait_ms) / 2;
                 c = server.client();
                 let _: String = redis::cmd("SQL")
                     .arg("UPDATE big SET g = 0")
