@@ -203,13 +203,30 @@ impl Server {
     /// # Errors
     /// [`ServerError::Bind`], [`ServerError::DirIsDatabase`], [`ServerError::Dir`],
     /// [`ServerError::DirInUse`] (another server holds the directory),
-    /// [`ServerError::Engine`] (`db0` does not open).
+    /// [`ServerError::Engine`] (`db0` does not open, unless for want of space or file
+    /// descriptors: then it is logged, and `db0` is opened at its first use).
     pub async fn bind(config: Config) -> Result<Server, ServerError> {
         let resp = bind(config.resp_addr).await?;
         let pg = bind(config.pg_addr).await?;
         let databases = Databases::new(&config)?;
         let databases = tokio::task::spawn_blocking(move || {
-            databases.get_or_open(DEFAULT_DATABASE).map(|_| databases)
+            match databases.get_or_open(DEFAULT_DATABASE) {
+                Ok(_) => Ok(databases),
+                // A full disk (or no descriptor left) fails the recovery's writes: serve the
+                // other databases and every read-only command anyway, and open `db0` at its
+                // first use, once there is space again (RocksDB fails the open the same way,
+                // but one database must not keep a whole server down).
+                Err(ServerError::Engine { name, source }) if source.is_resource_exhausted() => {
+                    tracing::error!(
+                        database = %name,
+                        error = %source,
+                        "the default database cannot be opened for want of a resource; \
+                         serving anyway, it is opened at its first use"
+                    );
+                    Ok(databases)
+                }
+                Err(e) => Err(e),
+            }
         })
         .await
         .map_err(|e| ServerError::Runtime(std::io::Error::other(e)))??;
