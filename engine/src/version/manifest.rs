@@ -50,7 +50,7 @@ impl ManifestWriter {
     /// is not touched.
     ///
     /// # Errors
-    /// [`Error::Io`] naming the manifest.
+    /// [`Error::Io`] naming the manifest; the partial file is removed.
     pub(crate) fn create(
         fs: &dyn FileSystem,
         dir: &Path,
@@ -58,13 +58,20 @@ impl ManifestWriter {
         snapshot: &[VersionEdit],
     ) -> Result<Self> {
         let path = filename::manifest_path(dir, number);
-        let mut writer = wal::Writer::create(fs, &path)?;
-        for edit in snapshot {
-            let mut record = Vec::new();
-            edit.encode(&mut record);
-            writer.add_record(&record)?;
-        }
-        writer.sync()?;
+        let write = || -> Result<wal::Writer> {
+            let mut writer = wal::Writer::create(fs, &path)?;
+            for edit in snapshot {
+                let mut record = Vec::new();
+                edit.encode(&mut record);
+                writer.add_record(&record)?;
+            }
+            writer.sync()?;
+            Ok(writer)
+        };
+        let writer = write().inspect_err(|_| {
+            // Not named by `CURRENT` yet: on a full disk it holds space a retry needs.
+            let _ = fs.remove_file(&path);
+        })?;
         tracing::debug!(
             path = %path.display(),
             len = writer.len(),

@@ -488,13 +488,7 @@ impl VersionSet {
         let number = self.next_file_number;
         let next = FileNumber(number.0.saturating_add(1));
         let snapshot = snapshot_edits(keyspaces, max_keyspace_id, next, last);
-        let new =
-            ManifestWriter::create(&*self.fs, &self.dir, number, &snapshot).inspect_err(|_| {
-                // Not named by `CURRENT`: on a full disk it holds space a retry needs.
-                let _ = self
-                    .fs
-                    .remove_file(&filename::manifest_path(&self.dir, number));
-            })?;
+        let new = ManifestWriter::create(&*self.fs, &self.dir, number, &snapshot)?;
         manifest::set_current(&*self.fs, &self.dir, number)?;
         tracing::debug!(
             old = self.manifest_number().0,
