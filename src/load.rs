@@ -525,7 +525,20 @@ pub(crate) fn run(args: &LoadArgs) -> anyhow::Result<ExitCode> {
             if e.is::<Interrupted>() {
                 return Ok(interrupted(file));
             }
-            return Err(e.context(format!("loading {}", file.display())));
+            // A failed ingest's manifest edit may be durable (the database is poisoned then,
+            // and a reopen tells); every other failure happened before anything was linked in.
+            let in_doubt = e.chain().any(|cause| {
+                matches!(
+                    cause.downcast_ref::<strata_engine::Error>(),
+                    Some(strata_engine::Error::Poisoned { .. })
+                )
+            });
+            let outcome = if in_doubt {
+                ""
+            } else {
+                ": nothing was loaded, the database is as it was"
+            };
+            return Err(e.context(format!("loading {}{outcome}", file.display())));
         }
     };
     db.close()?;

@@ -171,7 +171,7 @@ fn main() -> ExitCode {
     // Without STRATA_LOG: warnings only, except that a server also says what it listens on,
     // which databases it opens and closes, and when it shuts down (as redis-server does).
     let default_filter = match cli.command {
-        Command::Serve(_) => "warn,strata_server=info",
+        Command::Serve(_) => "warn,strata_server=info,strata_engine=info",
         _ => "warn",
     };
     tracing_subscriber::fmt()

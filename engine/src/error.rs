@@ -72,15 +72,19 @@ pub enum Error {
 
     /// Writes are refused since an earlier failure (or this call's, for a manifest update
     /// whose durability is unknown). Either a write, fsync, flush or manifest update failed, so
-    /// the durable state is in doubt: close and reopen the database to recover from the files
-    /// (after freeing space when the cause was a full disk: recovery writes too). Or a
-    /// compaction read damaged data ([`Error::Corruption`] naming the table): nothing durable is
-    /// in doubt, but the table must be restored or repaired (`strata check` lists the damage)
-    /// before the database is reopened. `reason` says which, and what to do.
+    /// the durable state is in doubt: when a resource ran out (a full disk: `resumable`) the
+    /// database resumes once it is back ([`crate::Db::resume`], automatic by default);
+    /// otherwise close and reopen the database to recover from the files. Or a compaction read
+    /// damaged data ([`Error::Corruption`] naming the table): nothing durable is in doubt, but
+    /// the table must be restored or repaired (`strata check` lists the damage) before the
+    /// database is reopened. `reason` says which, and what to do.
     #[error("database is poisoned: {reason}")]
     Poisoned {
         /// What failed first, and what to do about it.
         reason: String,
+        /// The failure was a resource running out ([`Error::is_resource_exhausted`]), and the
+        /// database takes writes again once it is back, without a reopen.
+        resumable: bool,
     },
 
     /// The database was closed; no more operations are accepted on this handle.
@@ -141,9 +145,17 @@ impl Error {
     /// inputs stay, its outputs are removed, nothing was logged), and may succeed once space
     /// or descriptors are freed; a database poisoned by a WAL write failing so can be resumed
     /// ([`crate::Db::resume`]).
+    /// Also true for [`Error::Poisoned`] when such a failure caused it (`resumable`).
     pub fn is_resource_exhausted(&self) -> bool {
         use rustix::io::Errno;
-        self.is_out_of_descriptors() || self.has_errno(&[Errno::NOSPC, Errno::DQUOT])
+        matches!(
+            self,
+            Error::Poisoned {
+                resumable: true,
+                ..
+            }
+        ) || self.is_out_of_descriptors()
+            || self.has_errno(&[Errno::NOSPC, Errno::DQUOT])
     }
 
     /// True for an [`Error::Io`] whose OS error is one of `errnos`.

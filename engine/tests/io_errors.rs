@@ -259,7 +259,10 @@ fn a_full_wal_resumes_by_itself_once_space_is_back() {
     std::thread::sleep(std::time::Duration::from_millis(300));
     assert!(db.is_resumable(), "resumed without space");
     let stopped = db.stats().writes_stopped.expect("writes are stopped");
-    assert!(stopped.contains("resumes by itself"), "{stopped}");
+    assert!(
+        stopped.contains("takes writes again by itself"),
+        "{stopped}"
+    );
     fs.clear_faults();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while db.is_resumable() {

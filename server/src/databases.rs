@@ -920,6 +920,21 @@ impl Databases {
         let mut first = None;
         for database in dbs {
             let name = database.name.clone();
+            if database.db.is_resumable() && database.db.resume().is_err() {
+                // Still no space: nothing more can be made durable now, and what was
+                // acknowledged is in the WAL (synced, or in the page cache for a clean exit),
+                // replayed at the next open. Not a failed close.
+                tracing::warn!(
+                    database = %name,
+                    "closing a database that refuses writes for want of disk space; its WAL is \
+                     replayed at the next open"
+                );
+                if let Err(source) = database.db.clone().close() {
+                    tracing::error!(database = %name, error = %source, "closing database failed");
+                    first.get_or_insert(ServerError::Engine { name, source });
+                }
+                continue;
+            }
             let result = database
                 .sync_now()
                 .and_then(|()| database.db.clone().close());
@@ -1009,6 +1024,28 @@ mod tests {
         assert!(run.db().stats().writes_stopped.is_none());
         drop(run);
         dbs.close_all().expect("close");
+    }
+
+    /// A shutdown on a disk still full closes the database that refuses writes without
+    /// calling it a failure: its WAL is replayed at the next open.
+    #[test]
+    fn closing_a_database_stopped_by_a_full_disk_is_not_a_failure() {
+        use strata_engine::fs::{ENOSPC, Fault, FaultOp, MemFs};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut dbs = Databases::new(&Config::ephemeral(dir.path())).expect("registry");
+        let fs = Arc::new(MemFs::new());
+        dbs.options.file_system = fs.clone();
+        dbs.options.auto_resume = false;
+        let run = dbs.get_or_open("run1").expect("open");
+        run.db().put(b"before", b"1").expect("put");
+        fs.inject(Fault::new(FaultOp::Any, ENOSPC).sticky());
+        run.db().put(b"failed", b"2").expect_err("disk full");
+        drop(run);
+        dbs.close_all().expect("a full disk is not a failed close");
+        fs.clear_faults();
+        let db =
+            strata_engine::Db::open(dir.path().join("run1"), dbs.options.clone()).expect("reopen");
+        assert_eq!(db.get(b"before").expect("get").as_deref(), Some(&b"1"[..]));
     }
 
     #[test]

@@ -33,6 +33,10 @@ const FLUSH_RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(8);
 /// resource: a big compaction may write much before failing again.
 const COMPACTION_RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(64);
 
+/// A resume this long after the one before starts a new run of attempts, from the shortest
+/// wait ([`crate::Options::auto_resume`]).
+const RESUME_RUN_GAP: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// First wait between two automatic resumes ([`crate::Options::auto_resume`]).
 const RESUME_RETRY_BASE: std::time::Duration = std::time::Duration::from_secs(1);
 
@@ -148,23 +152,36 @@ fn background_main(inner: &Arc<DbInner>) {
         match job {
             Job::Resume => {
                 let result = inner.resume();
+                let now = Instant::now();
                 let mut bg = inner.bg.lock();
                 bg.resume_running = false;
+                // Attempts are counted in a row, successes too: a resume that has nothing
+                // needing space succeeds on a disk still full, and the next write fails
+                // again, so the waits must grow anyway. A database that stayed writable for
+                // a while starts over from the shortest wait.
+                if bg
+                    .last_resume
+                    .is_some_and(|at| now.duration_since(at) > RESUME_RUN_GAP)
+                {
+                    bg.resume_attempts = 0;
+                }
+                bg.resume_attempts = bg.resume_attempts.saturating_add(1);
+                bg.last_resume = Some(now);
+                let wait = (RESUME_RETRY_BASE * (1u32 << (bg.resume_attempts - 1).min(6)))
+                    .min(RESUME_RETRY_MAX);
+                bg.resume_at = Some(now + wait);
+                let first = bg.resume_attempts == 1;
+                drop(bg);
                 match result {
-                    Ok(_) => {
-                        bg.resume_at = None;
-                        bg.resume_failures = 0;
+                    Ok(_) => {}
+                    Err(e) if e.is_resource_exhausted() && first => {
+                        tracing::warn!(error = %e, "resuming writes failed; retrying until it succeeds");
+                    }
+                    Err(e) if e.is_resource_exhausted() => {
+                        tracing::debug!(error = %e, retry_in_secs = wait.as_secs(), "resuming writes failed");
                     }
                     Err(e) => {
-                        bg.resume_failures = bg.resume_failures.saturating_add(1);
-                        let wait = (RESUME_RETRY_BASE * (1u32 << (bg.resume_failures - 1).min(6)))
-                            .min(RESUME_RETRY_MAX);
-                        bg.resume_at = Some(Instant::now() + wait);
-                        if bg.resume_failures == 1 {
-                            tracing::warn!(error = %e, "resuming writes failed; retrying until it succeeds");
-                        } else {
-                            tracing::debug!(error = %e, retry_in_secs = wait.as_secs(), "resuming writes failed");
-                        }
+                        tracing::error!(error = %e, "resuming writes failed for good: reopen the database");
                     }
                 }
                 continue;

@@ -165,9 +165,7 @@ impl DbInner {
         let mut bg = self.bg.lock();
         loop {
             if let Some(p) = self.poison.lock().as_ref() {
-                return Err(Error::Poisoned {
-                    reason: p.reason.clone(),
-                });
+                return Err(p.error());
             }
             flush_failed_since(&bg, errors_before)?;
             if bg.shutting_down {

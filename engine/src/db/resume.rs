@@ -169,11 +169,10 @@ impl DbInner {
             );
             return Ok(true);
         }
-        let reason = poison
-            .as_ref()
-            .map(|p| p.reason.clone())
-            .unwrap_or_default();
-        Err(Error::Poisoned { reason })
+        match poison.as_ref() {
+            None => Ok(false),
+            Some(p) => Err(p.error()),
+        }
     }
 
     /// Whether the database is poisoned resumably (`true`) or not at all (`false`).
@@ -184,9 +183,7 @@ impl DbInner {
         match self.poison.lock().as_ref() {
             None => Ok(false),
             Some(p) if p.resumable => Ok(true),
-            Some(p) => Err(Error::Poisoned {
-                reason: p.reason.clone(),
-            }),
+            Some(p) => Err(p.error()),
         }
     }
 

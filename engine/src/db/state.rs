@@ -27,8 +27,7 @@ pub(crate) const DOUBT_ADVICE: &str = "the durable state is in doubt: close and 
 /// What a resumable poisoning's error says: the WAL could not be written for want of space or
 /// quota, but every acknowledged write is whole in the memtables.
 pub(crate) const RESUME_ADVICE: &str = "writes are refused until disk space is freed; then \
-     the database resumes by itself within seconds (`Options::auto_resume`; `Db::resume` does \
-     it at once), or reopen it";
+     the database takes writes again by itself within seconds";
 
 /// Why writes stopped: the first failure, and whether [`DbInner::resume`] may clear it.
 #[derive(Debug, Clone)]
@@ -41,6 +40,16 @@ pub(crate) struct Poison {
     /// starting a new WAL clear it. Damaged data and other I/O errors are not resumable: only
     /// a reopen, which reads the files again, is.
     pub(crate) resumable: bool,
+}
+
+impl Poison {
+    /// The error a refused write gets.
+    pub(crate) fn error(&self) -> Error {
+        Error::Poisoned {
+            reason: self.reason.clone(),
+            resumable: self.resumable,
+        }
+    }
 }
 
 /// An immutable memtable waiting to be flushed, with the WALs that hold its writes.
@@ -300,10 +309,13 @@ pub(crate) struct BgState {
     pub(crate) flush_retry: ResourceRetry,
     /// A background thread runs [`DbInner::resume`] ([`crate::Options::auto_resume`]).
     pub(crate) resume_running: bool,
-    /// When the next automatic resume may run, after one failed.
+    /// When the next automatic resume may run.
     pub(crate) resume_at: Option<std::time::Instant>,
-    /// Automatic resumes failed in a row (the wait doubles with each, up to 8 s).
-    pub(crate) resume_failures: u32,
+    /// When the last automatic resume ran.
+    pub(crate) last_resume: Option<std::time::Instant>,
+    /// Automatic resumes in a row, each within a minute of the one before (the wait after
+    /// each doubles, up to 8 s).
+    pub(crate) resume_attempts: u32,
     /// Flushes failed for want of a resource since the open (never reset), so `Db::flush`
     /// can tell a failure of its own flush from an earlier one.
     pub(crate) flush_errors: u64,
@@ -438,9 +450,7 @@ impl DbInner {
             return Err(Error::ReadOnly);
         }
         if let Some(p) = self.poison.lock().as_ref() {
-            return Err(Error::Poisoned {
-                reason: p.reason.clone(),
-            });
+            return Err(p.error());
         }
         Ok(())
     }
@@ -483,18 +493,26 @@ impl DbInner {
     /// ([`crate::version::VersionSet::recover_from_failed_write`]). When `e` is the version
     /// set's own refusal ([`Error::Poisoned`]), the database was poisoned with it already.
     pub(crate) fn manifest_write_failed(&self, what: &str, e: &Error) -> Error {
-        let reason = match e {
-            Error::Poisoned { reason } => {
-                let existing = self.poison.lock().as_ref().map(|p| p.reason.clone());
-                existing.unwrap_or_else(|| self.poison_with(reason.clone(), false))
+        match e {
+            Error::Poisoned { reason, resumable } => {
+                let existing = self.poison.lock().as_ref().map(Poison::error);
+                existing.unwrap_or_else(|| Error::Poisoned {
+                    reason: self.poison_with(reason.clone(), *resumable),
+                    resumable: *resumable,
+                })
             }
-            _ if e.is_resource_exhausted() => self.poison_with(
-                format!("manifest write {what} failed: {e}; {RESUME_ADVICE}"),
-                true,
-            ),
-            _ => self.set_poison(format!("manifest write {what} failed: {e}")),
-        };
-        Error::Poisoned { reason }
+            _ if e.is_resource_exhausted() => Error::Poisoned {
+                reason: self.poison_with(
+                    format!("manifest write {what} failed: {e}; {RESUME_ADVICE}"),
+                    true,
+                ),
+                resumable: true,
+            },
+            _ => Error::Poisoned {
+                reason: self.set_poison(format!("manifest write {what} failed: {e}")),
+                resumable: false,
+            },
+        }
     }
 
     /// Poisons the database for a failed flush or compaction `what` ("compaction of level 2 of
@@ -505,7 +523,7 @@ impl DbInner {
     /// pile tables onto level 0 that never compact). Any other error is a durability failure
     /// ([`DbInner::set_poison`]).
     pub(crate) fn set_background_error(&self, what: &str, e: &Error) {
-        if let Error::Poisoned { reason } = e {
+        if let Error::Poisoned { reason, .. } = e {
             // Poisoned already (a manifest write of this job failed): the first reason stays,
             // resumable or not.
             if !self.is_poisoned() {
@@ -623,8 +641,9 @@ pub(crate) fn share_error(e: &Error) -> Error {
         Error::InvalidArgument(s) => Error::InvalidArgument(s.clone()),
         Error::DuplicateKey { key } => Error::DuplicateKey { key: key.clone() },
         Error::Locked { path } => Error::Locked { path: path.clone() },
-        Error::Poisoned { reason } => Error::Poisoned {
+        Error::Poisoned { reason, resumable } => Error::Poisoned {
             reason: reason.clone(),
+            resumable: *resumable,
         },
         Error::Closed => Error::Closed,
         Error::ReadOnly => Error::ReadOnly,

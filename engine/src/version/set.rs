@@ -394,6 +394,7 @@ impl VersionSet {
         if let Some(reason) = &self.poisoned {
             return Err(Error::Poisoned {
                 reason: reason.clone(),
+                resumable: self.poison_resumable,
             });
         }
         self.check_numbers(&edit)?;
@@ -522,6 +523,7 @@ impl VersionSet {
         if !self.poison_resumable {
             return Err(Error::Poisoned {
                 reason: reason.clone(),
+                resumable: self.poison_resumable,
             });
         }
         if !matches!(self.manifest, Manifest::Live(_)) {

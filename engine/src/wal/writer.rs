@@ -163,6 +163,7 @@ impl Writer {
         match &self.failed {
             Some(reason) => Err(Error::Poisoned {
                 reason: reason.clone(),
+                resumable: false,
             }),
             None => Ok(()),
         }

@@ -698,11 +698,12 @@ pub(crate) fn info(s: &mut Session, args: &[Bytes]) {
             st.background_retries,
         );
         if let Some(reason) = &st.writes_stopped {
-            // One line: the reason never holds a line break, but make sure.
+            // One line (the reason never holds a line break, but make sure), and no `,`: a
+            // client library (redis-py) reads a value with commas as a list of fields.
             let _ = write!(
                 text,
                 "writes_stopped_reason:{}\r\n",
-                reason.replace(['\r', '\n'], " ")
+                reason.replace(['\r', '\n'], " ").replace(',', ";")
             );
         }
         for (level, l) in st.levels.iter().enumerate() {

@@ -174,6 +174,12 @@ impl SqlError {
             SqlError::Server(ServerError::BadName(_)) => "3D000",
             SqlError::Server(ServerError::ShuttingDown) => "57P01",
             SqlError::Server(ServerError::TooManyDatabases { .. }) => "53000",
+            // A database that cannot be created or recovered on a full disk: disk_full.
+            SqlError::Server(ServerError::Engine { source, .. })
+                if source.is_resource_exhausted() && !source.is_out_of_descriptors() =>
+            {
+                "53100"
+            }
             SqlError::Server(_) => "58000",
         }
     }
