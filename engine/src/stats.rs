@@ -68,7 +68,8 @@ pub struct DbStats {
     /// Why writes are refused ([`crate::Error::Poisoned`]'s reason), or `None` while they are
     /// taken.
     pub writes_stopped: Option<String>,
-    /// The stop is one [`crate::Db::resume`] can clear (a WAL write failed for want of space).
+    /// The stop is one [`crate::Db::resume`] can clear (a WAL or manifest write failed for
+    /// want of space).
     pub writes_resumable: bool,
     /// Background flushes and compactions that failed for want of a resource and wait to be
     /// retried (not counted after they succeed).

@@ -199,8 +199,9 @@ fn background_main(inner: &Arc<DbInner>) {
                     // The table was not written (its partial file is gone) and nothing was
                     // installed: the memtables stay readable, and the flush is tried again
                     // later. Writers held at `max_write_buffer_number` get the error meanwhile,
-                    // and `Db::flush` retries at once (`DbInner::retry_flushes_now`).
-                    Err(e) if e.is_resource_exhausted() => {
+                    // and `Db::flush` retries at once (`DbInner::retry_flushes_now`). A failed
+                    // manifest edit (`Poisoned`, resumable or not) is not such a failure.
+                    Err(e) if e.is_resource_exhausted() && !matches!(e, Error::Poisoned { .. }) => {
                         let mut bg = inner.bg.lock();
                         bg.flush_errors += 1;
                         bg.flush_retry.failed(&what, "flushes", e, FLUSH_RETRY_MAX);

@@ -24,7 +24,7 @@
 //! 4. WAL `M` is created and the directory synced, and the poisoning is cleared.
 //!
 //! With [`crate::Options::auto_resume`] a background thread runs this by itself
-//! (`background.rs`, `Job::Resume`), with waits of 1 s doubling up to 8 s between failures.
+//! (`background.rs`, `Job::Resume`), with waits of 1 s doubling up to 8 s between attempts.
 //!
 //! A step that fails for want of space leaves the database poisoned and resumable, and a
 //! later resume starts again (steps already done find nothing left to do). A failure of any

@@ -27,7 +27,8 @@ pub(crate) const DOUBT_ADVICE: &str = "the durable state is in doubt: close and 
 /// What a resumable poisoning's error says: the WAL could not be written for want of space or
 /// quota, but every acknowledged write is whole in the memtables.
 pub(crate) const RESUME_ADVICE: &str = "writes are refused until disk space is freed; then \
-     the database takes writes again by itself within seconds";
+     the database takes writes again by itself within seconds (it first writes its memtables \
+     to tables, so the freed space must hold them)";
 
 /// Why writes stopped: the first failure, and whether [`DbInner::resume`] may clear it.
 #[derive(Debug, Clone)]
