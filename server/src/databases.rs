@@ -920,7 +920,8 @@ impl Databases {
         let mut first = None;
         for database in dbs {
             let name = database.name.clone();
-            if database.db.is_resumable() && database.db.resume().is_err() {
+            let full_disk = database.db.is_resumable() && database.db.resume().is_err();
+            let result = if full_disk {
                 // Still no space: nothing more can be made durable now, and what was
                 // acknowledged is in the WAL (synced, or in the page cache for a clean exit),
                 // replayed at the next open. Not a failed close.
@@ -929,15 +930,12 @@ impl Databases {
                     "closing a database that refuses writes for want of disk space; its WAL is \
                      replayed at the next open"
                 );
-                if let Err(source) = database.db.clone().close() {
-                    tracing::error!(database = %name, error = %source, "closing database failed");
-                    first.get_or_insert(ServerError::Engine { name, source });
-                }
-                continue;
-            }
-            let result = database
-                .sync_now()
-                .and_then(|()| database.db.clone().close());
+                database.db.clone().close()
+            } else {
+                database
+                    .sync_now()
+                    .and_then(|()| database.db.clone().close())
+            };
             match result {
                 Ok(()) => tracing::info!(database = %name, "closed database"),
                 Err(source) => {
@@ -952,7 +950,30 @@ impl Databases {
 
 #[cfg(test)]
 mod tests {
+    use strata_engine::fs::{ENOSPC, Fault, FaultOp, MemFs};
+
     use super::*;
+
+    /// A registry in a temporary directory whose databases live on the returned in-memory
+    /// file system, for fault injection.
+    fn registry_on_memfs() -> (tempfile::TempDir, Databases, Arc<MemFs>) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut dbs = Databases::new(&Config::ephemeral(dir.path())).expect("registry");
+        let fs = Arc::new(MemFs::new());
+        dbs.options.file_system = fs.clone();
+        (dir, dbs, fs)
+    }
+
+    /// Opens `run1` in `dbs`, writes `before` = `1`, fills the disk (every call of `fs` fails
+    /// with `ENOSPC` from now on) and fails a write, which stops writes.
+    fn run1_stopped_by_a_full_disk(dbs: &Databases, fs: &MemFs) -> Arc<Database> {
+        let run = dbs.get_or_open("run1").expect("open");
+        run.db().put(b"before", b"1").expect("put");
+        fs.inject(Fault::new(FaultOp::Any, ENOSPC).sticky());
+        let e = run.db().put(b"failed", b"2").expect_err("disk full");
+        assert!(e.is_resource_exhausted(), "{e}");
+        run
+    }
 
     #[test]
     fn a_second_server_on_the_directory_is_refused_until_the_first_is_gone() {
@@ -968,11 +989,8 @@ mod tests {
 
     #[test]
     fn a_database_created_by_a_failed_open_is_removed() {
-        use strata_engine::fs::{Fault, FaultOp, FileSystem as _, MemFs};
-        let dir = tempfile::tempdir().expect("tempdir");
-        let mut dbs = Databases::new(&Config::ephemeral(dir.path())).expect("registry");
-        let fs = Arc::new(MemFs::new());
-        dbs.options.file_system = fs.clone();
+        use strata_engine::fs::FileSystem as _;
+        let (dir, dbs, fs) = registry_on_memfs();
         fs.inject(Fault::new(FaultOp::Create, strata_engine::fs::EIO).on_path(".wal"));
         let e = dbs
             .get_or_open("run1")
@@ -990,16 +1008,8 @@ mod tests {
     /// automatic resume finds space again; then it takes them, with nothing lost.
     #[test]
     fn a_database_poisoned_by_a_full_disk_resumes_once_there_is_space() {
-        use strata_engine::fs::{ENOSPC, Fault, FaultOp, MemFs};
-        let dir = tempfile::tempdir().expect("tempdir");
-        let mut dbs = Databases::new(&Config::ephemeral(dir.path())).expect("registry");
-        let fs = Arc::new(MemFs::new());
-        dbs.options.file_system = fs.clone();
-        let run = dbs.get_or_open("run1").expect("open");
-        run.db().put(b"before", b"1").expect("put");
-        fs.inject(Fault::new(FaultOp::Any, ENOSPC).sticky());
-        let e = run.db().put(b"failed", b"2").expect_err("disk full");
-        assert!(e.is_resource_exhausted(), "{e}");
+        let (_dir, dbs, fs) = registry_on_memfs();
+        let run = run1_stopped_by_a_full_disk(&dbs, &fs);
         let e = run.db().put(b"refused", b"3").expect_err("refused");
         assert!(matches!(e, strata_engine::Error::Poisoned { .. }), "{e}");
         assert!(run.db().is_resumable(), "no space yet");
@@ -1030,17 +1040,9 @@ mod tests {
     /// calling it a failure: its WAL is replayed at the next open.
     #[test]
     fn closing_a_database_stopped_by_a_full_disk_is_not_a_failure() {
-        use strata_engine::fs::{ENOSPC, Fault, FaultOp, MemFs};
-        let dir = tempfile::tempdir().expect("tempdir");
-        let mut dbs = Databases::new(&Config::ephemeral(dir.path())).expect("registry");
-        let fs = Arc::new(MemFs::new());
-        dbs.options.file_system = fs.clone();
+        let (dir, mut dbs, fs) = registry_on_memfs();
         dbs.options.auto_resume = false;
-        let run = dbs.get_or_open("run1").expect("open");
-        run.db().put(b"before", b"1").expect("put");
-        fs.inject(Fault::new(FaultOp::Any, ENOSPC).sticky());
-        run.db().put(b"failed", b"2").expect_err("disk full");
-        drop(run);
+        drop(run1_stopped_by_a_full_disk(&dbs, &fs));
         dbs.close_all().expect("a full disk is not a failed close");
         fs.clear_faults();
         let db =

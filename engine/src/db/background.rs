@@ -14,7 +14,7 @@ use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use super::state::{DbInner, ImmMemTable, KeyspaceState};
+use super::state::{DbInner, ImmMemTable, KeyspaceState, ResourceRetry};
 use crate::compaction::{self, CompactionTask, JobContext};
 use crate::error::{Error, Result};
 use crate::filename;
@@ -36,9 +36,6 @@ const COMPACTION_RETRY_MAX: std::time::Duration = std::time::Duration::from_secs
 /// A resume this long after the one before starts a new run of attempts, from the shortest
 /// wait ([`crate::Options::auto_resume`]).
 const RESUME_RUN_GAP: std::time::Duration = std::time::Duration::from_secs(60);
-
-/// First wait between two automatic resumes ([`crate::Options::auto_resume`]).
-const RESUME_RETRY_BASE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Longest wait between two automatic resumes ([`crate::Options::auto_resume`]): a full disk
 /// freed is noticed within this.
@@ -167,8 +164,7 @@ fn background_main(inner: &Arc<DbInner>) {
                 }
                 bg.resume_attempts = bg.resume_attempts.saturating_add(1);
                 bg.last_resume = Some(now);
-                let wait = (RESUME_RETRY_BASE * (1u32 << (bg.resume_attempts - 1).min(6)))
-                    .min(RESUME_RETRY_MAX);
+                let wait = ResourceRetry::backoff(bg.resume_attempts, RESUME_RETRY_MAX);
                 bg.resume_at = Some(now + wait);
                 let first = bg.resume_attempts == 1;
                 drop(bg);

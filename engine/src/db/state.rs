@@ -236,8 +236,11 @@ pub(crate) struct ResourceRetry {
 }
 
 impl ResourceRetry {
-    /// First wait after a failure; it doubles with each further one, up to the cap.
-    const BASE: Duration = Duration::from_secs(1);
+    /// The wait after the `n`th attempt in a row (from 1): 1 s, doubling with each further
+    /// one, at most `cap`. Automatic resumes wait the same way.
+    pub(crate) fn backoff(n: u32, cap: Duration) -> Duration {
+        (Duration::from_secs(1) * (1u32 << n.saturating_sub(1).min(6))).min(cap)
+    }
 
     /// No wait is running out: a job may start.
     pub(crate) fn is_due(&self) -> bool {
@@ -255,7 +258,7 @@ impl ResourceRetry {
     /// the kind in the log ("flushes").
     pub(crate) fn failed(&mut self, what: &str, jobs: &str, e: Error, cap: Duration) {
         self.failures = self.failures.saturating_add(1);
-        let wait = (Self::BASE * (1u32 << (self.failures - 1).min(6))).min(cap);
+        let wait = Self::backoff(self.failures, cap);
         tracing::warn!(
             error = %e,
             retry_in_secs = wait.as_secs(),
@@ -468,51 +471,39 @@ impl DbInner {
 
     /// Records a durability failure (a write, fsync or manifest update that failed, so what
     /// is on disk is in doubt), unless the database is already poisoned; later writes get
-    /// [`Error::Poisoned`] with `reason` and what to do. Returns that full reason.
-    pub(crate) fn set_poison(&self, reason: String) -> String {
+    /// [`Error::Poisoned`] with `reason` and what to do. Returns the error writes get now.
+    pub(crate) fn set_poison(&self, reason: String) -> Error {
         self.poison_with(format!("{reason}; {DOUBT_ADVICE}"), false)
     }
 
-    /// Poisons the database after the WAL operation `what` ("WAL append") failed with `e`. A
-    /// resource running out ([`Error::is_resource_exhausted`]: a full disk, a quota) is
-    /// resumable ([`DbInner::resume`]): the failed group reached no memtable, and the WAL with
-    /// its doubtful tail is replaced after the memtables are flushed, as RocksDB's
-    /// `DB::Resume` does after a WAL write error. Any other error is a durability failure
-    /// ([`DbInner::set_poison`]).
-    pub(crate) fn set_wal_error(&self, what: &str, e: &Error) {
+    /// Poisons the database after the write `what` ("WAL append", "manifest write of a
+    /// flush of keyspace \"default\"") failed with `e`, and returns the error writes get now.
+    /// A resource running out ([`Error::is_resource_exhausted`]: a full disk, a quota) is
+    /// resumable ([`DbInner::resume`]): a failed WAL group reached no memtable and a failed
+    /// manifest edit was not installed, and the WAL or manifest with the doubtful tail is
+    /// replaced, as RocksDB's `DB::Resume` does after a write error. Any other error is a
+    /// durability failure ([`DbInner::set_poison`]).
+    pub(crate) fn poison_after(&self, what: &str, e: &Error) -> Error {
         if e.is_resource_exhausted() {
-            self.poison_with(format!("{what} failed: {e}; {RESUME_ADVICE}"), true);
+            self.poison_with(format!("{what} failed: {e}; {RESUME_ADVICE}"), true)
         } else {
-            self.set_poison(format!("{what} failed: {e}"));
+            self.set_poison(format!("{what} failed: {e}"))
         }
     }
 
     /// Poisons the database after the manifest write for `what` ("of a flush of keyspace
-    /// \"default\"") failed with `e`, and returns the [`Error::Poisoned`] for the caller. The
-    /// version set is poisoned too (its manifest's tail is in doubt). A resource running out
-    /// is resumable: [`DbInner::resume`] writes the state into a new manifest
+    /// \"default\"") failed with `e` ([`DbInner::poison_after`]), and returns the
+    /// [`Error::Poisoned`] for the caller. The version set is poisoned too (its manifest's tail
+    /// is in doubt); a resume writes the state into a new manifest
     /// ([`crate::version::VersionSet::recover_from_failed_write`]). When `e` is the version
     /// set's own refusal ([`Error::Poisoned`]), the database was poisoned with it already.
     pub(crate) fn manifest_write_failed(&self, what: &str, e: &Error) -> Error {
         match e {
             Error::Poisoned { reason, resumable } => {
                 let existing = self.poison.lock().as_ref().map(Poison::error);
-                existing.unwrap_or_else(|| Error::Poisoned {
-                    reason: self.poison_with(reason.clone(), *resumable),
-                    resumable: *resumable,
-                })
+                existing.unwrap_or_else(|| self.poison_with(reason.clone(), *resumable))
             }
-            _ if e.is_resource_exhausted() => Error::Poisoned {
-                reason: self.poison_with(
-                    format!("manifest write {what} failed: {e}; {RESUME_ADVICE}"),
-                    true,
-                ),
-                resumable: true,
-            },
-            _ => Error::Poisoned {
-                reason: self.set_poison(format!("manifest write {what} failed: {e}")),
-                resumable: false,
-            },
+            _ => self.poison_after(&format!("manifest write {what}"), e),
         }
     }
 
@@ -545,20 +536,21 @@ impl DbInner {
         }
     }
 
-    fn poison_with(&self, reason: String, resumable: bool) -> String {
+    /// Poisons the database with `reason` (see [`Poison`]) and returns the error writes get
+    /// now: the first failure's, unless it was resumable and this one is not.
+    fn poison_with(&self, reason: String, resumable: bool) -> Error {
         tracing::error!(%reason, "database poisoned; writes are refused");
         let mut p = self.poison.lock();
         // The first failure stays, unless it was resumable and this one is not: then only a
         // reopen helps, and the reason must say so.
-        if p.as_ref().is_none_or(|old| old.resumable && !resumable) {
-            *p = Some(Poison {
-                reason: reason.clone(),
-                resumable,
-            });
-        }
+        let in_force = match p.as_ref() {
+            Some(old) if !old.resumable || resumable => old.clone(),
+            _ => Poison { reason, resumable },
+        };
+        *p = Some(in_force.clone());
         drop(p);
         self.bg_cv.notify_all();
-        reason
+        in_force.error()
     }
 
     pub(crate) fn is_poisoned(&self) -> bool {

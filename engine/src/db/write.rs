@@ -464,7 +464,7 @@ impl DbInner {
         if count > 0 {
             let wal = log.wal.as_mut().ok_or(Error::Closed)?;
             if let Err(e) = wal.add_record(&data) {
-                self.set_wal_error("WAL append", &e);
+                self.poison_after("WAL append", &e);
                 return Err(e);
             }
             self.stats
@@ -754,7 +754,7 @@ impl DbInner {
     pub(crate) fn sync_wal(&self, log: &mut LogState) -> Result<()> {
         let wal = log.wal.as_mut().ok_or(Error::Closed)?;
         if let Err(e) = wal.sync() {
-            self.set_wal_error("WAL fsync", &e);
+            self.poison_after("WAL fsync", &e);
             return Err(e);
         }
         self.stats.wal_syncs.fetch_add(1, Ordering::Relaxed);
@@ -776,7 +776,7 @@ impl DbInner {
         if let Some(old) = log.wal.as_mut()
             && let Err(e) = old.sync()
         {
-            self.set_wal_error("WAL fsync", &e);
+            self.poison_after("WAL fsync", &e);
             return Err(e);
         }
         let number = self.versions.lock().new_file_number();
@@ -789,7 +789,7 @@ impl DbInner {
                 // The new, empty WAL may exist: writes must not go on into the old one. It
                 // holds nothing, so it goes (if it can) before a resume starts yet another.
                 let _ = self.fs().remove_file(&path);
-                self.set_wal_error("creating a WAL", &e);
+                self.poison_after("creating a WAL", &e);
                 return Err(e);
             }
         };
