@@ -550,3 +550,5 @@ impl Db {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod write_buffer_tests;

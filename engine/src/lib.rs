@@ -50,6 +50,7 @@ mod test_util;
 pub mod types;
 pub mod version;
 pub mod wal;
+pub mod write_buffer;
 
 pub use batch::WriteBatch;
 pub use bytes::Bytes;
@@ -66,3 +67,4 @@ pub use sorter::{SortedTables, TableSorter};
 pub use sstable::TableFormat;
 pub use stats::{DbStats, LevelStats};
 pub use types::{FileNumber, SeqNo, ValueKind};
+pub use write_buffer::WriteBufferManager;

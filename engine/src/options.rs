@@ -10,6 +10,7 @@ use crate::fs::FileSystem;
 use crate::merge::MergeOperator;
 use crate::snapshot::Snapshot;
 use crate::sstable::{BlockCachePolicy, TableFormat};
+use crate::write_buffer::WriteBufferManager;
 
 /// Largest user key accepted, in bytes (64 KiB). Keys longer than this get
 /// [`crate::Error::InvalidArgument`].
@@ -105,6 +106,15 @@ pub struct Options {
     /// [`crate::Db::flush`], an ingest over the memtables' keys and the WAL size limit flush
     /// fewer. Measured in `docs/server.md`, "Memtable size".
     pub min_write_buffer_number_to_merge: usize,
+    /// A memory budget for memtables shared with other databases and keyspaces (RocksDB's
+    /// `WriteBufferManager`, its `db_write_buffer_size`): when the memtables of every database
+    /// given the same manager hold most of its budget, a database that writes freezes and
+    /// flushes its largest active memtable, and when they hold all of it, it flushes its
+    /// immutable memtables without waiting for `min_write_buffer_number_to_merge` of them, and
+    /// its writers wait for that flush (counted in `DbStats::stall_micros`). The rules are in
+    /// [`WriteBufferManager`]. Each keyspace's own `write_buffer_size` and
+    /// `max_write_buffer_number` still apply. Default `None`: only those per-keyspace limits.
+    pub write_buffer_manager: Option<Arc<WriteBufferManager>>,
     /// How recovery treats damaged WAL records. Default [`WalRecoveryMode::TolerateCorruptedTail`].
     pub wal_recovery_mode: WalRecoveryMode,
     /// Uncompressed bytes of entries per SSTable data block. Default 4 KiB. Larger blocks
@@ -240,6 +250,7 @@ impl Default for Options {
             write_buffer_size: 64 << 20,
             max_write_buffer_number: 2,
             min_write_buffer_number_to_merge: 1,
+            write_buffer_manager: None,
             wal_recovery_mode: WalRecoveryMode::default(),
             block_size: 4096,
             block_restart_interval: 16,
@@ -319,6 +330,8 @@ setters! {
     block_cache_size: usize;
     /// Sets [`Options::block_cache`].
     block_cache: Option<Arc<BlockCache>>;
+    /// Sets [`Options::write_buffer_manager`].
+    write_buffer_manager: Option<Arc<WriteBufferManager>>;
     /// Sets [`Options::max_auto_readahead_size`] (bytes).
     max_auto_readahead_size: usize;
     /// Sets [`Options::compaction_readahead_size`] (bytes).
@@ -400,6 +413,16 @@ impl Options {
             out.memtable_bloom_size_ratio = o.memtable_bloom_size_ratio;
         }
         out
+    }
+
+    /// A new, empty active memtable for these options: its bloom filter sized by
+    /// [`Options::memtable_bloom_size_ratio`], its memory counted by
+    /// [`Options::write_buffer_manager`].
+    pub(crate) fn new_memtable(&self) -> crate::memtable::MemTable {
+        crate::memtable::MemTable::with_manager(
+            self.memtable_bloom_bytes(),
+            self.write_buffer_manager.clone(),
+        )
     }
 
     /// Bytes of a memtable's bloom filter ([`Options::memtable_bloom_size_ratio`]), at most

@@ -20,7 +20,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use strata_engine::fs::{ENOSPC, Fault, FaultOp, MemFs};
 use strata_engine::{
-    Bytes, CounterAdd, Db, Error, Options, ReadOptions, Snapshot, WriteBatch, WriteOptions,
+    Bytes, CounterAdd, Db, Error, Options, ReadOptions, Snapshot, WriteBatch, WriteBufferManager,
+    WriteOptions,
 };
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
@@ -193,8 +194,13 @@ fn run(seed: u64, steps: usize) {
         Some(_) => std::path::PathBuf::from("/model"),
         None => dir.path().to_path_buf(),
     };
+    // Seeds 2 and 3 modulo 4: a memtable budget of two memtables, so writes flush memtables
+    // early and wait for flushes (`WriteBufferManager`).
+    let budget = (seed % 4 >= 2).then(|| WriteBufferManager::new(8 << 10));
     let options = || {
-        let o = tiny_options(merge, target).auto_resume(false);
+        let o = tiny_options(merge, target)
+            .auto_resume(false)
+            .write_buffer_manager(budget.clone());
         match &memfs {
             Some(fs) => o.file_system(Arc::new(fs.clone())),
             None => o,
@@ -343,6 +349,13 @@ fn run(seed: u64, steps: usize) {
     check_all(&db, &model, &snaps, seed, steps);
     drop(snaps);
     db.close().expect("close");
+    if let Some(budget) = &budget {
+        assert_eq!(
+            budget.memory_usage(),
+            0,
+            "seed {seed}: closed memtables still counted"
+        );
+    }
     let db = Db::open(&path, options()).expect("final reopen");
     check_all(&db, &model, &[], seed, steps);
     db.check_integrity().expect("integrity");

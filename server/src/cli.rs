@@ -82,6 +82,11 @@ pub struct ServeArgs {
     /// 2 x write-buffer-mb x this MiB per database (128 MiB by default).
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub memtables_per_flush: u16,
+    /// Memtable memory budget shared by all databases, in MiB (0 = none): when their
+    /// memtables hold it, a database that writes flushes its waiting memtables at once and
+    /// its writers wait for that flush.
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(0..=1_048_576))]
+    pub memtable_budget_mb: u32,
     /// Table files kept open at most, across all databases (one shared table cache), at
     /// least 16; lowered when `ulimit -n` cannot make room for them beside --maxclients.
     #[arg(long, default_value_t = 5_000, value_parser = clap::value_parser!(u32).range(16..))]
@@ -134,6 +139,11 @@ impl ServeArgs {
             .unwrap_or(usize::MAX)
             .saturating_mul(1 << 20);
         config.memtables_per_flush = usize::from(self.memtables_per_flush);
+        config.memtable_budget = (self.memtable_budget_mb > 0).then(|| {
+            usize::try_from(self.memtable_budget_mb)
+                .unwrap_or(usize::MAX)
+                .saturating_mul(1 << 20)
+        });
         config.block_cache_size = self.cache.bytes();
         config.max_open_tables = usize::try_from(self.max_open_tables).unwrap_or(usize::MAX);
         if self.threads > 0 {
@@ -183,6 +193,24 @@ mod tests {
         assert_eq!(default.worker_threads, cores);
         let set = Cli::parse_from(["serve", "--threads", "3"]).serve.config();
         assert_eq!(set.worker_threads, 3);
+    }
+
+    #[test]
+    fn the_memtable_budget_defaults_to_1_gib_and_0_turns_it_off() {
+        let default = Cli::parse_from(["serve"]).serve.config();
+        assert_eq!(default.memtable_budget, Some(1 << 30));
+        assert_eq!(
+            default.memtable_budget,
+            crate::Config::new(".").memtable_budget
+        );
+        let off = Cli::parse_from(["serve", "--memtable-budget-mb", "0"])
+            .serve
+            .config();
+        assert_eq!(off.memtable_budget, None);
+        let set = Cli::parse_from(["serve", "--memtable-budget-mb", "64"])
+            .serve
+            .config();
+        assert_eq!(set.memtable_budget, Some(64 << 20));
     }
 
     #[test]

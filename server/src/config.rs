@@ -115,6 +115,14 @@ pub struct Config {
     /// twice as many may be in memory, `max_write_buffer_number`). Default 16, so a flush
     /// writes 64 MiB of memtable as one table.
     pub memtables_per_flush: usize,
+    /// Memtable memory, in bytes, shared by all the server's databases (engine
+    /// `Options::write_buffer_manager`, RocksDB's `db_write_buffer_size`): once their
+    /// memtables hold it, a database that writes flushes its immutable memtables without
+    /// waiting for `memtables_per_flush` of them, and its writers wait for that flush. Each
+    /// database alone may hold 2 x `memtables_per_flush` x `write_buffer_size` (128 MiB by
+    /// default), so the budget matters when several are written at once. `None`: no budget.
+    /// Default 1 GiB.
+    pub memtable_budget: Option<usize>,
     /// Threads that serve connections (the async runtime's workers; heavy commands, SQL and
     /// synced writes run on a separate blocking pool). Default [`default_worker_threads`]: one
     /// per core.
@@ -267,6 +275,7 @@ impl Config {
             write_buffer_size: 4 << 20,
             memtables_per_flush: 16,
             worker_threads: default_worker_threads(),
+            memtable_budget: Some(1 << 30),
             block_cache_size: 512 << 20,
             max_open_tables: 5_000,
         }

@@ -33,7 +33,7 @@ use parking_lot::{Condvar, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use strata_engine::filename::holds_database;
 use strata_engine::{
     BlockCache, CounterAdd, Db, DbRange, Options, ReadOptions, SharedTableCache, WriteBatch,
-    WriteOptions,
+    WriteBufferManager, WriteOptions,
 };
 
 use crate::config::{Config, SyncMode};
@@ -594,6 +594,7 @@ impl Databases {
             .write_buffer_size(config.write_buffer_size)
             .min_write_buffer_number_to_merge(config.memtables_per_flush)
             .max_write_buffer_number(config.memtables_per_flush.saturating_mul(2).max(2))
+            .write_buffer_manager(config.memtable_budget.map(WriteBufferManager::new))
             .block_cache(Some(BlockCache::new(config.block_cache_size)))
             .table_cache(Some(SharedTableCache::new(
                 config.table_cache_capacity(open_file_limit()),
@@ -613,6 +614,11 @@ impl Databases {
             closed: AtomicBool::new(false),
             max_open: config.max_databases,
         })
+    }
+
+    /// The memtable budget shared by the databases (`Config::memtable_budget`), if any.
+    pub fn memtable_budget(&self) -> Option<&Arc<WriteBufferManager>> {
+        self.options.write_buffer_manager.as_ref()
     }
 
     /// The root directory.

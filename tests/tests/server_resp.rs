@@ -1484,6 +1484,56 @@ fn memtables_waiting_for_a_flush_are_flushed_once_writes_go_quiet() -> TestResul
 }
 
 #[test]
+fn databases_written_at_once_keep_their_memtables_within_the_shared_budget() -> TestResult {
+    let server = TestServer::start(|c| {
+        c.write_buffer_size = 64 << 10;
+        c.memtables_per_flush = 16;
+        c.flush_when_quiet = None;
+        // Alone, each database could hold 32 memtables of 64 KiB (2 MiB).
+        c.memtable_budget = Some(512 << 10);
+    });
+    let mut c = server.client();
+    let value = vec![b'x'; 1000];
+    let mut most = 0u64;
+    for round in 0..4 {
+        for db in 1..=3 {
+            redis::cmd("SELECT").arg(db).exec(&mut c)?;
+            // About 300 KiB per database and round.
+            let mut pipe = redis::pipe();
+            for i in 0..300 {
+                pipe.cmd("SET")
+                    .arg(format!("k{round}-{i}"))
+                    .arg(&value)
+                    .ignore();
+            }
+            let () = pipe.query(&mut c)?;
+            let info: String = redis::cmd("INFO").arg("engine").query(&mut c)?;
+            let used: u64 = info_field(&info, "memtable_budget_usage_bytes")
+                .ok_or("no usage field")?
+                .parse()?;
+            assert_eq!(
+                info_field(&info, "memtable_budget_bytes").as_deref(),
+                Some("524288")
+            );
+            most = most.max(used);
+        }
+    }
+    // The budget, plus up to one active memtable per database and a write group's slack.
+    assert!(
+        most <= (512 << 10) + 3 * (64 << 10) + (64 << 10),
+        "{most} bytes"
+    );
+    for db in 1..=3 {
+        redis::cmd("SELECT").arg(db).exec(&mut c)?;
+        let n: u64 = redis::cmd("DBSIZE").query(&mut c)?;
+        assert_eq!(n, 1200, "database {db}");
+        let got: Vec<u8> = c.get("k3-299")?;
+        assert_eq!(got, value);
+    }
+    Ok(())
+}
+
+#[test]
 fn flushall_that_cannot_open_every_database_deletes_nothing() {
     let server = TestServer::start(|c| {
         c.max_databases = 2;

@@ -145,9 +145,11 @@ impl DbInner {
         bg.flush_errors
     }
 
-    /// The error of a flush that failed for want of a resource after `errors_before` were
-    /// counted ([`DbInner::retry_flushes_now`]).
-    pub(crate) fn check_flush_failed_since(&self, errors_before: u64) -> Result<()> {
+    /// The error of the flushes waiting after failing for want of a resource
+    /// (`BgState::flush_retry`), for a writer that would otherwise wait for them: any such
+    /// error with `errors_before` `None`, else only one of a failure after `errors_before`
+    /// were counted ([`DbInner::retry_flushes_now`]).
+    pub(crate) fn check_flush_failed_since(&self, errors_before: Option<u64>) -> Result<()> {
         flush_failed_since(&self.bg.lock(), errors_before)
     }
 
@@ -167,7 +169,7 @@ impl DbInner {
             if let Some(p) = self.poison.lock().as_ref() {
                 return Err(p.error());
             }
-            flush_failed_since(&bg, errors_before)?;
+            flush_failed_since(&bg, Some(errors_before))?;
             if bg.shutting_down {
                 return Err(Error::Closed);
             }
@@ -188,11 +190,10 @@ impl DbInner {
     }
 }
 
-/// The error of a flush that failed for want of a resource after `errors_before` such
-/// failures were counted.
-fn flush_failed_since(bg: &BgState, errors_before: u64) -> Result<()> {
+/// [`DbInner::check_flush_failed_since`] under the `bg` lock.
+fn flush_failed_since(bg: &BgState, errors_before: Option<u64>) -> Result<()> {
     match bg.flush_retry.error() {
-        Some(e) if bg.flush_errors != errors_before => Err(super::state::share_error(e)),
+        Some(e) if errors_before != Some(bg.flush_errors) => Err(super::state::share_error(e)),
         _ => Ok(()),
     }
 }

@@ -95,7 +95,7 @@ impl std::fmt::Debug for KeyspaceState {
 
 impl KeyspaceState {
     pub(crate) fn new(id: u32, name: String, options: Options, version: Arc<Version>) -> Self {
-        let mem = Arc::new(MemTable::with_bloom(options.memtable_bloom_bytes()));
+        let mem = Arc::new(options.new_memtable());
         KeyspaceState::with_memtable(id, name, options, version, mem)
     }
 

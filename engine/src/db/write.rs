@@ -37,6 +37,7 @@ use crate::filename;
 use crate::memtable::MemTable;
 use crate::types::{FileNumber, SeqNo, ValueKind};
 use crate::wal;
+use crate::write_buffer::WriteBufferManager;
 
 /// Largest group a leader assembles, in encoded bytes. Bounds the latency a small write pays
 /// for riding along with big ones (LevelDB uses 1 MiB).
@@ -562,6 +563,13 @@ impl DbInner {
                     self.stats.delay_micros.fetch_add(micros, Ordering::Relaxed);
                 }
             }
+            if let Some(manager) = &o.write_buffer_manager
+                && self.make_room_in_budget(log, &keyspaces, manager)?
+            {
+                self.check_flush_failed_since(None)?;
+                self.wait_for_background_progress(progress)?;
+                continue;
+            }
             let oldest_wal = self.oldest_wal_over_limit(log);
             for ks in &keyspaces {
                 let sv = ks.super_version();
@@ -583,7 +591,7 @@ impl DbInner {
                 if sv.imms.len() + 1 >= ks.options.max_write_buffer_number {
                     // Stall until the flush thread frees a slot; flushes that failed for want
                     // of a resource wait before retrying, so the writer gets their error.
-                    self.check_flush_retry()?;
+                    self.check_flush_failed_since(None)?;
                     self.wait_for_background_progress(progress)?;
                     continue 'retry;
                 }
@@ -596,6 +604,54 @@ impl DbInner {
             }
             return Ok(());
         }
+    }
+
+    /// Applies the shared memtable budget of [`Options::write_buffer_manager`] for a write
+    /// group (the rules are in [`WriteBufferManager`]). When the budget's active memtables
+    /// need a flush, freezes this database's largest active memtable if it holds at least an
+    /// eighth of the budget (a smaller one is not what fills it: another database's writes
+    /// freeze theirs). When the budget is full, asks for every immutable memtable of this
+    /// database to be flushed now, and returns true if there are any: the writer then waits
+    /// for a flush. A database with nothing to flush never waits here, so the idle memtables
+    /// of other databases cannot hold it.
+    ///
+    /// # Errors
+    /// Those of [`DbInner::switch_memtable`].
+    ///
+    /// [`Options::write_buffer_manager`]: crate::Options::write_buffer_manager
+    fn make_room_in_budget(
+        &self,
+        log: &mut LogState,
+        keyspaces: &[Arc<KeyspaceState>],
+        manager: &WriteBufferManager,
+    ) -> Result<bool> {
+        if manager.should_flush() {
+            let largest = keyspaces
+                .iter()
+                .map(|ks| (ks, ks.super_version()))
+                .max_by_key(|(_, sv)| sv.mem.approximate_size());
+            if let Some((ks, sv)) = largest
+                && sv.mem.approximate_size() >= manager.buffer_size() / 8
+                && sv.imms.len() + 1 < ks.options.max_write_buffer_number
+            {
+                self.switch_memtable(log, ks, &sv)?;
+                ks.request_flush(log.wal_number);
+                self.wake_background();
+            }
+        }
+        if !manager.is_full() {
+            return Ok(false);
+        }
+        let mut flushing = false;
+        for ks in keyspaces {
+            if !ks.super_version().imms.is_empty() {
+                flushing = true;
+                if ks.request_flush(log.wal_number) {
+                    self.wake_background();
+                }
+            }
+        }
+        Ok(flushing)
     }
 
     /// Freezes keyspace `ks`'s active memtable if it holds anything (for `flush`), waiting
@@ -616,7 +672,7 @@ impl DbInner {
             let sv = ks.super_version();
             if !sv.mem.is_empty() {
                 if sv.imms.len() + 1 >= ks.options.max_write_buffer_number {
-                    self.check_flush_failed_since(errors_before)?;
+                    self.check_flush_failed_since(Some(errors_before))?;
                     self.wait_for_background_progress(progress)?;
                     continue;
                 }
@@ -654,15 +710,6 @@ impl DbInner {
                     tracing::warn!(path = %path.display(), error = %e, "could not delete obsolete WAL");
                 }
             }
-        }
-    }
-
-    /// The error of the flushes waiting after failing for want of a resource
-    /// (`BgState::flush_retry`), for a writer that would otherwise wait for them.
-    fn check_flush_retry(&self) -> Result<()> {
-        match self.bg.lock().flush_retry.error() {
-            Some(e) => Err(share_error(e)),
-            None => Ok(()),
         }
     }
 
@@ -811,6 +858,7 @@ impl DbInner {
             0 => log.wal_number,
             n => FileNumber(n),
         };
+        sv.mem.freeze_charge();
         let imm = Arc::new(ImmMemTable {
             mem: Arc::clone(&sv.mem),
             wal_number: log.wal_number,
@@ -828,7 +876,7 @@ impl DbInner {
         imms.push(imm);
         imms.extend(guard.imms.iter().cloned());
         *guard = Arc::new(SuperVersion {
-            mem: Arc::new(MemTable::with_bloom(ks.options.memtable_bloom_bytes())),
+            mem: Arc::new(ks.options.new_memtable()),
             imms,
             version: Arc::clone(&guard.version),
         });
@@ -862,6 +910,9 @@ where
     let mut target: Option<(u32, Option<Arc<MemTable>>)> = None;
     for (keyspace, key, seqno, kind, value) in entries {
         if target.as_ref().is_none_or(|(id, _)| *id != keyspace) {
+            if let Some((_, Some(mem))) = &target {
+                mem.settle_charge();
+            }
             target = Some((keyspace, route(keyspace)));
         }
         let Some((_, Some(mem))) = &target else {
@@ -873,6 +924,9 @@ where
             data.slice_ref(value)
         };
         mem.add_bytes(seqno, kind, data.slice_ref(key), value);
+    }
+    if let Some((_, Some(mem))) = &target {
+        mem.settle_charge();
     }
     Ok(())
 }

@@ -12,7 +12,8 @@ mod bloom;
 mod iter;
 mod key;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use bytes::Bytes;
 use crossbeam_skiplist::SkipMap;
@@ -21,6 +22,7 @@ pub use iter::MemTableIter;
 pub(crate) use key::{MemKey, SmallBytes};
 
 use crate::types::{SeqNo, ValueKind};
+use crate::write_buffer::WriteBufferManager;
 
 /// Bytes charged per entry on top of key and value, for skiplist nodes and bookkeeping. An
 /// estimate (a node holds the key, value, a tower of pointers and a refcount), so that
@@ -34,6 +36,17 @@ pub struct MemTable {
     size_bytes: AtomicUsize,
     /// Filter over the user keys, when the memtable serves point lookups.
     bloom: Option<bloom::MemBloom>,
+    /// What this memtable has counted against a shared memory budget, if it has one.
+    charge: Option<Charge>,
+}
+
+/// A memtable's account with a [`WriteBufferManager`]: the bytes it has counted so far
+/// ([`MemTable::settle_charge`]) and whether they moved to the immutable side.
+#[derive(Debug)]
+struct Charge {
+    manager: Arc<WriteBufferManager>,
+    charged: AtomicUsize,
+    frozen: AtomicBool,
 }
 
 impl MemTable {
@@ -46,9 +59,47 @@ impl MemTable {
     /// (none for 0), so [`MemTable::get`] of an absent key usually skips the skiplist search.
     /// Sized from `Options::memtable_bloom_size_ratio` by the database.
     pub fn with_bloom(bloom_bytes: usize) -> Self {
+        Self::with_manager(bloom_bytes, None)
+    }
+
+    /// [`MemTable::with_bloom`], counting its memory against `manager` when there is one: what
+    /// it holds ([`MemTable::approximate_size`]) is counted after each write group the database
+    /// inserts, and no longer once it is dropped.
+    pub fn with_manager(bloom_bytes: usize, manager: Option<Arc<WriteBufferManager>>) -> Self {
         MemTable {
+            map: SkipMap::new(),
+            size_bytes: AtomicUsize::new(0),
             bloom: (bloom_bytes > 0).then(|| bloom::MemBloom::with_bytes(bloom_bytes)),
-            ..Self::default()
+            charge: manager.map(|manager| Charge {
+                manager,
+                charged: AtomicUsize::new(0),
+                frozen: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    /// Counts what this memtable has grown by since the last call against its
+    /// [`WriteBufferManager`] (nothing without one). Called by the single writer of an active
+    /// memtable (the write group's leader), never concurrently with [`MemTable::freeze_charge`].
+    pub(crate) fn settle_charge(&self) {
+        if let Some(c) = &self.charge {
+            let size = self.approximate_size();
+            let before = c.charged.swap(size, Ordering::Relaxed);
+            c.manager.reserve(size.saturating_sub(before));
+            if c.frozen.load(Ordering::Relaxed) {
+                c.manager.mark_immutable(size.saturating_sub(before));
+            }
+        }
+    }
+
+    /// Settles this memtable's count and moves it to the immutable side of its
+    /// [`WriteBufferManager`]: called once, as the memtable is frozen.
+    pub(crate) fn freeze_charge(&self) {
+        if let Some(c) = &self.charge {
+            self.settle_charge();
+            if !c.frozen.swap(true, Ordering::Relaxed) {
+                c.manager.mark_immutable(c.charged.load(Ordering::Relaxed));
+            }
         }
     }
 
@@ -127,6 +178,17 @@ impl MemTable {
 
     pub(crate) fn map(&self) -> &SkipMap<MemKey, SmallBytes> {
         &self.map
+    }
+}
+
+impl Drop for MemTable {
+    fn drop(&mut self) {
+        if let Some(c) = &self.charge {
+            c.manager.release(
+                c.charged.load(Ordering::Relaxed),
+                c.frozen.load(Ordering::Relaxed),
+            );
+        }
     }
 }
 

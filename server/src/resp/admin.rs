@@ -658,6 +658,7 @@ pub(crate) fn info(s: &mut Session, args: &[Bytes]) {
         );
     } else if let Some(db) = engine_db {
         let st = db.db().stats();
+        let budget = s.shared.databases.memtable_budget();
         let _ = write!(
             text,
             "# Engine\r\ndatabase:{}\r\nuser_bytes:{}\r\nwal_bytes:{}\r\nwal_syncs:{}\r\n\
@@ -666,7 +667,8 @@ pub(crate) fn info(s: &mut Session, args: &[Bytes]) {
              stall_micros:{}\r\ndelay_micros:{}\r\nblock_cache_hits:{}\r\nblock_cache_misses:{}\r\n\
              block_cache_usage_bytes:{}\r\nblock_cache_capacity_bytes:{}\r\nopen_tables:{}\r\nopen_tables_capacity:{}\r\nbloom_checked:{}\r\nbloom_useful:{}\r\npending_compaction_bytes:{}\r\n\
              memtable_bytes:{}\r\nimmutable_memtables:{}\r\nlast_seqno:{}\r\ntable_bytes:{}\r\n\
-             writes_stopped:{}\r\nwrites_resumable:{}\r\nbackground_retries:{}\r\n",
+             writes_stopped:{}\r\nwrites_resumable:{}\r\nbackground_retries:{}\r\n\
+             memtable_budget_bytes:{}\r\nmemtable_budget_usage_bytes:{}\r\n",
             db.name(),
             st.user_bytes,
             st.wal_bytes,
@@ -696,6 +698,8 @@ pub(crate) fn info(s: &mut Session, args: &[Bytes]) {
             u8::from(st.writes_stopped.is_some()),
             u8::from(st.writes_resumable),
             st.background_retries,
+            budget.map_or(0, |b| b.buffer_size()),
+            budget.map_or(0, |b| b.memory_usage()),
         );
         if let Some(reason) = &st.writes_stopped {
             // One line (the reason never holds a line break, but make sure), and no `,`: a

@@ -174,9 +174,16 @@ impl SqlError {
             SqlError::Server(ServerError::BadName(_)) => "3D000",
             SqlError::Server(ServerError::ShuttingDown) => "57P01",
             SqlError::Server(ServerError::TooManyDatabases { .. }) => "53000",
-            // A database that cannot be created or recovered on a full disk: disk_full.
+            // A database that cannot be created or recovered on a full disk, or for want of
+            // file descriptors: disk_full and insufficient_resources, as a statement's engine
+            // errors (`QueryError::sqlstate`).
             SqlError::Server(ServerError::Engine { source, .. })
-                if source.is_resource_exhausted() && !source.is_out_of_descriptors() =>
+                if source.is_out_of_descriptors() =>
+            {
+                "53000"
+            }
+            SqlError::Server(ServerError::Engine { source, .. })
+                if source.is_resource_exhausted() =>
             {
                 "53100"
             }

@@ -238,3 +238,24 @@ fn statement_text_with_the_replacement_character_is_refused() {
     assert_eq!(e.sqlstate(), "22021");
     assert!(e.to_string().contains("near byte 26"), "{e}");
 }
+
+#[test]
+fn a_database_that_cannot_open_for_want_of_a_resource_gets_the_statements_sqlstate() {
+    let open_failed = |errno: i32| {
+        SqlError::Server(crate::ServerError::Engine {
+            name: "run42".into(),
+            source: strata_engine::Error::Io {
+                path: "run42/MANIFEST-000001".into(),
+                source: std::io::Error::from_raw_os_error(errno),
+            },
+        })
+    };
+    // As `QueryError::sqlstate` gives a statement whose engine call fails so.
+    assert_eq!(open_failed(28).sqlstate(), "53100", "ENOSPC: disk_full");
+    assert_eq!(
+        open_failed(24).sqlstate(),
+        "53000",
+        "EMFILE: insufficient_resources"
+    );
+    assert_eq!(open_failed(5).sqlstate(), "58000", "EIO: system_error");
+}
