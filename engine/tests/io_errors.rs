@@ -283,6 +283,43 @@ fn a_full_wal_resumes_by_itself_once_space_is_back() {
     reopen_and_check(&fs, &acked, "automatic resume");
 }
 
+/// While the file system reports the disk still full, the automatic resume does not try
+/// (a try with nothing to write would succeed, and the next write fail again: a cycle of
+/// error lines and WAL numbers); once it reports space, the resume runs.
+#[test]
+fn the_automatic_resume_waits_while_the_disk_reports_no_space() {
+    let fs = MemFs::new();
+    let mut acked = Acked::default();
+    let db = Db::open(DB, options(&fs).auto_resume(true)).expect("open");
+    acked.fill(&db, 0, 50);
+    fs.inject(Fault::new(FaultOp::Any, ENOSPC).sticky());
+    fs.set_available_space(Some(4096));
+    let err = acked.write(&db, 0, 1, false).expect_err("disk full");
+    assert!(is_io(&err, ENOSPC), "{err}");
+    // Writes would go through now, but the disk says it is full: no attempt is made.
+    fs.clear_faults();
+    std::thread::sleep(std::time::Duration::from_millis(1200));
+    // An attempt would have succeeded: the faults are gone.
+    assert!(db.is_resumable(), "resumed on a disk reported full");
+    fs.set_available_space(Some(1 << 30));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while db.is_resumable() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not resumed 30 s after space came back"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    acked.fill(&db, 1, 50);
+    assert_readable(&db, &acked.values, "after the automatic resume");
+    drop(db);
+    reopen_and_check(
+        &fs,
+        &acked,
+        "automatic resume after the disk reported space",
+    );
+}
+
 /// Cuts the power at each file-system call of a resume of the database `poisoned` leaves,
 /// in turn, until a resume completes: each reopen must succeed (no torn tail left in a WAL
 /// older than the newest, no manifest naming a missing table) and hold every acknowledged

@@ -148,7 +148,18 @@ fn background_main(inner: &Arc<DbInner>) {
         };
         match job {
             Job::Resume => {
-                let result = inner.resume();
+                // While the disk is still full, an attempt would fail, or succeed with nothing
+                // to write and fail again at the next write: wait for space without trying.
+                let result = if inner.disk_still_full() {
+                    Err(Error::Io {
+                        path: inner.dir.clone(),
+                        source: std::io::Error::from_raw_os_error(
+                            rustix::io::Errno::NOSPC.raw_os_error(),
+                        ),
+                    })
+                } else {
+                    inner.resume()
+                };
                 let now = Instant::now();
                 let mut bg = inner.bg.lock();
                 bg.resume_running = false;

@@ -39,6 +39,11 @@ use crate::filename;
 use crate::version::VersionEdit;
 use crate::wal;
 
+/// Free space, in bytes, below which the automatic resume does not try: on a disk this full
+/// the resume's new WAL and manifest, let alone the memtables' tables, would not fit, and a
+/// resume with nothing to flush would succeed only to fail at the next write.
+const RESUME_MIN_SPACE: u64 = 1 << 20;
+
 /// Holds the flush slot (`BgState::flush_running`) for a resume, so no background flush runs
 /// beside it; releases it when dropped.
 struct FlushSlot<'a>(&'a DbInner);
@@ -57,6 +62,13 @@ impl DbInner {
     /// Whether the database is poisoned by a failure [`DbInner::resume`] may clear.
     pub(crate) fn is_resumable(&self) -> bool {
         self.poison.lock().as_ref().is_some_and(|p| p.resumable)
+    }
+
+    /// True when the file system reports less than [`RESUME_MIN_SPACE`] bytes available to
+    /// this process in the database's directory ([`crate::fs::FileSystem::available_space`];
+    /// false when it cannot tell): the automatic resume waits for space instead of trying.
+    pub(crate) fn disk_still_full(&self) -> bool {
+        matches!(self.fs().available_space(&self.dir), Ok(Some(n)) if n < RESUME_MIN_SPACE)
     }
 
     /// Clears a resumable poisoning (see the module docs). Returns `true` when writes are

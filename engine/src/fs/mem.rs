@@ -133,6 +133,8 @@ struct State {
     faults: Vec<Fault>,
     /// Bumped by every crash: handles from before it stop working.
     generation: u64,
+    /// What [`FileSystem::available_space`] reports ([`MemFs::set_available_space`]).
+    available: Option<u64>,
 }
 
 #[derive(Debug, Default)]
@@ -327,6 +329,12 @@ impl MemFs {
     /// Removes every armed fault (the disk has space again).
     pub fn clear_faults(&self) {
         self.state.lock().faults.clear();
+    }
+
+    /// Sets what [`FileSystem::available_space`] reports (`None`, unknown, by default). Only
+    /// reported: writes are not refused by it (inject an `ENOSPC` [`Fault`] for that).
+    pub fn set_available_space(&self, bytes: Option<u64>) {
+        self.state.lock().available = bytes;
     }
 
     /// Simulates a power loss and restart: every directory goes back to its last synced entries,
@@ -665,6 +673,14 @@ impl FileSystem for MemFs {
     fn canonicalize(&self, path: &Path) -> io::Result<PathBuf> {
         if self.exists(path) {
             Ok(path.to_path_buf())
+        } else {
+            Err(not_found(path))
+        }
+    }
+
+    fn available_space(&self, path: &Path) -> io::Result<Option<u64>> {
+        if self.exists(path) {
+            Ok(self.state.lock().available)
         } else {
             Err(not_found(path))
         }

@@ -203,6 +203,19 @@ pub trait FileSystem: Send + Sync + Debug {
     /// The operating system's error (for example when `path` does not exist).
     fn canonicalize(&self, path: &Path) -> io::Result<PathBuf>;
 
+    /// Bytes this process may still write on the file system holding `path` (`statvfs`'s
+    /// `f_bavail * f_frsize`, or `f_bfree` for root, who may use the reserved blocks), or
+    /// `None` where that is unknown. Used to put off a
+    /// resume after a full disk while the disk is still full ([`crate::Db::resume`]). The
+    /// default is `None`.
+    ///
+    /// # Errors
+    /// The operating system's error (for example when `path` does not exist).
+    fn available_space(&self, path: &Path) -> io::Result<Option<u64>> {
+        let _ = path;
+        Ok(None)
+    }
+
     /// Takes an exclusive lock on `path` (created if missing), held until the returned guard is
     /// dropped.
     ///

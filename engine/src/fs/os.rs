@@ -128,6 +128,17 @@ impl FileSystem for OsFs {
         std::fs::canonicalize(path)
     }
 
+    fn available_space(&self, path: &Path) -> io::Result<Option<u64>> {
+        let st = rustix::fs::statvfs(path)?;
+        // Root may write into the blocks reserved for it (ext4's 5%), others may not.
+        let blocks = if rustix::process::geteuid().is_root() {
+            st.f_bfree
+        } else {
+            st.f_bavail
+        };
+        Ok(Some(blocks.saturating_mul(st.f_frsize)))
+    }
+
     fn lock(&self, path: &Path) -> io::Result<Box<dyn FileLock>> {
         let file = OpenOptions::new()
             .read(true)

@@ -280,3 +280,17 @@ fn os_and_mem_file_systems_agree_on_the_basics() -> io::Result<()> {
     basic_contract(&MemFs::new(), Path::new("/db"))?;
     Ok(())
 }
+
+#[test]
+fn available_space_is_the_file_systems_or_what_a_memfs_was_told() -> io::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let free = OsFs.available_space(dir.path())?;
+    assert!(free.is_some_and(|n| n > 0), "{free:?}");
+    assert!(OsFs.available_space(&dir.path().join("missing")).is_err());
+    let fs = MemFs::new();
+    assert_eq!(fs.available_space(Path::new("/"))?, None);
+    fs.set_available_space(Some(7));
+    assert_eq!(fs.available_space(Path::new("/"))?, Some(7));
+    assert!(fs.available_space(Path::new("/missing")).is_err());
+    Ok(())
+}
