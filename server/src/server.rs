@@ -1,7 +1,7 @@
 //! Listeners, connection accounting and shutdown.
 //!
 //! [`Server::run`] accepts RESP and PostgreSQL connections, one task each, until the
-//! shutdown future completes; then it stops accepting, lets every connection finish the
+//! shutdown future completes (or a RESP client sends `SHUTDOWN`); then it stops accepting, lets every connection finish the
 //! command it is running for the grace period ([`Config::shutdown_grace`]; RESP connections
 //! close once idle, PostgreSQL connections after answering what their client sent, with
 //! FATAL 57P01), interrupts the SQL statements still running, closes the connections not in
@@ -72,6 +72,9 @@ pub(crate) struct Shared {
     /// plus [`Config::shutdown_grace`], moved to the present by a second SIGINT/SIGTERM. See
     /// [`Shared::grace_over`].
     pub grace_deadline: watch::Sender<Option<Instant>>,
+    /// Set by the RESP `SHUTDOWN` command: begins the shutdown as the first SIGINT/SIGTERM
+    /// does.
+    pub shutdown_asked: watch::Sender<bool>,
     /// Hands out PostgreSQL backend keys: one counter for the whole server, so every
     /// connection has its own process id (pgwire's password handler would otherwise start a
     /// counter per connection).
@@ -254,6 +257,7 @@ impl Server {
             pg_keys: Arc::new(pgwire::api::RandomPidSecretKeyGenerator::default()),
             stopping: AtomicBool::new(false),
             grace_deadline: watch::Sender::new(None),
+            shutdown_asked: watch::Sender::new(false),
         });
         Ok(Server { shared, resp, pg })
     }
@@ -338,7 +342,13 @@ impl Server {
                 },
             ));
         }
-        shutdown.await;
+        let mut asked = shared.shutdown_asked.subscribe();
+        tokio::select! {
+            () = shutdown => {}
+            Ok(_) = asked.wait_for(|asked| *asked) => {
+                tracing::info!("SHUTDOWN command received");
+            }
+        }
         tracing::info!("shutting down: no new connections, finishing in-flight commands");
         let started = Instant::now();
         shared
@@ -621,6 +631,14 @@ impl RunningServer {
     /// The PostgreSQL address, when it is on.
     pub fn pg_addr(&self) -> Option<SocketAddr> {
         self.pg_addr
+    }
+
+    /// True once the server has stopped by itself (a client's `SHUTDOWN`) or failed;
+    /// [`RunningServer::shutdown`] then returns its result.
+    pub fn has_stopped(&self) -> bool {
+        self.thread
+            .as_ref()
+            .is_none_or(std::thread::JoinHandle::is_finished)
     }
 
     /// Shuts the server down cleanly and waits for it.

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use redis::{Commands, Value};
 use server_util::{TestServer, closed_by_peer, encode, read_exactly, roundtrip};
-use strata_server::SyncMode;
+use strata_server::{RunningServer, SyncMode};
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 
@@ -1385,6 +1385,12 @@ fn a_connection_opens_db0_only_for_a_command_that_needs_it() {
     let mut e = server.client();
     let info: String = redis::cmd("INFO").arg("engine").query(&mut e).unwrap();
     assert!(info.contains("database:db0\r\ndatabase_open:0"), "{info}");
+    // The server's memtable budget is shown with no database open too.
+    assert!(
+        info.contains("memtable_budget_bytes:1073741824\r\n"),
+        "{info}"
+    );
+    assert!(info.contains("memtable_budget_usage_bytes:"), "{info}");
     let me: String = redis::cmd("CLIENT").arg("INFO").query(&mut e).unwrap();
     assert!(me.contains(" db=0 "), "{me}");
     roundtrip(&mut d, &encode(&[b"SELECT", b"run1"]), b"+OK\r\n");
@@ -1531,6 +1537,45 @@ fn databases_written_at_once_keep_their_memtables_within_the_shared_budget() -> 
         assert_eq!(got, value);
     }
     Ok(())
+}
+
+#[test]
+fn shutdown_stops_the_server_cleanly_as_sigterm_does() {
+    let mut server = TestServer::start(|_| {});
+    let mut c = server.raw();
+    roundtrip(
+        &mut c,
+        &encode(&[b"SHUTDOWN", b"ABORT"]),
+        b"-ERR No shutdown in progress.\r\n",
+    );
+    roundtrip(
+        &mut c,
+        &encode(&[b"SHUTDOWN", b"NOSAVE", b"SAVE"]),
+        b"-ERR syntax error\r\n",
+    );
+    roundtrip(&mut c, &encode(&[b"SET", b"k", b"v"]), b"+OK\r\n");
+    // As Redis: no reply, the connection closes; the commands after it do not run.
+    c.write_all(
+        &[
+            encode(&[b"SHUTDOWN", b"NOSAVE", b"NOW"]),
+            encode(&[b"SET", b"k", b"late"]),
+        ]
+        .concat(),
+    )
+    .expect("write");
+    assert!(closed_by_peer(&mut c), "the connection stays open");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !server
+        .server
+        .as_ref()
+        .is_some_and(RunningServer::has_stopped)
+    {
+        assert!(Instant::now() < deadline, "the server did not stop");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    server.restart();
+    let mut c = server.raw();
+    roundtrip(&mut c, &encode(&[b"GET", b"k"]), b"$1\r\nv\r\n");
 }
 
 #[test]

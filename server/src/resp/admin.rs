@@ -224,6 +224,25 @@ pub(crate) fn quit(s: &mut Session, _args: &[Bytes]) {
     s.quit = true;
 }
 
+/// SHUTDOWN [NOSAVE | SAVE] [NOW] [FORCE] [ABORT]: begins the server's shutdown, as the first
+/// SIGINT/SIGTERM does (the WALs are synced and the databases closed whichever option is
+/// given: there is no snapshot to save or skip, and no replica to wait for). As in Redis, the
+/// connection is closed without a reply; a shutdown cannot be aborted.
+pub(crate) fn shutdown(s: &mut Session, args: &[Bytes]) {
+    let mut save = None;
+    for arg in args.iter().skip(1) {
+        match arg.to_ascii_uppercase().as_slice() {
+            word @ (b"NOSAVE" | b"SAVE") if save.is_none() => save = Some(word == b"SAVE"),
+            b"NOW" | b"FORCE" => {}
+            b"ABORT" if args.len() == 2 => return s.out.error("ERR No shutdown in progress."),
+            _ => return s.out.error(SYNTAX),
+        }
+    }
+    tracing::info!(client = s.id(), "SHUTDOWN asked by a client");
+    s.shared.shutdown_asked.send_replace(true);
+    s.quit = true;
+}
+
 const BAD_CLIENT_NAME: &str =
     "ERR Client names cannot contain spaces, newlines or special characters.";
 
@@ -650,15 +669,21 @@ pub(crate) fn info(s: &mut Session, args: &[Bytes]) {
     } else {
         None
     };
+    // The memtable budget is the server's, shown whichever database is open.
+    let budget = s.shared.databases.memtable_budget();
+    let budget_lines = format!(
+        "memtable_budget_bytes:{}\r\nmemtable_budget_usage_bytes:{}\r\n",
+        budget.map_or(0, |b| b.buffer_size()),
+        budget.map_or(0, |b| b.memory_usage()),
+    );
     if want("engine") && engine_db.is_none() {
         let _ = write!(
             text,
-            "# Engine\r\ndatabase:{}\r\ndatabase_open:0\r\n\r\n",
+            "# Engine\r\ndatabase:{}\r\ndatabase_open:0\r\n{budget_lines}\r\n",
             s.db_name()
         );
     } else if let Some(db) = engine_db {
         let st = db.db().stats();
-        let budget = s.shared.databases.memtable_budget();
         let _ = write!(
             text,
             "# Engine\r\ndatabase:{}\r\nuser_bytes:{}\r\nwal_bytes:{}\r\nwal_syncs:{}\r\n\
@@ -667,8 +692,7 @@ pub(crate) fn info(s: &mut Session, args: &[Bytes]) {
              stall_micros:{}\r\ndelay_micros:{}\r\nblock_cache_hits:{}\r\nblock_cache_misses:{}\r\n\
              block_cache_usage_bytes:{}\r\nblock_cache_capacity_bytes:{}\r\nopen_tables:{}\r\nopen_tables_capacity:{}\r\nbloom_checked:{}\r\nbloom_useful:{}\r\npending_compaction_bytes:{}\r\n\
              memtable_bytes:{}\r\nimmutable_memtables:{}\r\nlast_seqno:{}\r\ntable_bytes:{}\r\n\
-             writes_stopped:{}\r\nwrites_resumable:{}\r\nbackground_retries:{}\r\n\
-             memtable_budget_bytes:{}\r\nmemtable_budget_usage_bytes:{}\r\n",
+             writes_stopped:{}\r\nwrites_resumable:{}\r\nbackground_retries:{}\r\n{}",
             db.name(),
             st.user_bytes,
             st.wal_bytes,
@@ -698,8 +722,7 @@ pub(crate) fn info(s: &mut Session, args: &[Bytes]) {
             u8::from(st.writes_stopped.is_some()),
             u8::from(st.writes_resumable),
             st.background_retries,
-            budget.map_or(0, |b| b.buffer_size()),
-            budget.map_or(0, |b| b.memory_usage()),
+            budget_lines,
         );
         if let Some(reason) = &st.writes_stopped {
             // One line (the reason never holds a line break, but make sure), and no `,`: a

@@ -853,6 +853,19 @@ pub(crate) static COMMANDS: &[CommandSpec] = &[
         .since("2.2.0")
         .complexity("O(log N + M) where M is the length of the value (it is rewritten)")
         .args(&[key("key"), integer("offset"), string("value")]),
+    spec("SHUTDOWN", -1, admin::shutdown, "server")
+        .no_database()
+        .doc("Stops the server as SIGTERM does: no new connections, in-flight commands finished, WALs synced, databases closed.")
+        .args(&[
+            oneof(
+                "save-selector",
+                &[word("nosave", "NOSAVE"), word("save", "SAVE")],
+            )
+            .optional(),
+            word("now", "NOW").optional().since("7.0.0"),
+            word("force", "FORCE").optional().since("7.0.0"),
+            word("abort", "ABORT").optional().since("7.0.0"),
+        ]),
     spec("SQL", 2, admin::sql, "strata")
         .write()
         .heavy()
