@@ -269,18 +269,24 @@ fn a_full_wal_resumes_by_itself_once_space_is_back() {
         "{stopped}"
     );
     fs.clear_faults();
+    resumed_by_itself(&fs, db, &mut acked, 4, "automatic resume");
+}
+
+/// Waits (up to 30 s) for `db`'s automatic resume once space is back, then writes round
+/// `round`, checks every acknowledged write, and again after a reopen.
+fn resumed_by_itself(fs: &MemFs, db: Db, acked: &mut Acked, round: usize, what: &str) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while db.is_resumable() {
         assert!(
             std::time::Instant::now() < deadline,
-            "not resumed 30 s after space came back"
+            "{what}: not resumed 30 s after space came back"
         );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    acked.fill(&db, 4, 50);
-    assert_readable(&db, &acked.values, "after the automatic resume");
+    acked.fill(&db, round, 50);
+    assert_readable(&db, &acked.values, &format!("{what}: after the resume"));
     drop(db);
-    reopen_and_check(&fs, &acked, "automatic resume");
+    reopen_and_check(fs, acked, what);
 }
 
 /// While the file system reports the disk still full, the automatic resume does not try
@@ -302,20 +308,11 @@ fn the_automatic_resume_waits_while_the_disk_reports_no_space() {
     // An attempt would have succeeded: the faults are gone.
     assert!(db.is_resumable(), "resumed on a disk reported full");
     fs.set_available_space(Some(1 << 30));
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while db.is_resumable() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "not resumed 30 s after space came back"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    acked.fill(&db, 1, 50);
-    assert_readable(&db, &acked.values, "after the automatic resume");
-    drop(db);
-    reopen_and_check(
+    resumed_by_itself(
         &fs,
-        &acked,
+        db,
+        &mut acked,
+        1,
         "automatic resume after the disk reported space",
     );
 }
