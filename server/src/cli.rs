@@ -66,7 +66,8 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 300)]
     pub close_idle_databases: u64,
     /// Flush a database's waiting memtables once it has taken no write for this many
-    /// milliseconds (0 = never).
+    /// milliseconds (0 = never); while the memtable budget is at least half used, its active
+    /// memtable too.
     #[arg(long, default_value_t = 2000)]
     pub flush_when_quiet_ms: u64,
     /// Close connections idle for this many seconds (0 = never).

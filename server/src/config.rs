@@ -97,7 +97,8 @@ pub struct Config {
     /// Flush a database's memtables into one level-0 table once it has taken no write for
     /// this long and holds immutable memtables (they otherwise wait for
     /// `memtables_per_flush` of them, so reads after a load probe them all, and a restart
-    /// replays their WAL). `None` never does. Default 2 s.
+    /// replays their WAL), or, while the memtable budget is at least half used, any memtable
+    /// (so idle databases give their share of it back). `None` never does. Default 2 s.
     pub flush_when_quiet: Option<Duration>,
     /// RESP framing limits (bulk size, argument count, inline length).
     pub limits: Limits,

@@ -859,10 +859,17 @@ impl Databases {
     /// taken no write for `quiet` (its last sequence number has not moved since): they become
     /// one level-0 table. Memtables otherwise wait until `memtables_per_flush` are full, so
     /// after a load every read probes up to that many memtables, and a restart replays their
-    /// WAL, for as long as no more writes come. Blocks while flushing; returns the names of the
-    /// databases flushed. A database being opened or closed is skipped.
+    /// WAL, for as long as no more writes come. While the memtable budget
+    /// (`Config::memtable_budget`) is at least half used, a quiet database's active memtable
+    /// is flushed too, even with no immutable one: otherwise it counts against the budget
+    /// until the database is closed, and the databases still written get less of it. Blocks
+    /// while flushing; returns the names of the databases flushed. A database being opened or
+    /// closed is skipped.
     pub fn flush_quiet(&self, quiet: Duration) -> Vec<String> {
         let mut to_flush: Vec<Arc<Database>> = Vec::new();
+        let budget_pressed = self
+            .memtable_budget()
+            .is_some_and(|b| b.memory_usage() >= b.buffer_size() / 2);
         {
             let open = self.open.lock();
             for slot in open.values() {
@@ -871,7 +878,10 @@ impl Databases {
                 let mut seen = db.quiet_since.lock();
                 if seen.0 != stats.last_seqno {
                     *seen = (stats.last_seqno, Instant::now());
-                } else if stats.immutable_memtables > 0 && seen.1.elapsed() >= quiet {
+                } else if (stats.immutable_memtables > 0
+                    || (budget_pressed && stats.memtable_bytes > 0))
+                    && seen.1.elapsed() >= quiet
+                {
                     // Holding a reference keeps `close_idle` away until the flush is done.
                     to_flush.push(Arc::clone(db));
                 }

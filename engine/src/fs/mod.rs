@@ -205,9 +205,8 @@ pub trait FileSystem: Send + Sync + Debug {
 
     /// Bytes this process may still write on the file system holding `path` (`statvfs`'s
     /// `f_bavail * f_frsize`, or `f_bfree` for root, who may use the reserved blocks), or
-    /// `None` where that is unknown. Used to put off a
-    /// resume after a full disk while the disk is still full ([`crate::Db::resume`]). The
-    /// default is `None`.
+    /// `None` where that is unknown. Used to put off an automatic resume after a full disk
+    /// while the disk is still full ([`crate::Db::resume`]). The default is `None`.
     ///
     /// # Errors
     /// The operating system's error (for example when `path` does not exist).

@@ -229,10 +229,10 @@ pub(crate) fn quit(s: &mut Session, _args: &[Bytes]) {
 /// given: there is no snapshot to save or skip, and no replica to wait for). As in Redis, the
 /// connection is closed without a reply; a shutdown cannot be aborted.
 pub(crate) fn shutdown(s: &mut Session, args: &[Bytes]) {
-    let mut save = None;
+    let mut save_selector = false;
     for arg in args.iter().skip(1) {
         match arg.to_ascii_uppercase().as_slice() {
-            word @ (b"NOSAVE" | b"SAVE") if save.is_none() => save = Some(word == b"SAVE"),
+            b"NOSAVE" | b"SAVE" if !save_selector => save_selector = true,
             b"NOW" | b"FORCE" => {}
             b"ABORT" if args.len() == 2 => return s.out.error("ERR No shutdown in progress."),
             _ => return s.out.error(SYNTAX),
