@@ -195,11 +195,24 @@ impl QueryError {
             QueryError::Corruption(_) => "XX001",
             QueryError::Engine(strata_engine::Error::Closed) => "57P01",
             QueryError::Engine(strata_engine::Error::InvalidArgument(_)) => "22023",
-            // PostgreSQL's disk_full and insufficient_resources.
-            QueryError::Engine(e) if e.is_out_of_descriptors() => "53000",
-            QueryError::Engine(e) if e.is_resource_exhausted() => "53100",
-            QueryError::Engine(_) | QueryError::Io(_) | QueryError::Import { .. } => "58030",
+            QueryError::Engine(e) => resource_sqlstate(e).unwrap_or("58030"),
+            QueryError::Io(_) | QueryError::Import { .. } => "58030",
         }
+    }
+}
+
+/// PostgreSQL's SQLSTATE for an engine error that reports a resource running out: `53000`
+/// insufficient_resources when no file descriptor was left, `53100` disk_full for no space or
+/// a quota (or writes stopped by one: [`strata_engine::Error::is_resource_exhausted`]);
+/// `None` for any other error. [`QueryError::sqlstate`] uses it for statements, the network
+/// server for a database that cannot be opened.
+pub fn resource_sqlstate(e: &strata_engine::Error) -> Option<&'static str> {
+    if e.is_out_of_descriptors() {
+        Some("53000")
+    } else if e.is_resource_exhausted() {
+        Some("53100")
+    } else {
+        None
     }
 }
 

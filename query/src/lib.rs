@@ -42,7 +42,7 @@ pub mod translate;
 pub mod value;
 
 pub use ast::OnConflict;
-pub use error::{QueryError, Result};
+pub use error::{QueryError, Result, resource_sqlstate};
 pub use exec::store::{DbStore, KvBatch, KvRead, KvStore, MemStore, ScanCache};
 pub use exec::{BulkInsert, Database, Output, RowSink};
 pub use interrupt::Interrupt;

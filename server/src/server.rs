@@ -4,10 +4,11 @@
 //! shutdown future completes or a RESP client sends `SHUTDOWN`; then it stops accepting,
 //! lets every connection finish the command it is running for the grace period
 //! ([`Config::shutdown_grace`]; RESP connections close once idle, PostgreSQL connections
-//! after answering what their client sent, with FATAL 57P01), interrupts the SQL statements still running, closes the connections not in
-//! an engine call (a client that does not read its replies is not waited for), waits for
-//! in-flight engine calls, syncs the WALs and closes the databases. [`serve`] wires
-//! SIGINT/SIGTERM to that shutdown, and a second signal to ending the grace period at once.
+//! after answering what their client sent, with FATAL 57P01), interrupts the SQL statements
+//! still running, closes the connections not in an engine call (a client that does not read
+//! its replies is not waited for), waits for in-flight engine calls, syncs the WALs and closes
+//! the databases. [`serve`] wires SIGINT/SIGTERM to that shutdown, and a second signal to
+//! ending the grace period at once.
 
 use std::future::Future;
 use std::net::SocketAddr;

@@ -153,9 +153,7 @@ fn background_main(inner: &Arc<DbInner>) {
                 let result = if inner.disk_still_full() {
                     Err(Error::Io {
                         path: inner.dir.clone(),
-                        source: std::io::Error::from_raw_os_error(
-                            rustix::io::Errno::NOSPC.raw_os_error(),
-                        ),
+                        source: std::io::Error::from_raw_os_error(crate::fs::ENOSPC),
                     })
                 } else {
                     inner.resume()

@@ -80,26 +80,30 @@ impl MemTable {
 
     /// Counts what this memtable has grown by since the last call against its
     /// [`WriteBufferManager`] (nothing without one). Called by the single writer of an active
-    /// memtable (the write group's leader), never concurrently with [`MemTable::freeze_charge`].
+    /// memtable (the write group's leader, under the `log` lock, as freezing is): a frozen
+    /// memtable takes no more writes, so what it counts stays on the active side until
+    /// [`MemTable::freeze_charge`] moves it.
     pub(crate) fn settle_charge(&self) {
         if let Some(c) = &self.charge {
+            debug_assert!(
+                !c.frozen.load(Ordering::Relaxed),
+                "a write into a frozen memtable"
+            );
             let size = self.approximate_size();
             let before = c.charged.swap(size, Ordering::Relaxed);
             c.manager.reserve(size.saturating_sub(before));
-            if c.frozen.load(Ordering::Relaxed) {
-                c.manager.mark_immutable(size.saturating_sub(before));
-            }
         }
     }
 
     /// Settles this memtable's count and moves it to the immutable side of its
     /// [`WriteBufferManager`]: called once, as the memtable is frozen.
     pub(crate) fn freeze_charge(&self) {
-        if let Some(c) = &self.charge {
+        if let Some(c) = &self.charge
+            && !c.frozen.load(Ordering::Relaxed)
+        {
             self.settle_charge();
-            if !c.frozen.swap(true, Ordering::Relaxed) {
-                c.manager.mark_immutable(c.charged.load(Ordering::Relaxed));
-            }
+            c.frozen.store(true, Ordering::Relaxed);
+            c.manager.mark_immutable(c.charged.load(Ordering::Relaxed));
         }
     }
 

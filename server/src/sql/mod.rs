@@ -176,16 +176,9 @@ impl SqlError {
             SqlError::Server(ServerError::TooManyDatabases { .. }) => "53000",
             // A database that cannot be created or recovered on a full disk, or for want of
             // file descriptors: disk_full and insufficient_resources, as a statement's engine
-            // errors (`QueryError::sqlstate`).
-            SqlError::Server(ServerError::Engine { source, .. })
-                if source.is_out_of_descriptors() =>
-            {
-                "53000"
-            }
-            SqlError::Server(ServerError::Engine { source, .. })
-                if source.is_resource_exhausted() =>
-            {
-                "53100"
+            // errors.
+            SqlError::Server(ServerError::Engine { source, .. }) => {
+                strata_query::resource_sqlstate(source).unwrap_or("58000")
             }
             SqlError::Server(_) => "58000",
         }
