@@ -237,6 +237,10 @@ pub(crate) fn sst_dump(file: &Path, entries: bool) -> anyhow::Result<ExitCode> {
         Some(id) => outln!("table id:          {id}")?,
         None => outln!("table id:          none (written before table ids)")?,
     }
+    match p.num_user_keys {
+        Some(n) => outln!("user keys:         {n}")?,
+        None => outln!("user keys:         not recorded (written before 2026-12-04)")?,
+    }
     if entries {
         let mut out = std::io::BufWriter::new(std::io::stdout().lock());
         let problems = dump_entries(&table, &mut out)?;

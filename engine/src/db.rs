@@ -236,6 +236,52 @@ impl Db {
         inner.range(&inner.default_ks, options, lower, upper)
     }
 
+    /// Number of keys in `range` with a value, as of `options.snapshot` or, without one, as
+    /// of this call: what `range(options, range).count()` returns, without copying or
+    /// returning the pairs.
+    ///
+    /// Where the range's data lies in one level of tables that hold one put per key (the
+    /// settled state after compactions or a bulk load, with nothing in the memtables there),
+    /// the count comes from the tables' entries: data blocks wholly inside the range are
+    /// counted from their entry headers, without assembling or comparing keys. Otherwise it
+    /// merges the sources as [`Db::range`] does (`docs/design.md`, "Counting a range").
+    ///
+    /// # Errors
+    /// As [`Db::range`]'s items: [`crate::Error::Io`], [`crate::Error::Corruption`] or
+    /// [`crate::Error::ChecksumMismatch`] reading a block; [`crate::Error::Closed`];
+    /// [`crate::Error::InvalidArgument`] for a snapshot of another database, or a merge
+    /// without a merge operator.
+    pub fn count<'a, R>(&self, options: &ReadOptions, range: R) -> Result<u64>
+    where
+        R: RangeBounds<&'a [u8]>,
+    {
+        let inner = self.inner();
+        let (lower, upper) = (range.start_bound().cloned(), range.end_bound().cloned());
+        inner
+            .count(&inner.default_ks, options, lower, upper, None)
+            .map(Option::unwrap_or_default)
+    }
+
+    /// [`Db::count`] that gives up once `stop` is set (looked at between tables, or every
+    /// 4,096 keys when it merges), returning `Ok(None)`: for a caller that cancels long
+    /// statements, as the SQL layer's interrupt does.
+    ///
+    /// # Errors
+    /// As [`Db::count`].
+    pub fn count_until<'a, R>(
+        &self,
+        options: &ReadOptions,
+        range: R,
+        stop: &std::sync::atomic::AtomicBool,
+    ) -> Result<Option<u64>>
+    where
+        R: RangeBounds<&'a [u8]>,
+    {
+        let inner = self.inner();
+        let (lower, upper) = (range.start_bound().cloned(), range.end_bound().cloned());
+        inner.count(&inner.default_ks, options, lower, upper, Some(stop))
+    }
+
     /// Up to `parts - 1` keys, ascending, that cut the user keys of `range` into `parts`
     /// ranges holding about equal bytes of table data, for reading them on `parts` threads
     /// (each with its own [`Db::range`] at one snapshot). The cuts come from the tables of the

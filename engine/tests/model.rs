@@ -148,6 +148,11 @@ fn check_all(db: &Db, model: &Model, snaps: &[(Snapshot, Model)], seed: u64, ste
         expected,
         "{ctx} forward scan"
     );
+    assert_eq!(
+        db.count(&ReadOptions::default(), ..).expect("count"),
+        expected.len() as u64,
+        "{ctx} count"
+    );
     let mut reversed: Vec<_> = db
         .iter(&ReadOptions::default())
         .rev()
@@ -165,6 +170,12 @@ fn check_all(db: &Db, model: &Model, snaps: &[(Snapshot, Model)], seed: u64, ste
             scan(db, &ro),
             expected,
             "{ctx} snapshot {} scan",
+            snap.seqno()
+        );
+        assert_eq!(
+            db.count(&ro, ..).expect("count"),
+            expected.len() as u64,
+            "{ctx} snapshot {} count",
             snap.seqno()
         );
         for (k, v) in at.iter().take(20) {
@@ -305,6 +316,14 @@ fn run(seed: u64, steps: usize) {
                 assert_eq!(
                     got, expected,
                     "seed {seed} step {step} range {lo:?}..{hi:?}"
+                );
+                let counted = db
+                    .count(&ReadOptions::default(), &lo[..]..&hi[..])
+                    .expect("count");
+                assert_eq!(
+                    counted,
+                    expected.len() as u64,
+                    "seed {seed} step {step} count {lo:?}..{hi:?}"
                 );
             }
             94 if memfs.is_some() => {

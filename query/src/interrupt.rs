@@ -42,6 +42,11 @@ impl Interrupt {
         self.flag.load(Ordering::Acquire)
     }
 
+    /// The flag itself, for a store call that looks at it ([`crate::KvRead::count`]).
+    pub(crate) fn flag(&self) -> &AtomicBool {
+        &self.flag
+    }
+
     /// Unsets the flag, so the next statement runs.
     pub fn clear(&self) {
         self.flag.store(false, Ordering::Release);

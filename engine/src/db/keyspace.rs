@@ -160,6 +160,38 @@ impl Keyspace {
         self.inner().range(&self.state, options, lower, upper)
     }
 
+    /// Number of this keyspace's keys in `range` with a value; see [`Db::count`].
+    ///
+    /// # Errors
+    /// As [`Db::count`]; [`crate::Error::InvalidArgument`] once the keyspace is dropped.
+    pub fn count<'a, R>(&self, options: &ReadOptions, range: R) -> Result<u64>
+    where
+        R: RangeBounds<&'a [u8]>,
+    {
+        let (lower, upper) = (range.start_bound().cloned(), range.end_bound().cloned());
+        self.inner()
+            .count(&self.state, options, lower, upper, None)
+            .map(Option::unwrap_or_default)
+    }
+
+    /// [`Keyspace::count`] that gives up once `stop` is set; see [`Db::count_until`].
+    ///
+    /// # Errors
+    /// As [`Keyspace::count`].
+    pub fn count_until<'a, R>(
+        &self,
+        options: &ReadOptions,
+        range: R,
+        stop: &std::sync::atomic::AtomicBool,
+    ) -> Result<Option<u64>>
+    where
+        R: RangeBounds<&'a [u8]>,
+    {
+        let (lower, upper) = (range.start_bound().cloned(), range.end_bound().cloned());
+        self.inner()
+            .count(&self.state, options, lower, upper, Some(stop))
+    }
+
     /// Iterates this keyspace's pairs whose key starts with `prefix`; see [`Db::prefix`].
     pub fn prefix(&self, options: &ReadOptions, prefix: &[u8]) -> DbRange {
         let lower = std::ops::Bound::Included(prefix);

@@ -7,6 +7,7 @@
 
 use std::ops::Bound;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 
 use bytes::Bytes;
 
@@ -281,6 +282,122 @@ impl DbInner {
                 ))
             }),
         }
+    }
+
+    /// Visible keys of keyspace `ks` within `(lower, upper)`; see [`crate::Db::count_until`].
+    /// `None` once `stop` is set.
+    pub(crate) fn count(
+        &self,
+        ks: &KeyspaceState,
+        options: &ReadOptions,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        stop: Option<&AtomicBool>,
+    ) -> Result<Option<u64>> {
+        self.check_open()?;
+        ks.check_live()?;
+        self.check_snapshot(options.snapshot.as_ref())?;
+        let (seqno, sv) = self.read_view(ks, options.snapshot.as_ref());
+        let stopped = || stop.is_some_and(|s| s.load(AtomicOrdering::Relaxed));
+        let policy = options.cache_policy();
+        let readahead = self.options.max_auto_readahead_size;
+        if let Some(tables) = self.countable_tables(&sv, seqno, lower, upper)? {
+            let mut count = 0u64;
+            let mut previous_last: Option<&[u8]> = None;
+            for (file, table) in &tables {
+                if stopped() {
+                    return Ok(None);
+                }
+                count += table.count_in_range(lower, upper, policy, readahead)?;
+                // A user key split across two tables of the level is one key.
+                if previous_last == Some(&file.smallest.user_key[..])
+                    && within(lower, upper, &file.smallest.user_key)
+                {
+                    count = count.saturating_sub(1);
+                }
+                previous_last = Some(&file.largest.user_key[..]);
+            }
+            return Ok(Some(count));
+        }
+        let merged = merging_iterator(&sv, &self.table_cache, policy, readahead)?;
+        let mut it = DbIter::new(
+            merged,
+            seqno,
+            lower.map(<[u8]>::to_vec),
+            upper.map(<[u8]>::to_vec),
+            merge_fn(ks),
+        );
+        it.seek_to_first()?;
+        let mut count = 0u64;
+        while it.valid() {
+            count += 1;
+            if count.is_multiple_of(COUNT_STOP_EVERY) && stopped() {
+                return Ok(None);
+            }
+            it.next()?;
+        }
+        Ok(Some(count))
+    }
+
+    /// The tables whose entries in `(lower, upper)` are exactly the visible keys there, if
+    /// the range's data allows counting them without merging (`docs/design.md`, "Counting a
+    /// range"): no memtable holds a key in the range, every table that overlaps it lies in
+    /// one level (one table, for level 0), and each holds only puts of distinct user keys,
+    /// all visible at `seqno`. `None` when any of that fails, or is unknown (tables written
+    /// before [`TableProperties::num_user_keys`](crate::sstable::TableProperties) existed).
+    #[expect(
+        clippy::type_complexity,
+        reason = "pairs of a listed table and its open reader, used once"
+    )]
+    fn countable_tables(
+        &self,
+        sv: &SuperVersion,
+        seqno: SeqNo,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+    ) -> Result<Option<Vec<(Arc<FileMeta>, Arc<Table>)>>> {
+        let mems = std::iter::once(&sv.mem).chain(sv.imms.iter().map(|imm| &imm.mem));
+        for mem in mems {
+            let mut it = mem.iter();
+            match lower {
+                Bound::Unbounded => it.seek_to_first()?,
+                Bound::Included(k) | Bound::Excluded(k) => {
+                    it.seek(InternalKeyRef::new(k, SeqNo::MAX, ValueKind::FOR_SEEK))?;
+                }
+            }
+            // An entry of the excluded lower key itself may be followed by one in range.
+            while it.valid() && matches!(lower, Bound::Excluded(l) if it.key().user_key == l) {
+                it.next()?;
+            }
+            if it.valid() && within(Bound::Unbounded, upper, it.key().user_key) {
+                return Ok(None);
+            }
+        }
+        let (lo, hi) = (bound_key(lower), bound_key(upper));
+        let mut found: Option<Vec<Arc<FileMeta>>> = None;
+        for level in 0..sv.version.levels.len() {
+            let files = sv.version.overlapping_files(level, lo, hi);
+            if files.is_empty() {
+                continue;
+            }
+            if found.is_some() || (level == 0 && files.len() > 1) {
+                return Ok(None);
+            }
+            found = Some(files);
+        }
+        let mut tables = Vec::new();
+        for file in found.unwrap_or_default() {
+            if file.largest_seqno > seqno {
+                return Ok(None);
+            }
+            let table = self.table_cache.get(&file)?;
+            let p = table.properties();
+            if p.num_deletions != 0 || p.num_merges != 0 || p.num_user_keys != Some(p.num_entries) {
+                return Ok(None);
+            }
+            tables.push((file, table));
+        }
+        Ok(Some(tables))
     }
 
     /// Table files in the directory that nothing of this handle names; see
@@ -615,8 +732,9 @@ impl DbInner {
             };
             above && below
         };
-        // The level holding most of the range's bytes: the cuts are taken from its tables.
-        let Some((level, files, total)) = (0..sv.version.levels.len())
+        // The level whose tables overlap the range with the most bytes: the cuts are taken
+        // from its tables.
+        let Some((level, files)) = (0..sv.version.levels.len())
             .map(|level| {
                 let files: Vec<&Arc<FileMeta>> = sv
                     .version
@@ -624,15 +742,36 @@ impl DbInner {
                     .iter()
                     .filter(|f| f.overlaps(lo, hi))
                     .collect();
-                let bytes: u64 = files.iter().map(|f| f.size).sum();
-                (level, files, bytes)
+                (level, files)
             })
-            .max_by_key(|(_, _, bytes)| *bytes)
+            .max_by_key(|(_, files)| files.iter().map(|f| f.size).sum::<u64>())
         else {
             return Vec::new();
         };
         // Level-0 tables overlap each other: their first keys say nothing about balance.
-        if level == 0 || total < MIN_SPLIT_BYTES.min(ks.options.target_file_size) {
+        if level == 0 {
+            return Vec::new();
+        }
+        // Each table's share inside the range: all of it but at the range's two ends, where
+        // the index says where the bound falls (a small range inside a large table is not
+        // cut, and costs two index seeks). A table that does not open here counts whole.
+        let spans: Vec<(u64, u64)> = files
+            .iter()
+            .map(|f| {
+                let lo = lo.filter(|l| *l > &f.smallest.user_key[..]);
+                let hi = hi.filter(|h| *h < &f.largest.user_key[..]);
+                if lo.is_none() && hi.is_none() {
+                    return (0, f.size);
+                }
+                self.table_cache
+                    .get(f)
+                    .and_then(|t| t.approximate_span(lo, hi))
+                    .unwrap_or((0, f.size))
+            })
+            .collect();
+        let sizes: Vec<u64> = spans.iter().map(|(start, end)| end - start).collect();
+        let total = sizes.iter().fold(0u64, |a, &s| a.saturating_add(s));
+        if total < MIN_SPLIT_BYTES.min(ks.options.target_file_size) {
             return Vec::new();
         }
         // Cut `k` goes about `total * k / parts` bytes in: at a table's first key, or inside a
@@ -640,7 +779,6 @@ impl DbInner {
         // data blocks. A cut whose key cannot be had (the table does not open here) or that
         // lies outside the range is left out: the scan itself reports errors, and fewer parts
         // are still correct.
-        let sizes: Vec<u64> = files.iter().map(|f| f.size).collect();
         // Every cut is a data block boundary, so there are no more cuts than 64-byte blocks
         // (the smallest `block_size`); past that (and past MAX_SPLIT_PARTS) more parts only
         // repeat cuts.
@@ -649,12 +787,13 @@ impl DbInner {
         let mut cuts: Vec<Bytes> = Vec::with_capacity(parts.saturating_sub(1));
         for (i, within) in crate::sstable::byte_cuts(&sizes, parts) {
             let f = files[i];
-            let key = if within == 0 {
+            let part = spans[i].0 + within;
+            let key = if part == 0 {
                 Some(Bytes::copy_from_slice(&f.smallest.user_key))
             } else {
                 self.table_cache
                     .get(f)
-                    .and_then(|t| t.key_at_share(within, f.size))
+                    .and_then(|t| t.key_at_share(part, f.size))
                     .ok()
                     .flatten()
             };
@@ -669,6 +808,14 @@ impl DbInner {
     }
 }
 
+/// True if `key` lies within `(lower, upper)`.
+fn within(lower: Bound<&[u8]>, upper: Bound<&[u8]>, key: &[u8]) -> bool {
+    std::ops::RangeBounds::<[u8]>::contains(&(lower, upper), key)
+}
+
+/// Entries the slow path of [`DbInner::count`] counts between two looks at its stop flag.
+const COUNT_STOP_EVERY: u64 = 4096;
+
 fn bound_key(b: Bound<&[u8]>) -> Option<&[u8]> {
     match b {
         Bound::Included(k) | Bound::Excluded(k) => Some(k),
@@ -676,5 +823,7 @@ fn bound_key(b: Bound<&[u8]>) -> Option<&[u8]> {
     }
 }
 
+#[cfg(test)]
+mod count_tests;
 #[cfg(test)]
 mod tests;

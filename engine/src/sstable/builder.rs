@@ -158,7 +158,7 @@ impl TableBuilder {
         if new_user_key && let Some(f) = &mut self.filter {
             f.add_key(key.user_key);
         }
-        self.props.record(key, value.len());
+        self.props.record(key, value.len(), new_user_key);
         if self.data_block.size_estimate() >= self.opts.block_size {
             self.flush_data_block()?;
         }

@@ -7,7 +7,8 @@
 //!               | raw_key_bytes | raw_value_bytes | data_bytes | num_data_blocks
 //!               | filter_bits_per_key                          (each a varint)
 //!               | smallest_key_len: varint | smallest_key | largest_key_len: varint | largest_key
-//!               [ | table_id_len: varint (16) | table_id ]           (optional)
+//!               [ | table_id_len: varint (16) | table_id             (optional)
+//!                 [ | num_user_keys: varint ] ]                      (optional)
 //! ```
 
 use std::path::Path;
@@ -51,6 +52,11 @@ pub struct TableProperties {
     /// section 5), recorded in the manifest and compared with it when the table is opened.
     /// `None` for tables written before table ids existed.
     pub table_id: Option<TableId>,
+    /// Distinct user keys among the entries (`docs/format/sstable.md` section 5): equal to
+    /// `num_entries` when no key has two versions in the table, which lets
+    /// [`crate::Db::count`] count a range from the table's entries. `None` for tables written
+    /// before it was recorded (2026-12-04), and always with `table_id` `None`.
+    pub num_user_keys: Option<u64>,
 }
 
 /// A table's identity (`docs/format/sstable.md` section 5, `docs/format/manifest.md` tag 12):
@@ -100,13 +106,18 @@ impl Default for TableProperties {
             num_data_blocks: 0,
             filter_bits_per_key: 0,
             table_id: None,
+            num_user_keys: None,
         }
     }
 }
 
 impl TableProperties {
-    /// Accounts for one added entry (keys arrive in increasing order).
-    pub(crate) fn record(&mut self, key: InternalKeyRef<'_>, value_len: usize) {
+    /// Accounts for one added entry (keys arrive in increasing order); `new_user_key` is false
+    /// when `key` has the previous entry's user key.
+    pub(crate) fn record(&mut self, key: InternalKeyRef<'_>, value_len: usize, new_user_key: bool) {
+        if new_user_key {
+            *self.num_user_keys.get_or_insert(0) += 1;
+        }
         if self.num_entries == 0 {
             self.smallest_key = key.to_owned();
             self.smallest_seqno = key.seqno;
@@ -149,6 +160,9 @@ impl TableProperties {
         }
         if let Some(id) = &self.table_id {
             put_length_prefixed(dst, &id.0);
+            if let Some(n) = self.num_user_keys {
+                put_varint64(dst, n);
+            }
         }
     }
 
@@ -189,6 +203,17 @@ impl TableProperties {
         };
         let (smallest, largest) = (key()?, key()?);
         let (smallest, largest, table_id) = (smallest, largest, key().ok());
+        let num_user_keys = match table_id {
+            Some(_) if pos < src.len() => {
+                let (n, used) = src
+                    .get(pos..)
+                    .and_then(get_varint64)
+                    .ok_or_else(|| corrupt("truncated user key count"))?;
+                pos += used;
+                Some(n)
+            }
+            _ => None,
+        };
         let table_id = table_id
             .map(|id| {
                 id.try_into()
@@ -211,6 +236,7 @@ impl TableProperties {
             num_data_blocks,
             filter_bits_per_key,
             table_id,
+            num_user_keys,
             ..TableProperties::default()
         };
         if num_entries == 0 {
@@ -230,6 +256,7 @@ impl TableProperties {
             || num_deletions
                 .checked_add(num_merges)
                 .is_none_or(|n| n > num_entries)
+            || num_user_keys.is_some_and(|n| n > num_entries || (n == 0) != (num_entries == 0))
         {
             return Err(corrupt("inconsistent counts"));
         }
@@ -243,9 +270,22 @@ mod tests {
 
     fn sample() -> TableProperties {
         let mut p = TableProperties::default();
-        p.record(InternalKeyRef::new(b"a", SeqNo(9), ValueKind::Put), 3);
-        p.record(InternalKeyRef::new(b"b", SeqNo(2), ValueKind::Delete), 0);
-        p.record(InternalKeyRef::new(b"c", SeqNo(5), ValueKind::Merge), 4);
+        p.record(InternalKeyRef::new(b"a", SeqNo(9), ValueKind::Put), 3, true);
+        p.record(
+            InternalKeyRef::new(b"b", SeqNo(2), ValueKind::Delete),
+            0,
+            true,
+        );
+        p.record(
+            InternalKeyRef::new(b"b", SeqNo(1), ValueKind::Put),
+            2,
+            false,
+        );
+        p.record(
+            InternalKeyRef::new(b"c", SeqNo(5), ValueKind::Merge),
+            4,
+            true,
+        );
         p.largest_key = InternalKey::new(&b"c"[..], SeqNo(5), ValueKind::Merge);
         p.data_bytes = 100;
         p.num_data_blocks = 1;
@@ -257,9 +297,25 @@ mod tests {
     fn properties_round_trip() -> Result<()> {
         let p = sample();
         assert_eq!((p.num_deletions, p.num_merges), (1, 1));
-        assert_eq!((p.smallest_seqno, p.largest_seqno), (SeqNo(2), SeqNo(9)));
-        assert_eq!(p.raw_key_bytes, 27);
+        assert_eq!((p.num_entries, p.num_user_keys), (4, Some(3)));
+        assert_eq!((p.smallest_seqno, p.largest_seqno), (SeqNo(1), SeqNo(9)));
+        assert_eq!(p.raw_key_bytes, 36);
         let mut buf = Vec::new();
+        p.encode_into(&mut buf);
+        // Without a table id (tables of builds before 2026-12-03) the count is not written.
+        let without_id = TableProperties {
+            num_user_keys: None,
+            ..p.clone()
+        };
+        assert_eq!(
+            TableProperties::decode(&buf, Path::new("t"), 0)?,
+            without_id
+        );
+        let p = TableProperties {
+            table_id: Some(TableId::random()),
+            ..p
+        };
+        buf.clear();
         p.encode_into(&mut buf);
         assert_eq!(TableProperties::decode(&buf, Path::new("t"), 0)?, p);
 
@@ -292,14 +348,25 @@ mod tests {
         p.table_id = Some(TableId(*b"0123456789abcdef"));
         let mut buf = Vec::new();
         p.encode_into(&mut buf);
-        assert_eq!(buf.len(), without.len() + 17);
+        // The id, then the user-key count (3, one byte).
+        assert_eq!(buf.len(), without.len() + 17 + 1);
         assert_eq!(TableProperties::decode(&buf, Path::new("t"), 0)?, p);
+        // A table with an id and no count (builds of 2026-12-03 and 04): no count.
+        let no_count = TableProperties::decode(&buf[..buf.len() - 1], Path::new("t"), 0)?;
+        assert_eq!(no_count.num_user_keys, None);
+        // More user keys than entries, or none in a table with entries: corruption.
+        for bad in [5, 0] {
+            let mut b = buf.clone();
+            b.pop();
+            put_varint64(&mut b, bad);
+            assert!(TableProperties::decode(&b, Path::new("t"), 0).is_err());
+        }
         assert_eq!(
             p.table_id.map(|id| id.to_string()).as_deref(),
             Some("30313233343536373839616263646566")
         );
         // Cut inside the id, or an id of another length: corruption, never a shorter id.
-        for cut in without.len() + 1..buf.len() {
+        for cut in without.len() + 1..without.len() + 17 {
             assert!(TableProperties::decode(&buf[..cut], Path::new("t"), 0).is_err());
         }
         let mut long = without.clone();

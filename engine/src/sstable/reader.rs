@@ -10,6 +10,7 @@
 //! every entry stored at sequence number 0 and one entry per user key; it presents every entry
 //! at `S` and translates seek targets to the stored keys.
 
+use std::ops::Bound;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -245,6 +246,48 @@ impl Table {
         Ok(None)
     }
 
+    /// The share of the table's data between user keys `lower` and `upper` (`None`:
+    /// unbounded), as `(start, end)` in the units of [`Table::key_at_share`]'s `part` with the
+    /// file size as `whole`: from the data block that may hold `lower` to the end of the one
+    /// that may hold `upper`, so the span of a small range inside a large table is small
+    /// (RocksDB's `ApproximateOffsetOf`). Two seeks in the in-memory index: no data block
+    /// is read.
+    ///
+    /// # Errors
+    /// [`Error::Corruption`] for a malformed index entry.
+    pub fn approximate_span(
+        &self,
+        lower: Option<&[u8]>,
+        upper: Option<&[u8]>,
+    ) -> Result<(u64, u64)> {
+        let mut index = self.index.iter();
+        // Data offset of the block that may hold `key`, and of the end of that block.
+        let mut block_of = |key: &[u8]| -> Result<Option<(u64, u64)>> {
+            index.seek(InternalKeyRef::new(key, SeqNo::MAX, ValueKind::FOR_SEEK))?;
+            if !index.valid() {
+                return Ok(None);
+            }
+            let handle = self.decode_handle(index.value())?;
+            let end = handle.end_with_trailer().unwrap_or(self.data_end);
+            Ok(Some((handle.offset, end)))
+        };
+        let start = match lower {
+            Some(l) => block_of(l)?.map_or(self.data_end, |(start, _)| start),
+            None => 0,
+        };
+        let end = match upper {
+            Some(u) => block_of(u)?.map_or(self.data_end, |(_, end)| end),
+            None => self.data_end,
+        };
+        let share = |offset: u64| {
+            let data_end = u128::from(self.data_end.max(1));
+            let scaled =
+                u128::from(offset.min(self.data_end)) * u128::from(self.file_size) / data_end;
+            u64::try_from(scaled).unwrap_or(self.file_size)
+        };
+        Ok((share(start), share(end).max(share(start))))
+    }
+
     /// True unless the bloom filter proves `user_key` absent (always true without a filter).
     /// Counted in [`BlockCache::bloom_checks`] / [`BlockCache::bloom_useful`].
     pub fn may_contain(&self, user_key: &[u8]) -> bool {
@@ -281,6 +324,72 @@ impl Table {
             readahead: Readahead::default(),
             spare: Vec::new(),
         }
+    }
+
+    /// Counts the entries whose user key lies within `(lower, upper)`, of every kind and
+    /// sequence number, reading data blocks under `policy` with readahead windows of up to
+    /// `readahead` bytes (0: none).
+    ///
+    /// A data block wholly inside the range, as the index's separators show, is counted from
+    /// its entry headers alone (no key is assembled or compared);
+    /// only the blocks where the range starts and ends compare keys. [`crate::Db::count`]
+    /// uses it for tables whose entries are all visible puts of distinct user keys
+    /// ([`TableProperties::num_user_keys`]), where entries are rows.
+    ///
+    /// # Errors
+    /// [`Error::Io`] reading a block; [`Error::Corruption`] or [`Error::ChecksumMismatch`] for
+    /// a bad block or index entry.
+    pub fn count_in_range(
+        &self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        policy: BlockCachePolicy,
+        readahead: usize,
+    ) -> Result<u64> {
+        let mut index = self.index.iter();
+        match lower {
+            Bound::Unbounded => index.seek_to_first()?,
+            // Every entry of the user key sorts at or after (key, MAX); for an ingested table
+            // too, whose entries are stored at sequence number 0.
+            Bound::Included(k) | Bound::Excluded(k) => {
+                index.seek(InternalKeyRef::new(k, SeqNo::MAX, ValueKind::FOR_SEEK))?;
+            }
+        }
+        let mut readahead = Readahead::new(readahead);
+        let mut count = 0u64;
+        // The separator of the block before the current one (every key of the current block
+        // sorts after it), once a block has been read.
+        let mut before: Option<Vec<u8>> = None;
+        while index.valid() {
+            let separator = index.key().user_key;
+            // Every key of the block sorts at or before its separator.
+            let ends_inside = match upper {
+                Bound::Unbounded => true,
+                Bound::Included(u) => separator <= u,
+                Bound::Excluded(u) => separator < u,
+            };
+            let starts_inside = before.as_deref().is_some_and(|b| match lower {
+                Bound::Unbounded => true,
+                Bound::Included(l) => b >= l,
+                Bound::Excluded(l) => b > l,
+            });
+            let handle = self.decode_handle(index.value())?;
+            let block = self.data_block(handle, policy, &mut readahead, Vec::new())?;
+            count += if starts_inside && ends_inside {
+                block.count_entries()?
+            } else {
+                count_block_range(&block, lower, upper)?
+            };
+            if !ends_inside {
+                // The next block's keys sort after this separator: beyond `upper`.
+                break;
+            }
+            let b = before.get_or_insert_with(Vec::new);
+            b.clear();
+            b.extend_from_slice(separator);
+            index.next()?;
+        }
+        Ok(count)
     }
 
     /// The global sequence number the table was opened with (`Some` for an ingested table).
@@ -566,6 +675,34 @@ impl Table {
         }
         Ok(block)
     }
+}
+
+/// Entries of `block` whose user key lies within `(lower, upper)`, comparing each key.
+fn count_block_range(block: &Arc<Block>, lower: Bound<&[u8]>, upper: Bound<&[u8]>) -> Result<u64> {
+    let mut it = block.iter();
+    match lower {
+        Bound::Unbounded => it.seek_to_first()?,
+        Bound::Included(k) | Bound::Excluded(k) => {
+            it.seek(InternalKeyRef::new(k, SeqNo::MAX, ValueKind::FOR_SEEK))?;
+        }
+    }
+    let mut n = 0;
+    while it.valid() {
+        let key = it.key().user_key;
+        let beyond = match upper {
+            Bound::Unbounded => false,
+            Bound::Included(u) => key > u,
+            Bound::Excluded(u) => key >= u,
+        };
+        if beyond {
+            break;
+        }
+        if !matches!(lower, Bound::Excluded(l) if key == l) {
+            n += 1;
+        }
+        it.next()?;
+    }
+    Ok(n)
 }
 
 /// The stored key to seek for `target`: itself for an ordinary table; for an ingested table

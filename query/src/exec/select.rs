@@ -8,7 +8,7 @@ use std::ops::ControlFlow;
 
 use super::eval::{eval, passes};
 use super::source::{RowSource, bound};
-use super::store::KvRead;
+use super::store::{KvRead, ScanCache};
 use crate::ast::{AggFunc, Expr};
 use crate::error::{QueryError, Result, exec_err};
 use crate::interrupt::Interrupt;
@@ -62,11 +62,15 @@ pub(crate) fn run_into<R: KvRead>(
             having,
             projections,
         } => {
-            let mut groups = match split_scan(reader, plan) {
-                Some(parts) => {
+            // `split_scan` declines a counted range.
+            let mut groups = match (plan.counted_range(), split_scan(reader, plan)) {
+                (Some((range, full)), _) => {
+                    count_range(reader, range, full, aggregates.len(), interrupt)?
+                }
+                (None, Some(parts)) => {
                     aggregate_in_parallel(reader, &parts, group_by, aggregates, interrupt)?
                 }
-                None => aggregate(
+                (None, None) => aggregate(
                     &mut Input::new(reader, plan, interrupt),
                     group_by,
                     aggregates,
@@ -104,6 +108,47 @@ pub(crate) fn run_into<R: KvRead>(
         }
     }
     Ok(())
+}
+
+/// The one group of a statement whose `aggregates` are all `COUNT(*)`, counted by the store
+/// over `range` without reading rows (see [`SelectPlan::counted_range`]), in parts on their
+/// own threads where the store cuts the range (as [`aggregate_in_parallel`] scans). A count
+/// of the whole table (`full`) leaves the block cache as a full scan does.
+fn count_range<R: KvRead>(
+    reader: &R,
+    range: &KeyRange,
+    full: bool,
+    aggregates: usize,
+    interrupt: &Interrupt,
+) -> Result<BTreeMap<GroupKey, Vec<Acc>>> {
+    interrupt.check()?;
+    let cache = if full {
+        ScanCache::NoFill
+    } else {
+        ScanCache::Fill
+    };
+    let count = |r: &KeyRange| -> Result<u64> {
+        reader
+            .count(bound(&r.lower), bound(&r.upper), cache, interrupt.flag())?
+            .ok_or(QueryError::Interrupted)
+    };
+    let n = match split_range(reader, range) {
+        None => count(range)?,
+        Some(parts) => std::thread::scope(|s| {
+            let counts: Vec<_> = parts.iter().map(|p| s.spawn(move || count(p))).collect();
+            counts.into_iter().try_fold(0u64, |sum, h| {
+                let n = h
+                    .join()
+                    .unwrap_or_else(|_| exec_err("a counting thread panicked"))?;
+                Ok::<_, QueryError>(sum.saturating_add(n))
+            })
+        })?,
+    };
+    let Ok(n) = i64::try_from(n) else {
+        return exec_err("count(*) overflows BIGINT");
+    };
+    let accs = (0..aggregates).map(|_| Acc::Count(n)).collect();
+    Ok(BTreeMap::from([(GroupKey(Vec::new()), accs)]))
 }
 
 /// The aggregates of a statement: `(function, argument)`; no argument for `COUNT(*)`.
@@ -167,6 +212,20 @@ const MAX_SCAN_THREADS: usize = 8;
 fn split_scan<R: KvRead>(reader: &R, plan: &SelectPlan) -> Option<Vec<ScanPlan>> {
     let scan = plan.scan.as_ref()?;
     let (range, full) = plan.splittable_range()?;
+    Some(
+        split_range(reader, range)?
+            .into_iter()
+            .map(|range| ScanPlan {
+                access: Access::KeyRange { range, full },
+                ..scan.clone()
+            })
+            .collect(),
+    )
+}
+
+/// `range` cut into one forward part per core where the store finds cuts
+/// ([`KvRead::split_keys`]); `None` on one core or for a range not worth cutting.
+fn split_range<R: KvRead>(reader: &R, range: &KeyRange) -> Option<Vec<KeyRange>> {
     let threads = std::thread::available_parallelism()
         .map_or(1, std::num::NonZero::get)
         .min(MAX_SCAN_THREADS);
@@ -185,16 +244,10 @@ fn split_scan<R: KvRead>(reader: &R, plan: &SelectPlan) -> Option<Vec<ScanPlan>>
         lowers
             .into_iter()
             .zip(uppers)
-            .map(|(lower, upper)| ScanPlan {
-                access: Access::KeyRange {
-                    range: KeyRange {
-                        lower,
-                        upper,
-                        reverse: false,
-                    },
-                    full,
-                },
-                ..scan.clone()
+            .map(|(lower, upper)| KeyRange {
+                lower,
+                upper,
+                reverse: false,
             })
             .collect(),
     )

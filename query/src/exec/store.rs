@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, PoisonError, RwLock};
 
 use bytes::Bytes;
@@ -50,6 +51,33 @@ pub trait KvRead: Sync {
         reverse: bool,
         cache: ScanCache,
     ) -> KvCursor<'_>;
+
+    /// Number of keys between `lower` and `upper`, or `Ok(None)` once `stop` is set; `cache`
+    /// as for [`KvRead::cursor`]. The default counts a cursor's pairs, looking at `stop` every
+    /// [`CHECK_EVERY`](crate::interrupt::CHECK_EVERY) pairs; the engine counts without
+    /// reading the pairs where it can ([`Db::count_until`]).
+    ///
+    /// # Errors
+    /// The store's read errors.
+    fn count(
+        &self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        cache: ScanCache,
+        stop: &AtomicBool,
+    ) -> KvResult<Option<u64>> {
+        let mut cursor = self.cursor(lower, upper, false, cache);
+        let mut n = 0u64;
+        while cursor.next_entry()?.is_some() {
+            n += 1;
+            if n.is_multiple_of(u64::from(crate::interrupt::CHECK_EVERY))
+                && stop.load(std::sync::atomic::Ordering::Acquire)
+            {
+                return Ok(None);
+            }
+        }
+        Ok(Some(n))
+    }
 
     /// Up to `parts - 1` ascending keys strictly between `lower` and `upper` that cut the
     /// range into `parts` of about equal size, for scanning them on `parts` threads; empty
@@ -240,6 +268,21 @@ impl KvRead for DbReader {
             }
         };
         Box::new(DbScan { range, reverse })
+    }
+
+    /// [`Db::count_until`]: from the tables' entries where the range is settled.
+    fn count(
+        &self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        cache: ScanCache,
+        stop: &AtomicBool,
+    ) -> KvResult<Option<u64>> {
+        let options = ReadOptions {
+            fill_cache: Some(cache == ScanCache::Fill),
+            ..self.options.clone()
+        };
+        self.db.count_until(&options, (lower, upper), stop)
     }
 
     /// [`Db::split_keys`]: table boundaries of about equal bytes.

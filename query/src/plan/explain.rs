@@ -203,7 +203,13 @@ pub fn explain_select(plan: &SelectPlan) -> Vec<String> {
             .get(group_by.len()..)
             .unwrap_or_default()
             .join(", ");
-        if group_by.is_empty() {
+        if plan.counted_range().is_some() {
+            lines.push(format!(
+                "aggregate: {aggs} as the number of keys in the range, counted by the store \
+                 without reading rows (in parts, one per core, when the range holds 16 MiB of \
+                 tables or more)"
+            ));
+        } else if group_by.is_empty() {
             lines.push(format!("aggregate: {aggs} over all rows (streaming)"));
         } else {
             lines.push(format!(

@@ -100,6 +100,35 @@ pub struct SelectPlan {
 }
 
 impl SelectPlan {
+    /// The key range whose number of keys is the answer, for a statement that aggregates
+    /// nothing but `COUNT(*)` (once or more), without GROUP BY, over a range or index scan
+    /// without a residual filter: a primary-key range holds one key per row, an index range
+    /// one entry per row. The store then counts the range's keys without reading a row
+    /// ([`crate::KvRead::count`]). Also says whether the range is the whole table (a full
+    /// scan's, which leaves the block cache alone). Both `exec::select` and EXPLAIN ask this.
+    pub fn counted_range(&self) -> Option<(&KeyRange, bool)> {
+        let Shape::Aggregate {
+            group_by,
+            aggregates,
+            ..
+        } = &self.shape
+        else {
+            return None;
+        };
+        let only_count_star = aggregates
+            .iter()
+            .all(|(f, arg)| *f == AggFunc::Count && arg.is_none());
+        let scan = self.scan.as_ref()?;
+        if !group_by.is_empty() || !only_count_star || scan.filter.is_some() {
+            return None;
+        }
+        match &scan.access {
+            Access::KeyRange { range, full } => Some((range, *full)),
+            Access::IndexRange { range, .. } => Some((range, false)),
+            Access::PointGet { .. } | Access::MultiGet { .. } => None,
+        }
+    }
+
     /// The key range of a scan that may run in parts on several threads, with whether it is
     /// the full table: a primary-key range scan that feeds an aggregate or an explicit sort
     /// (rows that stream in key order, and may stop at a LIMIT, stay on one thread). Both
@@ -108,6 +137,10 @@ impl SelectPlan {
         let Access::KeyRange { range, full } = &self.scan.as_ref()?.access else {
             return None;
         };
+        if self.counted_range().is_some() {
+            // Counted by the store, not scanned.
+            return None;
+        }
         let sorts_or_aggregates =
             matches!(self.shape, Shape::Aggregate { .. }) || matches!(self.sort, Sort::Explicit(_));
         sorts_or_aggregates.then_some((range, *full))

@@ -438,6 +438,21 @@ impl Block {
         })
     }
 
+    /// Number of entries in the block, read from their headers alone: no key is assembled,
+    /// so counting a block costs a few varint reads per entry (`crate::Db::count`).
+    ///
+    /// # Errors
+    /// [`crate::Error::Corruption`] if an entry header is malformed or runs past the entries.
+    pub(crate) fn count_entries(&self) -> Result<u64> {
+        let (mut at, mut n) = (0, 0u64);
+        while at < self.data_end {
+            // `value_end` is past the header, so the walk always moves on.
+            at = self.parse_header(at)?.value_end;
+            n += 1;
+        }
+        Ok(n)
+    }
+
     /// Key stored at restart point `i`, decoded without moving the cursor.
     pub(super) fn restart_key(&self, i: usize) -> Result<InternalKeyRef<'_>> {
         let at = self.restart_point(i);
