@@ -272,14 +272,16 @@ impl DbInner {
                 if let Some(Err(e)) = closed.take() {
                     return Err(e);
                 }
-                let merged = merging_iterator(&sv, &cache, policy, readahead)?;
-                Ok(DbIter::new(
-                    merged,
-                    seqno,
-                    lower.clone(),
-                    upper.clone(),
-                    merge.clone(),
-                ))
+                let (lo, hi) = (
+                    lower.as_ref().map(Vec::as_slice),
+                    upper.as_ref().map(Vec::as_slice),
+                );
+                let (merged, settled) =
+                    scan_sources(&sv, &cache, seqno, lo, hi, policy, readahead)?;
+                Ok(
+                    DbIter::new(merged, seqno, lower.clone(), upper.clone(), merge.clone())
+                        .one_visible_put_per_key(settled),
+                )
             }),
         }
     }
@@ -301,10 +303,10 @@ impl DbInner {
         let stopped = || stop.is_some_and(|s| s.load(AtomicOrdering::Relaxed));
         let policy = options.cache_policy();
         let readahead = self.options.max_auto_readahead_size;
-        if let Some(tables) = self.countable_tables(&sv, seqno, lower, upper)? {
+        if let Some(settled) = settled(&sv, &self.table_cache, seqno, lower, upper)? {
             let mut count = 0u64;
             let mut previous_last: Option<&[u8]> = None;
-            for (file, table) in &tables {
+            for (file, table) in &settled.tables {
                 if stopped() {
                     return Ok(None);
                 }
@@ -337,67 +339,6 @@ impl DbInner {
             it.next()?;
         }
         Ok(Some(count))
-    }
-
-    /// The tables whose entries in `(lower, upper)` are exactly the visible keys there, if
-    /// the range's data allows counting them without merging (`docs/design.md`, "Counting a
-    /// range"): no memtable holds a key in the range, every table that overlaps it lies in
-    /// one level (one table, for level 0), and each holds only puts of distinct user keys,
-    /// all visible at `seqno`. `None` when any of that fails, or is unknown (tables written
-    /// before [`TableProperties::num_user_keys`](crate::sstable::TableProperties) existed).
-    #[expect(
-        clippy::type_complexity,
-        reason = "pairs of a listed table and its open reader, used once"
-    )]
-    fn countable_tables(
-        &self,
-        sv: &SuperVersion,
-        seqno: SeqNo,
-        lower: Bound<&[u8]>,
-        upper: Bound<&[u8]>,
-    ) -> Result<Option<Vec<(Arc<FileMeta>, Arc<Table>)>>> {
-        let mems = std::iter::once(&sv.mem).chain(sv.imms.iter().map(|imm| &imm.mem));
-        for mem in mems {
-            let mut it = mem.iter();
-            match lower {
-                Bound::Unbounded => it.seek_to_first()?,
-                Bound::Included(k) | Bound::Excluded(k) => {
-                    it.seek(InternalKeyRef::new(k, SeqNo::MAX, ValueKind::FOR_SEEK))?;
-                }
-            }
-            // An entry of the excluded lower key itself may be followed by one in range.
-            while it.valid() && matches!(lower, Bound::Excluded(l) if it.key().user_key == l) {
-                it.next()?;
-            }
-            if it.valid() && within(Bound::Unbounded, upper, it.key().user_key) {
-                return Ok(None);
-            }
-        }
-        let (lo, hi) = (bound_key(lower), bound_key(upper));
-        let mut found: Option<Vec<Arc<FileMeta>>> = None;
-        for level in 0..sv.version.levels.len() {
-            let files = sv.version.overlapping_files(level, lo, hi);
-            if files.is_empty() {
-                continue;
-            }
-            if found.is_some() || (level == 0 && files.len() > 1) {
-                return Ok(None);
-            }
-            found = Some(files);
-        }
-        let mut tables = Vec::new();
-        for file in found.unwrap_or_default() {
-            if file.largest_seqno > seqno {
-                return Ok(None);
-            }
-            let table = self.table_cache.get(&file)?;
-            let p = table.properties();
-            if p.num_deletions != 0 || p.num_merges != 0 || p.num_user_keys != Some(p.num_entries) {
-                return Ok(None);
-            }
-            tables.push((file, table));
-        }
-        Ok(Some(tables))
     }
 
     /// Table files in the directory that nothing of this handle names; see
@@ -576,6 +517,91 @@ fn merge_fn(ks: &KeyspaceState) -> Option<MergeFn> {
         .map(crate::merge::merge_fn)
 }
 
+/// A range whose visible keys are exactly the entries of one level's tables there (see
+/// [`settled`]).
+pub(crate) struct Settled {
+    /// The level holding every table that overlaps the range (`None`: no table does).
+    level: Option<usize>,
+    /// Those tables, in the level's order, each with its open reader.
+    tables: Vec<(Arc<FileMeta>, Arc<Table>)>,
+}
+
+/// Whether the range `(lower, upper)` of `sv` is *settled* at `seqno` (`docs/design.md`,
+/// "Counting a range"): no memtable holds an entry in the range, every table that overlaps it
+/// lies in one level (one table, for level 0), and each holds only puts of distinct user keys,
+/// all visible at `seqno`. Then every entry of those tables in the range is one visible key
+/// with its value, and counts and forward scans need no merging. `None` when any of that
+/// fails, or is unknown (tables written before
+/// [`TableProperties::num_user_keys`](crate::sstable::TableProperties) existed), or when the
+/// range overlaps more tables than half the table cache holds (the check opens each).
+///
+/// # Errors
+/// Opening a table ([`TableCache::get`]).
+pub(crate) fn settled(
+    sv: &SuperVersion,
+    cache: &TableCache,
+    seqno: SeqNo,
+    lower: Bound<&[u8]>,
+    upper: Bound<&[u8]>,
+) -> Result<Option<Settled>> {
+    let mems = std::iter::once(&sv.mem).chain(sv.imms.iter().map(|imm| &imm.mem));
+    for mem in mems {
+        let mut it = mem.iter();
+        match lower {
+            Bound::Unbounded => it.seek_to_first()?,
+            Bound::Included(k) | Bound::Excluded(k) => {
+                it.seek(InternalKeyRef::new(k, SeqNo::MAX, ValueKind::FOR_SEEK))?;
+            }
+        }
+        // An entry of the excluded lower key itself may be followed by one in range.
+        while it.valid() && matches!(lower, Bound::Excluded(l) if it.key().user_key == l) {
+            it.next()?;
+        }
+        if it.valid() && within(Bound::Unbounded, upper, it.key().user_key) {
+            return Ok(None);
+        }
+    }
+    let (lo, hi) = (bound_key(lower), bound_key(upper));
+    let mut found: Option<(usize, Vec<Arc<FileMeta>>)> = None;
+    for level in 0..sv.version.levels.len() {
+        let files = sv.version.overlapping_files(level, lo, hi);
+        if files.is_empty() {
+            continue;
+        }
+        if found.is_some() || (level == 0 && files.len() > 1) {
+            return Ok(None);
+        }
+        found = Some((level, files));
+    }
+    let Some((level, files)) = found else {
+        return Ok(Some(Settled {
+            level: None,
+            tables: Vec::new(),
+        }));
+    };
+    // The check opens every table of the range: past half the table cache, that would evict
+    // tables the read then opens again.
+    if files.len() > cache.store().capacity() / 2 {
+        return Ok(None);
+    }
+    let mut tables = Vec::with_capacity(files.len());
+    for file in files {
+        if file.largest_seqno > seqno {
+            return Ok(None);
+        }
+        let table = cache.get(&file)?;
+        let p = table.properties();
+        if p.num_deletions != 0 || p.num_merges != 0 || p.num_user_keys != Some(p.num_entries) {
+            return Ok(None);
+        }
+        tables.push((file, table));
+    }
+    Ok(Some(Settled {
+        level: Some(level),
+        tables,
+    }))
+}
+
 /// The smallest key greater than every key starting with `prefix`, or `None` when there is
 /// none (`prefix` is empty or all `0xFF`): `[01 FF]` → `[02]`, `[FF FF]` → none.
 pub fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
@@ -608,29 +634,68 @@ pub(crate) fn merging_iterator(
         ));
     }
     for level in 1..sv.version.levels.len() {
-        let files = sv.version.files(level);
-        if files.is_empty() {
-            continue;
+        if let Some(child) = level_iterator(sv, cache, level, policy, readahead) {
+            children.push(child);
         }
-        let bounds = files
-            .iter()
-            .map(|f| (f.smallest.clone(), f.largest.clone()))
-            .collect();
-        let cache = Arc::clone(cache);
-        // The level's tables are opened when the iterator reaches them, perhaps after a
-        // compaction replaced them: holding the version keeps their files from being deleted
-        // (`DbInner::delete_obsolete_tables` spares the tables of every live version).
-        let version = Arc::clone(&sv.version);
-        children.push(Box::new(LevelIterator::new(bounds, move |i| {
-            let file = version.files(level).get(i).ok_or_else(|| {
-                Error::InvalidArgument(format!("level iterator asked for file index {i}"))
-            })?;
-            let table = cache.get(file)?;
-            Ok(Box::new(table.iter_with(policy).with_readahead(readahead))
-                as Box<dyn InternalIterator>)
-        })));
     }
     Ok(MergingIterator::new(children))
+}
+
+/// A concatenating iterator over the tables of `level` (1 or deeper), `None` when it has
+/// none; blocks read as in [`merging_iterator`].
+fn level_iterator(
+    sv: &Arc<SuperVersion>,
+    cache: &Arc<TableCache>,
+    level: usize,
+    policy: BlockCachePolicy,
+    readahead: usize,
+) -> Option<Box<dyn InternalIterator>> {
+    let files = sv.version.files(level);
+    if files.is_empty() {
+        return None;
+    }
+    let bounds = files
+        .iter()
+        .map(|f| (f.smallest.clone(), f.largest.clone()))
+        .collect();
+    let cache = Arc::clone(cache);
+    // The level's tables are opened when the iterator reaches them, perhaps after a
+    // compaction replaced them: holding the version keeps their files from being deleted
+    // (`DbInner::delete_obsolete_tables` spares the tables of every live version).
+    let version = Arc::clone(&sv.version);
+    Some(Box::new(LevelIterator::new(bounds, move |i| {
+        let file = version.files(level).get(i).ok_or_else(|| {
+            Error::InvalidArgument(format!("level iterator asked for file index {i}"))
+        })?;
+        let table = cache.get(file)?;
+        Ok(Box::new(table.iter_with(policy).with_readahead(readahead))
+            as Box<dyn InternalIterator>)
+    })))
+}
+
+/// The merge a scan of `(lower, upper)` at `seqno` reads, and whether its entries are the
+/// visible keys themselves: over a settled range ([`settled`]) only the one level's tables
+/// (no memtable, no other level, nothing to hide), else every source.
+fn scan_sources(
+    sv: &Arc<SuperVersion>,
+    cache: &Arc<TableCache>,
+    seqno: SeqNo,
+    lower: Bound<&[u8]>,
+    upper: Bound<&[u8]>,
+    policy: BlockCachePolicy,
+    readahead: usize,
+) -> Result<(MergingIterator, bool)> {
+    let Some(s) = settled(sv, cache, seqno, lower, upper)? else {
+        return Ok((merging_iterator(sv, cache, policy, readahead)?, false));
+    };
+    let child: Option<Box<dyn InternalIterator>> = match (s.level, s.tables.first()) {
+        (Some(0), Some((_, table))) => {
+            Some(Box::new(table.iter_with(policy).with_readahead(readahead)))
+        }
+        (Some(level), _) => level_iterator(sv, cache, level, policy, readahead),
+        (None, _) => None,
+    };
+    Ok((MergingIterator::new(child.into_iter().collect()), true))
 }
 
 impl DbInner {
