@@ -376,7 +376,11 @@ impl Db {
     /// resource coming back.
     ///
     /// Returns `true` when writes are taken again, `false` when the database was not
-    /// poisoned (nothing done).
+    /// poisoned. Either way, flushes and compactions that failed for want of a resource and
+    /// wait before retrying (1 s doubling up to 8 s) retry at once, and writers no longer get
+    /// the error of such a flush until it fails again: a write refused because the shared
+    /// memtable budget waited on a flush that failed on a full disk (the database itself not
+    /// poisoned) goes through after `resume` once space is back.
     ///
     /// # Errors
     /// - [`crate::Error::Poisoned`] when the failure is of another kind (damaged data, `EIO`),
@@ -385,7 +389,12 @@ impl Db {
     ///   written: the database stays poisoned, and a later call tries again.
     /// - [`crate::Error::Closed`].
     pub fn resume(&self) -> Result<bool> {
-        self.inner().resume()
+        let inner = self.inner();
+        let resumed = inner.resume()?;
+        if !resumed {
+            inner.retry_background_now();
+        }
+        Ok(resumed)
     }
 
     /// Whether writes are refused ([`crate::Error::Poisoned`]) for a failure that

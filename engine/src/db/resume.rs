@@ -71,6 +71,18 @@ impl DbInner {
         matches!(self.fs().available_space(&self.dir), Ok(Some(n)) if n < RESUME_MIN_SPACE)
     }
 
+    /// Lets background jobs waiting after a resource failure go at once, forgetting the
+    /// flushes' error until a flush fails again: what a resume that found nothing to clear
+    /// does ([`crate::Db::resume`]), and what a successful one does for the same reason.
+    pub(crate) fn retry_background_now(&self) {
+        {
+            let mut bg = self.bg.lock();
+            bg.flush_retry = super::state::ResourceRetry::default();
+            bg.compaction_retry.retry_now();
+        }
+        self.wake_background();
+    }
+
     /// Clears a resumable poisoning (see the module docs). Returns `true` when writes are
     /// taken again, `false` when the database was not poisoned.
     ///
@@ -166,13 +178,9 @@ impl DbInner {
         if poison.as_ref().is_some_and(|p| p.resumable) {
             let reason = poison.take().map(|p| p.reason).unwrap_or_default();
             drop(poison);
-            {
-                // The flushes above succeeded, so there is space: background jobs waiting
-                // after resource failures go at once, and held writers no longer get them.
-                let mut bg = self.bg.lock();
-                bg.flush_retry = super::state::ResourceRetry::default();
-                bg.compaction_retry.retry_now();
-            }
+            // The flushes above succeeded, so there is space: background jobs waiting after
+            // resource failures go at once, and held writers no longer get them.
+            self.retry_background_now();
             tracing::info!(
                 retired_wal = %doubtful,
                 wal = %next,

@@ -118,3 +118,32 @@ fn databases_and_keyspaces_count_against_one_budget() -> TestResult {
     check(&a, "a", 10)?;
     Ok(())
 }
+
+#[test]
+fn a_write_refused_for_a_failed_flush_goes_through_after_resume() -> TestResult {
+    use crate::fs::{ENOSPC, Fault, FaultOp, MemFs};
+    // The tables cannot be written (the WAL can): a writer held by the full budget gets the
+    // flush's error instead of waiting, and the database is not poisoned.
+    let fs = MemFs::new();
+    let manager = WriteBufferManager::new(64 << 10);
+    let options = Options::default()
+        .file_system(Arc::new(fs.clone()))
+        .auto_resume(false)
+        .write_buffer_size(16 << 10)
+        .write_buffer_manager(Some(Arc::clone(&manager)));
+    let db = Db::open("/wbm", options)?;
+    fs.inject(Fault::new(FaultOp::Append, ENOSPC).on_path(".sst").sticky());
+    let refused = fill(&db, "k", 400, &manager).expect_err("a flush fails on the full disk");
+    assert!(refused.is_resource_exhausted(), "{refused}");
+    assert!(
+        !db.is_resumable(),
+        "the WAL was written: nothing is poisoned"
+    );
+    // Space is back. Without the resume the flushes wait up to 8 s before retrying, and a
+    // writer held by the budget meanwhile gets their old error.
+    fs.clear_faults();
+    assert!(!db.resume()?, "nothing to resume");
+    fill(&db, "after", 100, &manager)?;
+    check(&db, "after", 100)?;
+    Ok(())
+}
