@@ -25,7 +25,14 @@ start() {
         --pg-addr "127.0.0.1:$STRATA_PG_PORT" --sync always 2>>"$DIR.log" &
     PID=$!
     for _ in $(seq 100); do
-        if [ "$(redis-cli -p "$STRATA_RESP_PORT" PING 2>/dev/null)" = PONG ]; then return 0; fi
+        # Our server must be the one answering: another process on the port (a server left
+        # running) would answer PING while ours exits for want of the address.
+        if ! kill -0 "$PID" 2>/dev/null; then break; fi
+        if [ "$(redis-cli -p "$STRATA_RESP_PORT" PING 2>/dev/null)" = PONG ]; then
+            sleep 0.2
+            kill -0 "$PID" 2>/dev/null && return 0
+            break
+        fi
         sleep 0.1
     done
     echo "server did not start"; cat "$DIR.log"; exit 1
