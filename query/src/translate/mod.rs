@@ -672,10 +672,12 @@ fn output_name(e: &SqlExpr) -> String {
     match e {
         SqlExpr::Identifier(i) => ident(i),
         SqlExpr::CompoundIdentifier(p) => p.last().map(ident).unwrap_or_default(),
-        SqlExpr::Function(f) => f.name.0.last().map_or_else(
-            || "?column?".to_owned(),
-            |part| part.to_string().to_lowercase(),
-        ),
+        // The name's value, not its SQL text: `"count"(*)` is `count`, not `"count"`.
+        SqlExpr::Function(f) => match f.name.0.last() {
+            Some(SqlObjectNamePart::Identifier(i)) => ident(i).to_lowercase(),
+            Some(part) => part.to_string().to_lowercase(),
+            None => "?column?".to_owned(),
+        },
         SqlExpr::Nested(inner) => output_name(inner),
         _ => "?column?".to_owned(),
     }
