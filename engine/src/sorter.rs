@@ -25,7 +25,7 @@ use crate::ingest::{IngestFile, TableWriter};
 use crate::iterator::{InternalIterator, MergingIterator};
 use crate::options::Options;
 use crate::sstable::{BlockCachePolicy, Table};
-use crate::types::{FileNumber, InternalKeyRef, SeqNo, ValueKind};
+use crate::types::FileNumber;
 
 /// Most runs merged at once; more runs are merged in passes of this width first.
 pub const MAX_MERGE_WIDTH: usize = 64;
@@ -475,10 +475,7 @@ fn merge(
         children.push(Box::new(table.iter_with(BlockCachePolicy::NoFill)));
     }
     let mut merged = MergingIterator::new(children);
-    match lower {
-        Some(lo) => merged.seek(InternalKeyRef::new(lo, SeqNo::MAX, ValueKind::FOR_SEEK))?,
-        None => merged.seek_to_first()?,
-    }
+    crate::iterator::seek_to_user_key(&mut merged, lower)?;
     let mut previous: Vec<u8> = Vec::new();
     let mut first = true;
     while merged.valid() {

@@ -344,11 +344,10 @@ impl Server {
             ));
         }
         let mut asked = shared.shutdown_asked.subscribe();
+        // `admin::shutdown` logged the client that asked.
         tokio::select! {
             () = shutdown => {}
-            Ok(_) = asked.wait_for(|asked| *asked) => {
-                tracing::info!("SHUTDOWN command received");
-            }
+            Ok(_) = asked.wait_for(|asked| *asked) => {}
         }
         tracing::info!("shutting down: no new connections, finishing in-flight commands");
         let started = Instant::now();

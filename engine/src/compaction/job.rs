@@ -359,11 +359,7 @@ fn merge(
     let mut stripe = usize::MAX;
     let mut stripe_done = false;
 
-    match lo {
-        // The first entry of user key `lo`: its newest version sorts first.
-        Some(lo) => input.seek(InternalKeyRef::new(lo, SeqNo::MAX, ValueKind::FOR_SEEK))?,
-        None => input.seek_to_first()?,
-    }
+    crate::iterator::seek_to_user_key(input, lo)?;
     while input.valid() {
         let key = input.key();
         if hi.is_some_and(|hi| key.user_key >= hi) {

@@ -14,11 +14,11 @@ use bytes::Bytes;
 use super::state::{DbInner, KeyspaceState, SuperVersion};
 use crate::cache::TableCache;
 use crate::error::{Error, Result};
-use crate::iterator::InternalIterator;
 use crate::iterator::db_iter::{DbIter, MergeFn};
 use crate::iterator::level::LevelIterator;
 use crate::iterator::merging::MergingIterator;
 use crate::iterator::range::Range;
+use crate::iterator::{InternalIterator, bound_key, seek_to_user_key};
 use crate::options::ReadOptions;
 use crate::sstable::{BlockCachePolicy, Table};
 use crate::types::{FileNumber, InternalKeyRef, SeqNo, ValueKind};
@@ -547,12 +547,7 @@ pub(crate) fn settled(
     let mems = std::iter::once(&sv.mem).chain(sv.imms.iter().map(|imm| &imm.mem));
     for mem in mems {
         let mut it = mem.iter();
-        match lower {
-            Bound::Unbounded => it.seek_to_first()?,
-            Bound::Included(k) | Bound::Excluded(k) => {
-                it.seek(InternalKeyRef::new(k, SeqNo::MAX, ValueKind::FOR_SEEK))?;
-            }
-        }
+        seek_to_user_key(&mut it, bound_key(lower))?;
         // An entry of the excluded lower key itself may be followed by one in range.
         while it.valid() && matches!(lower, Bound::Excluded(l) if it.key().user_key == l) {
             it.next()?;
@@ -880,13 +875,6 @@ fn within(lower: Bound<&[u8]>, upper: Bound<&[u8]>, key: &[u8]) -> bool {
 
 /// Entries the slow path of [`DbInner::count`] counts between two looks at its stop flag.
 const COUNT_STOP_EVERY: u64 = 4096;
-
-fn bound_key(b: Bound<&[u8]>) -> Option<&[u8]> {
-    match b {
-        Bound::Included(k) | Bound::Excluded(k) => Some(k),
-        Bound::Unbounded => None,
-    }
-}
 
 #[cfg(test)]
 mod count_tests;

@@ -12,7 +12,7 @@ pub mod level;
 pub mod merging;
 pub mod range;
 #[cfg(test)]
-mod test_support;
+pub(crate) mod test_support;
 pub mod vec_iter;
 
 pub use db_iter::{DbIter, MergeFn};
@@ -21,8 +21,34 @@ pub use merging::MergingIterator;
 pub use range::Range;
 pub use vec_iter::VecIterator;
 
+use std::ops::Bound;
+
 use crate::error::Result;
-use crate::types::InternalKeyRef;
+use crate::types::{InternalKeyRef, SeqNo, ValueKind};
+
+/// Positions `it` at the first entry whose user key is `>= user_key` (that key's newest
+/// version sorts first, whatever its sequence number, ingested tables' 0 included), or at the
+/// first entry for `None`.
+///
+/// # Errors
+/// As [`InternalIterator::seek`].
+pub(crate) fn seek_to_user_key<I: InternalIterator + ?Sized>(
+    it: &mut I,
+    user_key: Option<&[u8]>,
+) -> Result<()> {
+    match user_key {
+        Some(k) => it.seek(InternalKeyRef::new(k, SeqNo::MAX, ValueKind::FOR_SEEK)),
+        None => it.seek_to_first(),
+    }
+}
+
+/// The key of a bound, whether included or excluded; `None` when unbounded.
+pub(crate) fn bound_key(b: Bound<&[u8]>) -> Option<&[u8]> {
+    match b {
+        Bound::Included(k) | Bound::Excluded(k) => Some(k),
+        Bound::Unbounded => None,
+    }
+}
 
 /// A bidirectional cursor over entries sorted by internal-key order.
 ///

@@ -26,7 +26,7 @@ use super::readahead::Readahead;
 use crate::cache::BlockCache;
 use crate::error::{Error, IoContext, Result};
 use crate::fs::{FileSystem, RandomAccessFile};
-use crate::iterator::InternalIterator;
+use crate::iterator::{InternalIterator, bound_key, seek_to_user_key};
 use crate::types::{FileNumber, InternalKeyRef, SeqNo, ValueKind};
 
 /// How a read uses the shared block cache for data blocks, chosen from a read's
@@ -347,14 +347,7 @@ impl Table {
         readahead: usize,
     ) -> Result<u64> {
         let mut index = self.index.iter();
-        match lower {
-            Bound::Unbounded => index.seek_to_first()?,
-            // Every entry of the user key sorts at or after (key, MAX); for an ingested table
-            // too, whose entries are stored at sequence number 0.
-            Bound::Included(k) | Bound::Excluded(k) => {
-                index.seek(InternalKeyRef::new(k, SeqNo::MAX, ValueKind::FOR_SEEK))?;
-            }
-        }
+        seek_to_user_key(&mut index, bound_key(lower))?;
         let mut readahead = Readahead::new(readahead);
         let mut count = 0u64;
         // The separator of the block before the current one (every key of the current block
@@ -680,12 +673,7 @@ impl Table {
 /// Entries of `block` whose user key lies within `(lower, upper)`, comparing each key.
 fn count_block_range(block: &Arc<Block>, lower: Bound<&[u8]>, upper: Bound<&[u8]>) -> Result<u64> {
     let mut it = block.iter();
-    match lower {
-        Bound::Unbounded => it.seek_to_first()?,
-        Bound::Included(k) | Bound::Excluded(k) => {
-            it.seek(InternalKeyRef::new(k, SeqNo::MAX, ValueKind::FOR_SEEK))?;
-        }
-    }
+    seek_to_user_key(&mut it, bound_key(lower))?;
     let mut n = 0;
     while it.valid() {
         let key = it.key().user_key;

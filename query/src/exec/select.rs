@@ -62,19 +62,16 @@ pub(crate) fn run_into<R: KvRead>(
             having,
             projections,
         } => {
-            // `split_scan` declines a counted range.
-            let mut groups = match (plan.counted_range(), split_scan(reader, plan)) {
-                (Some((range, full)), _) => {
-                    count_range(reader, range, full, aggregates.len(), interrupt)?
-                }
-                (None, Some(parts)) => {
-                    aggregate_in_parallel(reader, &parts, group_by, aggregates, interrupt)?
-                }
-                (None, None) => aggregate(
+            let mut groups = if let Some((range, full)) = plan.counted_range() {
+                count_range(reader, range, full, aggregates.len(), interrupt)?
+            } else if let Some(parts) = split_scan(reader, plan) {
+                aggregate_in_parallel(reader, &parts, group_by, aggregates, interrupt)?
+            } else {
+                aggregate(
                     &mut Input::new(reader, plan, interrupt),
                     group_by,
                     aggregates,
-                )?,
+                )?
             };
             if group_by.is_empty() && groups.is_empty() {
                 groups.insert(

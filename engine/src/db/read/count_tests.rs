@@ -5,9 +5,10 @@ use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::atomic::AtomicBool;
 
+use rand::Rng;
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
 
+use crate::iterator::test_support::{base_seed, rng};
 use crate::sstable::TableFormat;
 use crate::{Db, Options, ReadOptions, TableWriter};
 
@@ -125,12 +126,7 @@ fn check_ranges(
 
 #[test]
 fn counts_match_the_model_on_both_paths() -> TestResult {
-    let seed = std::env::var("STRATA_TEST_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(rand::random::<u64>);
-    eprintln!("seed {seed} (replay with STRATA_TEST_SEED={seed})");
-    let mut r = StdRng::seed_from_u64(seed);
+    let mut r = rng(base_seed("counts_match_the_model_on_both_paths"));
     let dir = tempfile::tempdir()?;
     // Small blocks and tables: ranges start and end inside blocks, and span many blocks and
     // several tables of one level.
