@@ -129,11 +129,11 @@ pub struct Options {
     pub bloom_bits_per_key: u32,
     /// Compress blocks with LZ4 when that saves at least 12.5%. Default `true`.
     pub compression: bool,
-    /// SSTable format version new tables are written in. Default [`TableFormat::V2`] (varint
-    /// sequence numbers, omitted when 0, and a hash-partitioned bloom filter:
-    /// `docs/format/sstable.md` sections 3 and 4); choose
-    /// [`TableFormat::V1`] only while a build that reads only version 1 must still open the
-    /// directory. Both are always read.
+    /// SSTable format version new tables are written in. Default [`TableFormat::V3`] (varint
+    /// sequence numbers, omitted when 0, a hash-partitioned bloom filter, and each data
+    /// block's entry count in the index block: `docs/format/sstable.md` sections 3 and 4);
+    /// choose [`TableFormat::V1`] or [`TableFormat::V2`] only while a build that reads only
+    /// those must still open the directory. All three are always read.
     pub table_format: TableFormat,
     /// Capacity of the database's block cache, in bytes of uncompressed blocks, when
     /// [`Options::block_cache`] is `None`. Default 64 MiB. The cache is filled as blocks are
@@ -256,7 +256,7 @@ impl Default for Options {
             block_restart_interval: 16,
             bloom_bits_per_key: 10,
             compression: true,
-            table_format: TableFormat::V2,
+            table_format: TableFormat::V3,
             block_cache_size: 64 << 20,
             block_cache: None,
             max_auto_readahead_size: 256 << 10,

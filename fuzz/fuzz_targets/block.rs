@@ -60,7 +60,7 @@ fn scan_backward(it: &mut BlockIter, limit: usize) -> Vec<InternalKey> {
 }
 
 fn raw(data: &[u8]) {
-    for format in [TableFormat::V1, TableFormat::V2] {
+    for format in TableFormat::ALL {
         raw_as(data, format);
     }
 }

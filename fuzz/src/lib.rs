@@ -21,7 +21,7 @@ use strata_engine::coding::{crc32c_parts, get_fixed32, get_fixed64};
 use strata_engine::iterator::InternalIterator;
 use strata_engine::sstable::block::Block;
 use strata_engine::sstable::format::{
-    BLOCK_TRAILER_LEN, BlockHandle, FOOTER_LEN, TABLE_MAGIC, TableFormat, decode_block,
+    BLOCK_TRAILER_LEN, BlockHandle, FOOTER_LEN, IndexValue, TABLE_MAGIC, TableFormat, decode_block,
 };
 use strata_engine::wal::{BLOCK_SIZE, HEADER_SIZE, fragment_crc};
 
@@ -193,8 +193,8 @@ pub fn repair_table_checksums(data: &mut [u8]) -> bool {
     let mut data_handles = Vec::new();
     if it.seek_to_first().is_ok() {
         while it.valid() && data_handles.len() < 10_000 {
-            if let Some(h) = BlockHandle::decode_exact(it.value()) {
-                data_handles.push(h);
+            if let Some(v) = IndexValue::decode_exact(it.value(), format) {
+                data_handles.push(v.handle);
             }
             if it.next().is_err() {
                 break;

@@ -131,6 +131,11 @@ fn valid_v2_database_reads_back_every_key() {
     valid_database_reads_back_every_key("v2");
 }
 
+#[test]
+fn valid_v3_database_reads_back_every_key() {
+    valid_database_reads_back_every_key("v3");
+}
+
 fn valid_database_reads_back_every_key(version: &str) {
     let (_tmp, dir) = copy_fixture(version, "valid");
     let want = expected(version);
@@ -170,15 +175,25 @@ fn table_format_version(path: &Path) -> u32 {
 }
 
 #[test]
-fn v1_tables_are_read_beside_v2_tables_through_flush_compaction_and_reopen() {
-    let (_tmp, dir) = copy_fixture("v1", "valid");
+fn v1_and_v2_tables_are_read_beside_v3_tables_through_flush_compaction_and_reopen() {
+    assert_eq!(TableFormat::default(), TableFormat::V3);
+    older_tables_are_read_beside_current_ones("v1", 1);
+    older_tables_are_read_beside_current_ones("v2", 2);
+}
+
+/// Opens a copy of fixture `version`'s `valid` (tables of format `old`) with the default
+/// options, writes and flushes tables of the current format beside them, compacts them
+/// together and reopens: every read stays right.
+fn older_tables_are_read_beside_current_ones(version: &str, old: u32) {
+    let current = TableFormat::default().version();
+    let (_tmp, dir) = copy_fixture(version, "valid");
     let old_tables = files_with_ext(&dir, "sst");
     assert!(!old_tables.is_empty());
     for t in &old_tables {
-        assert_eq!(table_format_version(t), 1, "{}", t.display());
+        assert_eq!(table_format_version(t), old, "{}", t.display());
     }
-    let mut want = expected("v1");
-    // No automatic compaction yet, so the v1 and v2 tables stay side by side.
+    let mut want = expected(version);
+    // No automatic compaction yet, so the old and current tables stay side by side.
     let no_auto = Options {
         level0_file_num_compaction_trigger: 1000,
         level0_slowdown_writes_trigger: 1000,
@@ -186,7 +201,7 @@ fn v1_tables_are_read_beside_v2_tables_through_flush_compaction_and_reopen() {
         ..Options::default()
     };
     let db = Db::open(&dir, no_auto.clone()).expect("open the v1 database");
-    // New writes, some replacing fixture keys, flushed to a version-2 table beside the v1 ones.
+    // New writes, some replacing fixture keys, flushed to a current table beside the old ones.
     let mut batch = WriteBatch::new();
     for i in (1..200u32).step_by(7) {
         let (k, v) = (format!("k{i:03}"), format!("v2-{i}"));
@@ -202,14 +217,14 @@ fn v1_tables_are_read_beside_v2_tables_through_flush_compaction_and_reopen() {
     let tables = files_with_ext(&dir, "sst");
     let versions: Vec<u32> = tables.iter().map(|t| table_format_version(t)).collect();
     assert!(
-        versions.contains(&1) && versions.contains(&2),
+        versions.contains(&old) && versions.contains(&current),
         "{versions:?}"
     );
     let db = Db::open(&dir, no_auto).expect("reopen with both versions");
-    assert_eq!(scan(&db).expect("scan across v1 and v2 tables"), want);
+    assert_eq!(scan(&db).expect("scan across old and current tables"), want);
     assert_eq!(reads_are_right_or_fail(&db, &want), 0);
 
-    // Compaction writes version 2; a table it only moves (no overlap) keeps version 1.
+    // Compaction writes the current version; a table it only moves (no overlap) keeps its own.
     db.compact_range(None, None).expect("compact everything");
     assert_eq!(scan(&db).expect("scan after compaction"), want);
     db.check_integrity().expect("intact after compaction");
@@ -218,7 +233,7 @@ fn v1_tables_are_read_beside_v2_tables_through_flush_compaction_and_reopen() {
         .iter()
         .map(|t| table_format_version(t))
         .collect();
-    assert!(versions.contains(&2), "{versions:?}");
+    assert!(versions.contains(&current), "{versions:?}");
     let db = Db::open(&dir, Options::default()).expect("reopen");
     assert_eq!(scan(&db).expect("scan after reopen"), want);
     assert_eq!(reads_are_right_or_fail(&db, &want), 0);
@@ -232,6 +247,11 @@ fn flipped_bit_in_a_data_block_is_a_checksum_error_never_wrong_data() {
 #[test]
 fn flipped_bit_in_a_v2_data_block_is_a_checksum_error_never_wrong_data() {
     flipped_bit_is_a_checksum_error("v2");
+}
+
+#[test]
+fn flipped_bit_in_a_v3_data_block_is_a_checksum_error_never_wrong_data() {
+    flipped_bit_is_a_checksum_error("v3");
 }
 
 fn flipped_bit_is_a_checksum_error(version: &str) {
@@ -417,6 +437,20 @@ fn regenerate_v2_fixtures() {
     write_flipped_bit_fixture(&root);
 }
 
+/// Rewrites `tests/fixtures/v3/` (SSTable format 3; WAL and manifest formats 1), as
+/// `regenerate_v2_fixtures` does `v2/`. Ignored, and a no-op unless `STRATA_WRITE_FIXTURES=1`.
+#[test]
+#[ignore = "rewrites committed files; see tests/fixtures/README.md"]
+fn regenerate_v3_fixtures() {
+    if std::env::var("STRATA_WRITE_FIXTURES").as_deref() != Ok("1") {
+        eprintln!("set STRATA_WRITE_FIXTURES=1 to rewrite tests/fixtures/v3");
+        return;
+    }
+    let root = fixtures("v3");
+    write_valid_fixture(&root, TableFormat::V3);
+    write_flipped_bit_fixture(&root);
+}
+
 /// Clears `root`, writes `root/valid` in tables of `format` and `root/expected.tsv`; returns
 /// the path of `valid`.
 fn write_valid_fixture(root: &Path, format: TableFormat) -> PathBuf {
@@ -546,7 +580,7 @@ fn last_record(path: &Path) -> (u64, u64) {
 /// are, the manifest's edits as raw payloads, and a table's decoded data and index blocks.
 fn write_fuzz_seeds(valid: &Path, manifest: &Path) {
     use strata_engine::sstable::format::{
-        BLOCK_TRAILER_LEN, BlockHandle, FOOTER_LEN, Footer, decode_block,
+        BLOCK_TRAILER_LEN, BlockHandle, FOOTER_LEN, Footer, IndexValue, decode_block,
     };
     let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus");
     let seed = |target: &str, name: &str, bytes: &[u8]| {
@@ -607,7 +641,9 @@ fn write_fuzz_seeds(valid: &Path, manifest: &Path) {
     use strata_engine::iterator::InternalIterator;
     it.seek_to_first().expect("index");
     for i in 0..2 {
-        let h = BlockHandle::decode_exact(it.value()).expect("handle");
+        let h = IndexValue::decode_exact(it.value(), footer.format)
+            .expect("handle")
+            .handle;
         seed("block", &format!("data-{i}.block"), &block(h));
         it.next().expect("index");
     }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use super::block::BlockBuilder;
 use super::filter::FilterBuilder;
 use super::format::{
-    BLOCK_TRAILER_LEN, BlockHandle, Footer, TableFormat, block_trailer, maybe_compress,
+    BLOCK_TRAILER_LEN, BlockHandle, Footer, IndexValue, TableFormat, block_trailer, maybe_compress,
 };
 use super::properties::{TableId, TableProperties};
 use crate::error::{Error, IoContext, Result};
@@ -36,8 +36,8 @@ pub struct TableBuilderOptions {
     pub bloom_bits_per_key: u32,
     /// Compress data, index and properties blocks with LZ4 when that saves at least 12.5%.
     pub compression: bool,
-    /// The format version to write ([`TableFormat::V2`] unless a table must stay readable by
-    /// builds that know only version 1).
+    /// The format version to write ([`TableFormat::V3`] unless a table must stay readable by
+    /// builds that know only older versions).
     pub format: TableFormat,
 }
 
@@ -77,8 +77,9 @@ pub struct TableBuilder {
     props: TableProperties,
     /// The last key added, encoded (empty before the first add).
     last_key: Vec<u8>,
-    /// Handle of the last data block written, whose index entry waits for the next key.
-    pending_index: Option<BlockHandle>,
+    /// Handle and entry count of the last data block written, whose index entry waits for
+    /// the next key.
+    pending_index: Option<IndexValue>,
     compress_scratch: Vec<u8>,
     separator_scratch: Vec<u8>,
 }
@@ -148,9 +149,9 @@ impl TableBuilder {
         {
             self.flush_data_block()?;
         }
-        if let Some(handle) = self.pending_index.take() {
+        if let Some(pending) = self.pending_index.take() {
             shortest_separator(&self.last_key, key, &mut self.separator_scratch);
-            self.add_index_entry(handle)?;
+            self.add_index_entry(pending)?;
         }
         self.last_key.clear();
         key.encode_into(&mut self.last_key);
@@ -186,9 +187,9 @@ impl TableBuilder {
     /// builder is consumed, so use the path it was created with).
     pub fn finish(mut self) -> Result<(TableProperties, u64)> {
         self.flush_data_block()?;
-        if let Some(handle) = self.pending_index.take() {
+        if let Some(pending) = self.pending_index.take() {
             short_successor(&self.last_key, &mut self.separator_scratch);
-            self.add_index_entry(handle)?;
+            self.add_index_entry(pending)?;
         }
         let mut footer = Footer {
             format: self.opts.format,
@@ -235,9 +236,9 @@ impl TableBuilder {
         }
     }
 
-    fn add_index_entry(&mut self, handle: BlockHandle) -> Result<()> {
-        let mut value = Vec::with_capacity(BlockHandle::MAX_ENCODED_LEN);
-        handle.encode_into(&mut value);
+    fn add_index_entry(&mut self, pending: IndexValue) -> Result<()> {
+        let mut value = Vec::with_capacity(BlockHandle::MAX_ENCODED_LEN + 10);
+        pending.encode_into(self.opts.format, &mut value);
         let separator = InternalKeyRef::decode(&self.separator_scratch).ok_or_else(|| {
             Error::InvalidArgument("index separator is not an internal key".into())
         })?;
@@ -250,13 +251,17 @@ impl TableBuilder {
         }
         let placeholder = BlockBuilder::new(self.opts.format, 1);
         let mut block = std::mem::replace(&mut self.data_block, placeholder);
+        let entries = block.len() as u64;
         let handle = self.write_block_from(&mut block);
         block.reset();
         self.data_block = block;
         let handle = handle?;
         self.props.num_data_blocks += 1;
         self.props.data_bytes += handle.size + BLOCK_TRAILER_LEN as u64;
-        self.pending_index = Some(handle);
+        self.pending_index = Some(IndexValue {
+            handle,
+            entries: Some(entries),
+        });
         Ok(())
     }
 

@@ -186,7 +186,7 @@ impl Filter {
         let corrupt = |reason: String| Error::corruption(file, offset, reason);
         let partitions = match format {
             TableFormat::V1 => vec![decode_blob(contents, file, offset)?],
-            TableFormat::V2 => {
+            TableFormat::V2 | TableFormat::V3 => {
                 let (count, mut pos) = get_varint64(contents)
                     .ok_or_else(|| corrupt("bad filter: truncated partition count".into()))?;
                 let count = usize::try_from(count)
@@ -261,7 +261,7 @@ fn decode_blob(blob: &[u8], file: &Path, offset: u64) -> Result<Bloom<u64>> {
 mod tests {
     use super::*;
 
-    const FORMATS: [TableFormat; 2] = [TableFormat::V1, TableFormat::V2];
+    const FORMATS: [TableFormat; 3] = TableFormat::ALL;
 
     fn build(
         keys: impl Iterator<Item = Vec<u8>>,
@@ -301,7 +301,7 @@ mod tests {
             10,
             format,
         )?;
-        if format == TableFormat::V2 {
+        if !format.v1_entries() {
             // 100,000 keys in ceil(100000 / 16384) = 7 partitions of 10 bits per key each.
             assert_eq!(f.partitions.len(), 7);
             let bits = f.len_bits();

@@ -6,7 +6,8 @@
 //! ```text
 //! block on disk := contents | compression: u8 | crc32c(contents ++ compression): u32 LE
 //! lz4 contents  := uncompressed_len: varint | lz4 block
-//! handle        := offset: varint | size: varint          (index block values)
+//! handle        := offset: varint | size: varint          (index block values, v1 and v2)
+//! index value   := handle | entries: varint               (index block values, v3)
 //! footer (64 B) := filter, properties, index handles: (offset u64 LE, size u64 LE) * 3
 //!                  | format_version: u32 LE | crc32c(footer[0..52]): u32 LE | magic: u64 LE
 //! ```
@@ -21,9 +22,10 @@ use crate::error::{Error, Result};
 /// Magic number closing every SSTable: the leading 64 bits of SHA-256("strata-sstable").
 pub const TABLE_MAGIC: u64 = 0xdd52_6fc3_d45d_3aee;
 
-/// A table's format version (footer `format_version`). The versions differ only in how block
-/// entries and the filter block are encoded (`docs/format/sstable.md` sections 3 and 4); this
-/// build reads both.
+/// A table's format version (footer `format_version`). Versions 1 and 2 differ only in how
+/// block entries and the filter block are encoded (`docs/format/sstable.md` sections 3 and 4);
+/// version 3 is version 2 with each data block's entry count in its index value (section 3,
+/// "Index block"). This build reads all three.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum TableFormat {
     /// Entries hold the encoded internal key (`user_key | trailer u64`), prefix-compressed
@@ -31,9 +33,12 @@ pub enum TableFormat {
     V1,
     /// Entries prefix-compress the user key only and store the sequence number as a varint,
     /// omitted when 0, with the kind in the value-length varint (section 3.2); the bloom
-    /// filter is partitioned by key hash (section 4). The default.
-    #[default]
+    /// filter is partitioned by key hash (section 4).
     V2,
+    /// Version 2, and each index value carries the number of entries in its data block, so
+    /// a count over whole blocks reads the index block alone. The default.
+    #[default]
+    V3,
 }
 
 impl TableFormat {
@@ -42,6 +47,7 @@ impl TableFormat {
         match self {
             TableFormat::V1 => 1,
             TableFormat::V2 => 2,
+            TableFormat::V3 => 3,
         }
     }
 
@@ -50,8 +56,63 @@ impl TableFormat {
         match version {
             1 => Some(TableFormat::V1),
             2 => Some(TableFormat::V2),
+            3 => Some(TableFormat::V3),
             _ => None,
         }
+    }
+
+    /// True if block entries are encoded as version 1's (section 3.1); versions 2 and 3
+    /// share section 3.2's entries and filter layout.
+    pub fn v1_entries(self) -> bool {
+        self == TableFormat::V1
+    }
+
+    /// True if index values carry their data block's entry count (version 3).
+    pub fn counts_block_entries(self) -> bool {
+        self == TableFormat::V3
+    }
+
+    /// Every version this build knows, oldest first (for tests that cover each).
+    pub const ALL: [TableFormat; 3] = [TableFormat::V1, TableFormat::V2, TableFormat::V3];
+}
+
+/// An index block entry's value: the data block's handle and, in [`TableFormat::V3`], the
+/// number of entries in the block (`docs/format/sstable.md` section 3, "Index block").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IndexValue {
+    /// Where the data block is.
+    pub handle: BlockHandle,
+    /// The number of entries in the data block (at least 1); `None` in versions 1 and 2.
+    pub entries: Option<u64>,
+}
+
+impl IndexValue {
+    /// Appends the encoding of `format` to `dst` (`entries` is written only in version 3).
+    pub fn encode_into(&self, format: TableFormat, dst: &mut Vec<u8>) {
+        self.handle.encode_into(dst);
+        if format.counts_block_entries() {
+            put_varint64(dst, self.entries.unwrap_or(0));
+        }
+    }
+
+    /// Decodes a value of `format` that must span all of `src`; `None` on malformed input,
+    /// trailing bytes, or (version 3) an entry count of 0.
+    pub fn decode_exact(src: &[u8], format: TableFormat) -> Option<Self> {
+        let (offset, n) = get_varint64(src)?;
+        let (size, m) = get_varint64(src.get(n..)?)?;
+        let handle = BlockHandle { offset, size };
+        let rest = src.get(n + m..)?;
+        if !format.counts_block_entries() {
+            return rest.is_empty().then_some(IndexValue {
+                handle,
+                entries: None,
+            });
+        }
+        let (entries, k) = get_varint64(rest)?;
+        (k == rest.len() && entries > 0).then_some(IndexValue {
+            handle,
+            entries: Some(entries),
+        })
     }
 }
 
@@ -122,13 +183,6 @@ impl BlockHandle {
     pub fn encode_into(&self, dst: &mut Vec<u8>) {
         put_varint64(dst, self.offset);
         put_varint64(dst, self.size);
-    }
-
-    /// Decodes a handle that must span all of `src`; `None` on malformed input.
-    pub fn decode_exact(src: &[u8]) -> Option<Self> {
-        let (offset, n) = get_varint64(src)?;
-        let (size, m) = get_varint64(src.get(n..)?)?;
-        (n + m == src.len()).then_some(BlockHandle { offset, size })
     }
 
     /// Offset one past the block's trailer, or `None` on overflow.
@@ -230,7 +284,7 @@ impl Footer {
             get_fixed32(src, FOOTER_VERSION_AT).ok_or_else(|| corrupt("short footer".into()))?;
         let Some(format) = TableFormat::from_version(version) else {
             return Err(corrupt(format!(
-                "unsupported format version {version} (this build reads 1 and 2)"
+                "unsupported format version {version} (this build reads 1, 2 and 3)"
             )));
         };
         let footer = Footer {
@@ -383,17 +437,36 @@ mod tests {
     }
 
     #[test]
-    fn handle_round_trips_and_rejects_trailing_bytes() {
-        let h = BlockHandle::new(1 << 40, 4096);
-        let mut buf = Vec::new();
-        h.encode_into(&mut buf);
-        assert!(buf.len() <= BlockHandle::MAX_ENCODED_LEN);
-        assert_eq!(BlockHandle::decode_exact(&buf), Some(h));
-        for cut in 0..buf.len() {
-            assert_eq!(BlockHandle::decode_exact(&buf[..cut]), None);
+    fn index_values_round_trip_and_reject_trailing_bytes() {
+        let handle = BlockHandle::new(1 << 40, 4096);
+        for format in TableFormat::ALL {
+            let entries = format.counts_block_entries().then_some(300);
+            let v = IndexValue { handle, entries };
+            let mut buf = Vec::new();
+            v.encode_into(format, &mut buf);
+            assert!(buf.len() <= BlockHandle::MAX_ENCODED_LEN + 10);
+            assert_eq!(IndexValue::decode_exact(&buf, format), Some(v));
+            for cut in 0..buf.len() {
+                assert_eq!(IndexValue::decode_exact(&buf[..cut], format), None);
+            }
+            let mut longer = buf.clone();
+            longer.push(0);
+            assert_eq!(IndexValue::decode_exact(&longer, format), None);
         }
-        buf.push(0);
-        assert_eq!(BlockHandle::decode_exact(&buf), None);
+        // Version 3 needs the count, and a count of at least 1; versions 1 and 2 refuse one.
+        let mut two = Vec::new();
+        handle.encode_into(&mut two);
+        assert_eq!(IndexValue::decode_exact(&two, TableFormat::V3), None);
+        let mut zero = two.clone();
+        zero.push(0);
+        assert_eq!(IndexValue::decode_exact(&zero, TableFormat::V3), None);
+        let mut one = two.clone();
+        one.push(1);
+        assert_eq!(IndexValue::decode_exact(&one, TableFormat::V2), None);
+        assert_eq!(
+            IndexValue::decode_exact(&one, TableFormat::V3).and_then(|v| v.entries),
+            Some(1)
+        );
     }
 
     #[test]
@@ -406,12 +479,18 @@ mod tests {
         };
         assert_eq!(v1.encode()[48..52], [1, 0, 0, 0]);
         assert_eq!(Footer::decode(&v1.encode(), path(), 1000)?, v1);
-        let f = Footer {
+        let v2 = Footer {
             format: TableFormat::V2,
             ..v1
         };
+        assert_eq!(v2.encode()[48..52], [2, 0, 0, 0]);
+        assert_eq!(Footer::decode(&v2.encode(), path(), 1000)?, v2);
+        let f = Footer {
+            format: TableFormat::V3,
+            ..v1
+        };
         let enc = f.encode();
-        assert_eq!(enc[48..52], [2, 0, 0, 0]);
+        assert_eq!(enc[48..52], [3, 0, 0, 0]);
         assert_eq!(Footer::decode(&enc, path(), 1000)?, f);
         for bit in 0..FOOTER_LEN * 8 {
             let mut bad = enc;
@@ -429,7 +508,7 @@ mod tests {
 
     #[test]
     fn unknown_format_versions_are_refused_even_with_a_valid_crc() {
-        for version in [0u32, 3, u32::MAX] {
+        for version in [0u32, 4, u32::MAX] {
             let mut enc = Footer::default().encode();
             enc[48..52].copy_from_slice(&version.to_le_bytes());
             let crc = crc32c_parts(&[&enc[..52]]);

@@ -19,7 +19,7 @@ use bytes::Bytes;
 use super::block::{Block, BlockIter};
 use super::filter::{Filter, key_hash};
 use super::format::{
-    BlockHandle, FOOTER_LEN, Footer, TableFormat, decode_block, decode_block_into,
+    BlockHandle, FOOTER_LEN, Footer, IndexValue, TableFormat, decode_block, decode_block_into,
 };
 use super::properties::TableProperties;
 use super::readahead::Readahead;
@@ -331,8 +331,9 @@ impl Table {
     /// `readahead` bytes (0: none).
     ///
     /// A data block wholly inside the range, as the index's separators show, is counted from
-    /// its entry headers alone (no key is assembled or compared);
-    /// only the blocks where the range starts and ends compare keys. [`crate::Db::count`]
+    /// its index value's entry count (format version 3: the block is not read) or from its
+    /// entry headers (versions 1 and 2: no key is assembled or compared); only the blocks
+    /// where the range starts and ends are read and compare keys. [`crate::Db::count`]
     /// uses it for tables whose entries are all visible puts of distinct user keys
     /// ([`TableProperties::num_user_keys`]), where entries are rows.
     ///
@@ -366,12 +367,19 @@ impl Table {
                 Bound::Included(l) => b >= l,
                 Bound::Excluded(l) => b > l,
             });
-            let handle = self.decode_handle(index.value())?;
-            let block = self.data_block(handle, policy, &mut readahead, Vec::new())?;
-            count += if starts_inside && ends_inside {
-                block.count_entries()?
-            } else {
-                count_block_range(&block, lower, upper)?
+            let value = self.decode_index_value(index.value())?;
+            count += match (starts_inside && ends_inside, value.entries) {
+                // Version 3: the whole block's count is in the index.
+                (true, Some(entries)) => entries,
+                (whole, _) => {
+                    let block =
+                        self.data_block(value.handle, policy, &mut readahead, Vec::new())?;
+                    if whole {
+                        block.count_entries()?
+                    } else {
+                        count_block_range(&block, lower, upper)?
+                    }
+                }
             };
             if !ends_inside {
                 // The next block's keys sort after this separator: beyond `upper`.
@@ -561,7 +569,11 @@ impl Table {
         last: &mut Option<(Vec<u8>, u64)>,
         entries: &mut u64,
     ) -> Result<()> {
-        let handle = self.decode_handle(handle_value)?;
+        let IndexValue {
+            handle,
+            entries: recorded,
+        } = self.decode_index_value(handle_value)?;
+        let mut in_block = 0u64;
         let mut it = self
             .data_block(
                 handle,
@@ -573,7 +585,7 @@ impl Table {
         let order = |a: (&[u8], u64), b: (&[u8], u64)| a.0.cmp(b.0).then(b.1.cmp(&a.1));
         it.seek_to_first()?;
         while it.valid() {
-            *entries += 1;
+            in_block += 1;
             let key = it.key();
             if let Some((user_key, trailer)) = last.as_ref()
                 && order((user_key, *trailer), (key.user_key, key.trailer())).is_ge()
@@ -597,6 +609,16 @@ impl Table {
             slot.1 = key.trailer();
             it.next()?;
         }
+        *entries += in_block;
+        if let Some(recorded) = recorded
+            && recorded != in_block
+        {
+            return Err(Error::corruption(
+                &*self.path,
+                handle.offset,
+                format!("the index gives the block {recorded} entries, it holds {in_block}"),
+            ));
+        }
         if let Some((user_key, trailer)) = last.as_ref()
             && order(
                 (user_key, *trailer),
@@ -619,11 +641,19 @@ impl Table {
 
     /// Decodes an index value into a data block handle within the block area.
     fn decode_handle(&self, value: &[u8]) -> Result<BlockHandle> {
+        Ok(self.decode_index_value(value)?.handle)
+    }
+
+    /// Decodes an index value of this table's format: a data block handle within the block
+    /// area and, in version 3, the block's entry count.
+    fn decode_index_value(&self, value: &[u8]) -> Result<IndexValue> {
         let at = self.footer.index.offset;
-        let handle = BlockHandle::decode_exact(value)
+        let value = IndexValue::decode_exact(value, self.footer.format)
             .ok_or_else(|| Error::corruption(&*self.path, at, "malformed block handle in index"))?;
-        handle.check_within(self.footer_at, &self.path, at, "data block")?;
-        Ok(handle)
+        value
+            .handle
+            .check_within(self.footer_at, &self.path, at, "data block")?;
+        Ok(value)
     }
 
     /// The data block at `handle`, from the cache or the file as `policy` says; a block read

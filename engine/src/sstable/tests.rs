@@ -9,7 +9,7 @@ use proptest::prelude::*;
 
 use super::block::Block;
 use super::format::{
-    BLOCK_TRAILER_LEN, BlockHandle, FOOTER_LEN, Footer, TableFormat, decode_block,
+    BLOCK_TRAILER_LEN, BlockHandle, FOOTER_LEN, Footer, IndexValue, TableFormat, decode_block,
 };
 use super::{
     BlockCachePolicy, Table, TableBuilder, TableBuilderOptions, TableIter, TableProperties,
@@ -28,7 +28,7 @@ fn opts(block_size: usize, bloom: u32, compression: bool) -> TableBuilderOptions
         block_restart_interval: 16,
         bloom_bits_per_key: bloom,
         compression,
-        format: TableFormat::V2,
+        format: TableFormat::V3,
     }
 }
 
@@ -492,6 +492,14 @@ fn read_handle(bytes: &[u8], h: BlockHandle) -> Result<Bytes> {
     )
 }
 
+/// Puts of `key0000`, `key0001`, ... (`n` keys, all the same length), value `value`, at
+/// sequence number 1.
+fn numbered_puts(n: u32) -> Model {
+    (0..n)
+        .map(|i| put(format!("key{i:04}").as_bytes(), 1, b"value"))
+        .collect()
+}
+
 /// The data block handles of a table, read through the format API.
 fn data_handles(path: &Path) -> Result<Vec<BlockHandle>> {
     let bytes = std::fs::read(path).ctx(path)?;
@@ -506,7 +514,7 @@ fn data_handles(path: &Path) -> Result<Vec<BlockHandle>> {
     it.seek_to_first()?;
     let mut out = Vec::new();
     while it.valid() {
-        out.extend(BlockHandle::decode_exact(it.value()));
+        out.extend(IndexValue::decode_exact(it.value(), footer.format).map(|v| v.handle));
         it.next()?;
     }
     Ok(out)
@@ -818,9 +826,18 @@ fn worked_example_matches_spec() -> Result<()> {
 
 #[test]
 fn worked_example_v2_matches_spec() -> Result<()> {
+    let v2 = TableBuilderOptions {
+        format: TableFormat::V2,
+        ..opts(4096, 0, false)
+    };
+    check_worked_example(v2, include_str!("testdata/worked_example_v2.hex"))
+}
+
+#[test]
+fn worked_example_v3_matches_spec() -> Result<()> {
     check_worked_example(
         opts(4096, 0, false),
-        include_str!("testdata/worked_example_v2.hex"),
+        include_str!("testdata/worked_example_v3.hex"),
     )
 }
 
@@ -893,12 +910,11 @@ proptest! {
         restart in 1usize..=16,
         bloom in prop::sample::select(vec![0u32, 10]),
         compression in any::<bool>(),
-        v1 in any::<bool>(),
+        format in prop::sample::select(TableFormat::ALL.to_vec()),
     ) {
         let run = || -> Result<()> {
             let dir = tempdir()?;
             let path = dir.path().join("t.sst");
-            let format = if v1 { TableFormat::V1 } else { TableFormat::V2 };
             let o = TableBuilderOptions {
                 block_restart_interval: restart,
                 format,
@@ -1034,11 +1050,7 @@ fn keys_out_of_order_in_sound_blocks_are_found_by_the_check() -> Result<()> {
     // checksum valid, so only the key-order check can see it (a table written wrong).
     let dir = tempdir()?;
     let path = dir.path().join("t.sst");
-    let model = sorted(
-        (0..4u32)
-            .map(|i| put(format!("key{i}").as_bytes(), 1, b"value"))
-            .collect(),
-    );
+    let model = numbered_puts(4);
     write(&path, &model, opts(1, 10, false))?;
     assert!(open(&path)?.block_problems().is_empty());
     let handles = data_handles(&path)?;
@@ -1068,5 +1080,116 @@ fn keys_out_of_order_in_sound_blocks_are_found_by_the_check() -> Result<()> {
         "{message}"
     );
     assert_corrupt(t.verify_checksums(), "swapped blocks");
+    Ok(())
+}
+
+/// Version 3 (`docs/format/sstable.md` section 3, "Index block"): a count over whole data
+/// blocks takes their entry counts from the index block and reads only the blocks where the
+/// range starts and ends; versions 1 and 2 read every block in the range. Both count alike.
+#[test]
+fn a_version_3_count_reads_only_the_blocks_at_the_ends_of_the_range() -> Result<()> {
+    let dir = tempdir()?;
+    let model = numbered_puts(400);
+    let key = |i: u32| format!("key{i:04}").into_bytes();
+    let (lower, upper) = (key(15), key(390));
+    for format in TableFormat::ALL {
+        let path = dir.path().join(format!("v{}.sst", format.version()));
+        let o = TableBuilderOptions {
+            format,
+            ..opts(128, 10, false)
+        };
+        write(&path, &model, o)?;
+        let blocks = data_handles(&path)?.len();
+        assert!(blocks > 20, "{blocks} blocks");
+        let cache = BlockCache::new(1 << 20);
+        let t = Table::open(
+            &crate::fs::OsFs,
+            &path,
+            FileNumber(1),
+            None,
+            Arc::clone(&cache),
+        )?;
+        let count = t.count_in_range(
+            std::ops::Bound::Included(&lower),
+            std::ops::Bound::Excluded(&upper),
+            BlockCachePolicy::Fill,
+            0,
+        )?;
+        assert_eq!(count, 375, "{format:?}");
+        let read = cache.misses();
+        if format.counts_block_entries() {
+            assert_eq!(read, 2, "only the two boundary blocks are read");
+        } else {
+            assert!(read as usize > blocks / 2, "{format:?}: {read} blocks read");
+        }
+        // The whole table: the last block ends inside an unbounded range.
+        let all = t.count_in_range(
+            std::ops::Bound::Unbounded,
+            std::ops::Bound::Unbounded,
+            BlockCachePolicy::Fill,
+            0,
+        )?;
+        assert_eq!(all, 400, "{format:?}");
+    }
+    Ok(())
+}
+
+/// A version-3 index value whose entry count disagrees with its block (checksums pass for a
+/// table written wrong) is found by the integrity check.
+#[test]
+fn a_wrong_entry_count_in_the_index_is_found_by_the_check() -> Result<()> {
+    let dir = tempdir()?;
+    let path = dir.path().join("t.sst");
+    let model = numbered_puts(40);
+    write(&path, &model, opts(128, 10, false))?;
+    assert!(open(&path)?.block_problems().is_empty());
+    let mut bytes = std::fs::read(&path).ctx(&path)?;
+    let footer = footer_of(&bytes)?;
+    assert_eq!(footer.format, TableFormat::V3);
+    // Rebuild the index block with the second block's count one higher (the same length:
+    // every count is a one-byte varint), and write it over the old one with a valid CRC.
+    let index = Arc::new(Block::new(
+        read_handle(&bytes, footer.index)?,
+        footer.format,
+        Arc::from(Path::new("t")),
+        footer.index.offset,
+    )?);
+    let mut rebuilt = super::block::BlockBuilder::new(TableFormat::V3, 1);
+    let mut it = index.iter();
+    it.seek_to_first()?;
+    let mut i = 0;
+    let mut wrong = None;
+    while it.valid() {
+        let mut v = IndexValue::decode_exact(it.value(), TableFormat::V3)
+            .ok_or_else(|| Error::InvalidArgument("index value".into()))?;
+        if i == 1 {
+            v.entries = v.entries.map(|n| n + 1);
+            wrong = Some(v.handle.offset);
+        }
+        let mut value = Vec::new();
+        v.encode_into(TableFormat::V3, &mut value);
+        rebuilt.add(it.key(), &value)?;
+        i += 1;
+        it.next()?;
+    }
+    let contents = rebuilt.finish().to_vec();
+    assert_eq!(contents.len() as u64, footer.index.size);
+    let at = usize::try_from(footer.index.offset).unwrap_or(usize::MAX);
+    bytes[at..at + contents.len()].copy_from_slice(&contents);
+    let trailer = super::format::block_trailer(&contents, super::format::CompressionType::None);
+    bytes[at + contents.len()..at + contents.len() + BLOCK_TRAILER_LEN].copy_from_slice(&trailer);
+    std::fs::write(&path, &bytes).ctx(&path)?;
+
+    let t = open(&path)?;
+    let problems = t.block_problems();
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    match &problems[0] {
+        Error::Corruption { offset, reason, .. } => {
+            assert_eq!(Some(*offset), wrong);
+            assert!(reason.contains("the index gives the block"), "{reason}");
+        }
+        other => panic!("expected corruption, got {other}"),
+    }
+    assert_corrupt(t.verify_checksums(), "a wrong entry count");
     Ok(())
 }

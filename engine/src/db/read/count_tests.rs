@@ -135,11 +135,7 @@ fn counts_match_the_model_on_both_paths() -> TestResult {
         .block_size(256)
         .block_restart_interval(r.random_range(1..5))
         .target_file_size(4 << 10)
-        .table_format(if r.random_bool(0.5) {
-            TableFormat::V1
-        } else {
-            TableFormat::V2
-        });
+        .table_format(TableFormat::ALL[r.random_range(0..TableFormat::ALL.len())]);
     let db = Db::open(dir.path(), options)?;
     let keys = 2000;
     let mut model = Model::new();

@@ -55,7 +55,7 @@ impl BlockBuilder {
         }
         let user_key = match self.format {
             TableFormat::V1 => InternalKeyRef::decode(&self.last_key)?.user_key,
-            TableFormat::V2 => &self.last_key,
+            TableFormat::V2 | TableFormat::V3 => &self.last_key,
         };
         Some(InternalKeyRef::new(
             user_key,
@@ -90,7 +90,7 @@ impl BlockBuilder {
                 key.encode_into(&mut self.encoded);
                 &self.encoded
             }
-            TableFormat::V2 => key.user_key,
+            TableFormat::V2 | TableFormat::V3 => key.user_key,
         };
         let shared = if restart || self.num_entries == 0 {
             0
@@ -106,7 +106,7 @@ impl BlockBuilder {
         put_varint64(&mut self.buf, non_shared.len() as u64);
         match self.format {
             TableFormat::V1 => put_varint64(&mut self.buf, value.len() as u64),
-            TableFormat::V2 => {
+            TableFormat::V2 | TableFormat::V3 => {
                 let seqno = key.seqno.get();
                 let has_seqno = if seqno == 0 { 0 } else { TAG_HAS_SEQNO };
                 let tag = ((value.len() as u64) << TAG_VALUE_LEN_SHIFT)

@@ -163,7 +163,7 @@ impl BlockIter {
             TableFormat::V1 => compressed
                 .get(..compressed.len().saturating_sub(TRAILER_LEN))
                 .unwrap_or_default(),
-            TableFormat::V2 => compressed,
+            TableFormat::V2 | TableFormat::V3 => compressed,
         }
     }
 
@@ -406,7 +406,7 @@ impl Block {
         let non_shared = length(varint()?)?;
         let (value_len, seqno_kind) = match block.format {
             TableFormat::V1 => (length(varint()?)?, None),
-            TableFormat::V2 => {
+            TableFormat::V2 | TableFormat::V3 => {
                 let tag = varint()?;
                 let kind = ValueKind::try_from((tag & TAG_KIND_MASK) as u8)
                     .map_err(|_| bad("unknown entry kind"))?;

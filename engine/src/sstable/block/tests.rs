@@ -20,7 +20,7 @@ fn path() -> Arc<Path> {
 }
 
 /// Every format this build reads.
-const FORMATS: [TableFormat; 2] = [TableFormat::V1, TableFormat::V2];
+const FORMATS: [TableFormat; 3] = TableFormat::ALL;
 
 fn build(format: TableFormat, entries: &Model, interval: usize) -> Result<Arc<Block>> {
     let mut b = BlockBuilder::new(format, interval);
