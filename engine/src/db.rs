@@ -243,8 +243,11 @@ impl Db {
     /// Where the range's data lies in one level of tables that hold one put per key (the
     /// settled state after compactions or a bulk load, with nothing in the memtables there),
     /// the count comes from the tables' entries: data blocks wholly inside the range are
-    /// counted from their entry headers, without assembling or comparing keys. Otherwise it
-    /// merges the sources as [`Db::range`] does (`docs/design.md`, "Counting a range").
+    /// counted from the index block's entry counts (SSTable format version 3; the blocks are
+    /// not read, so a damaged one there is not noticed: [`Db::check_integrity`] finds it) or,
+    /// in older tables, from their entry headers, without assembling or comparing keys.
+    /// Otherwise it merges the sources as [`Db::range`] does (`docs/design.md`, "Counting a
+    /// range").
     ///
     /// # Errors
     /// As [`Db::range`]'s items: [`crate::Error::Io`], [`crate::Error::Corruption`] or

@@ -141,7 +141,7 @@ impl Table {
             entries = properties.num_entries,
             "opened table"
         );
-        Ok(Arc::new(Table {
+        let table = Table {
             path,
             file,
             number,
@@ -162,7 +162,43 @@ impl Table {
             filter,
             properties,
             global_seqno,
-        }))
+        };
+        table.check_index_counts()?;
+        Ok(Arc::new(table))
+    }
+
+    /// Format version 3: the index values' block entry counts must add up to the properties'
+    /// `num_entries`, since a count over whole blocks trusts them without reading the blocks
+    /// (each count is checked against its block by [`Table::verify_checksums`]). One walk of
+    /// the index block, which open has read anyway.
+    ///
+    /// # Errors
+    /// [`Error::Corruption`] at the index block's offset for a malformed index value or counts
+    /// that do not add up.
+    fn check_index_counts(&self) -> Result<()> {
+        if !self.footer.format.counts_block_entries() {
+            return Ok(());
+        }
+        let mut index = self.index.iter();
+        index.seek_to_first()?;
+        let mut sum = 0u64;
+        while index.valid() {
+            let entries = self.decode_index_value(index.value())?.entries.unwrap_or(0);
+            sum = sum.saturating_add(entries);
+            index.next()?;
+        }
+        if sum != self.properties.num_entries {
+            return Err(Error::corruption(
+                &*self.path,
+                self.footer.index.offset,
+                format!(
+                    "the index's block entry counts add up to {sum}, the properties give {} \
+                     entries",
+                    self.properties.num_entries
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// Point lookup of the newest entry for `key.user_key` with seqno `<= key.seqno`. Consults
@@ -369,7 +405,8 @@ impl Table {
             });
             let value = self.decode_index_value(index.value())?;
             count += match (starts_inside && ends_inside, value.entries) {
-                // Version 3: the whole block's count is in the index.
+                // Version 3: the whole block's count is in the index (their sum was checked
+                // against the properties at open).
                 (true, Some(entries)) => entries,
                 (whole, _) => {
                     let block =
@@ -648,8 +685,14 @@ impl Table {
     /// area and, in version 3, the block's entry count.
     fn decode_index_value(&self, value: &[u8]) -> Result<IndexValue> {
         let at = self.footer.index.offset;
-        let value = IndexValue::decode_exact(value, self.footer.format)
-            .ok_or_else(|| Error::corruption(&*self.path, at, "malformed block handle in index"))?;
+        let value = IndexValue::decode_exact(value, self.footer.format).ok_or_else(|| {
+            let what = if self.footer.format.counts_block_entries() {
+                "malformed index value (block handle and entry count of at least 1)"
+            } else {
+                "malformed block handle in index"
+            };
+            Error::corruption(&*self.path, at, what)
+        })?;
         value
             .handle
             .check_within(self.footer_at, &self.path, at, "data block")?;

@@ -1134,20 +1134,14 @@ fn a_version_3_count_reads_only_the_blocks_at_the_ends_of_the_range() -> Result<
     Ok(())
 }
 
-/// A version-3 index value whose entry count disagrees with its block (checksums pass for a
-/// table written wrong) is found by the integrity check.
-#[test]
-fn a_wrong_entry_count_in_the_index_is_found_by_the_check() -> Result<()> {
-    let dir = tempdir()?;
-    let path = dir.path().join("t.sst");
-    let model = numbered_puts(40);
-    write(&path, &model, opts(128, 10, false))?;
-    assert!(open(&path)?.block_problems().is_empty());
-    let mut bytes = std::fs::read(&path).ctx(&path)?;
+/// Rewrites the index block of the version-3 table at `path` (uncompressed blocks) with each
+/// data block's entry count plus `delta(i)` for block `i`, keeping every value's length (the
+/// counts stay one-byte varints), under a valid CRC: a table written wrong, not damaged on
+/// disk. Returns the data blocks' offsets.
+fn rewrite_index_counts(path: &Path, delta: impl Fn(usize) -> i64) -> Result<Vec<u64>> {
+    let mut bytes = std::fs::read(path).ctx(path)?;
     let footer = footer_of(&bytes)?;
     assert_eq!(footer.format, TableFormat::V3);
-    // Rebuild the index block with the second block's count one higher (the same length:
-    // every count is a one-byte varint), and write it over the old one with a valid CRC.
     let index = Arc::new(Block::new(
         read_handle(&bytes, footer.index)?,
         footer.format,
@@ -1157,19 +1151,16 @@ fn a_wrong_entry_count_in_the_index_is_found_by_the_check() -> Result<()> {
     let mut rebuilt = super::block::BlockBuilder::new(TableFormat::V3, 1);
     let mut it = index.iter();
     it.seek_to_first()?;
-    let mut i = 0;
-    let mut wrong = None;
+    let mut offsets = Vec::new();
     while it.valid() {
         let mut v = IndexValue::decode_exact(it.value(), TableFormat::V3)
             .ok_or_else(|| Error::InvalidArgument("index value".into()))?;
-        if i == 1 {
-            v.entries = v.entries.map(|n| n + 1);
-            wrong = Some(v.handle.offset);
-        }
+        let d = delta(offsets.len());
+        v.entries = v.entries.map(|n| n.saturating_add_signed(d));
+        offsets.push(v.handle.offset);
         let mut value = Vec::new();
         v.encode_into(TableFormat::V3, &mut value);
         rebuilt.add(it.key(), &value)?;
-        i += 1;
         it.next()?;
     }
     let contents = rebuilt.finish().to_vec();
@@ -1178,18 +1169,56 @@ fn a_wrong_entry_count_in_the_index_is_found_by_the_check() -> Result<()> {
     bytes[at..at + contents.len()].copy_from_slice(&contents);
     let trailer = super::format::block_trailer(&contents, super::format::CompressionType::None);
     bytes[at + contents.len()..at + contents.len() + BLOCK_TRAILER_LEN].copy_from_slice(&trailer);
-    std::fs::write(&path, &bytes).ctx(&path)?;
+    std::fs::write(path, &bytes).ctx(path)?;
+    Ok(offsets)
+}
 
+/// Version-3 index values whose entry counts disagree with their blocks but still add up to
+/// the table's entries (checksums pass for a table written wrong) are found by the integrity
+/// check, each at its data block.
+#[test]
+fn a_wrong_entry_count_in_the_index_is_found_by_the_check() -> Result<()> {
+    let dir = tempdir()?;
+    let path = dir.path().join("t.sst");
+    write(&path, &numbered_puts(40), opts(128, 10, false))?;
+    assert!(open(&path)?.block_problems().is_empty());
+    // One entry moved from the third block's count to the second's.
+    let offsets = rewrite_index_counts(&path, |i| match i {
+        1 => 1,
+        2 => -1,
+        _ => 0,
+    })?;
     let t = open(&path)?;
     let problems = t.block_problems();
-    assert_eq!(problems.len(), 1, "{problems:?}");
-    match &problems[0] {
-        Error::Corruption { offset, reason, .. } => {
-            assert_eq!(Some(*offset), wrong);
-            assert!(reason.contains("the index gives the block"), "{reason}");
+    assert_eq!(problems.len(), 2, "{problems:?}");
+    for (problem, wrong) in problems.iter().zip(&offsets[1..3]) {
+        match problem {
+            Error::Corruption { offset, reason, .. } => {
+                assert_eq!(offset, wrong);
+                assert!(reason.contains("the index gives the block"), "{reason}");
+            }
+            other => panic!("expected corruption, got {other}"),
         }
-        other => panic!("expected corruption, got {other}"),
     }
     assert_corrupt(t.verify_checksums(), "a wrong entry count");
+    Ok(())
+}
+
+/// Entry counts that do not add up to the table's entries (one too many here; a sum that
+/// would overflow saturates and fails the same way) make the table fail to open, so a count
+/// never uses them.
+#[test]
+fn index_entry_counts_that_do_not_add_up_fail_the_open() -> Result<()> {
+    let dir = tempdir()?;
+    let path = dir.path().join("t.sst");
+    write(&path, &numbered_puts(40), opts(128, 10, false))?;
+    rewrite_index_counts(&path, |i| i64::from(i == 1))?;
+    match open(&path) {
+        Err(Error::Corruption { reason, .. }) => {
+            assert!(reason.contains("add up to 41"), "{reason}");
+            assert!(reason.contains("40 entries"), "{reason}");
+        }
+        other => panic!("expected corruption, got {other:?}"),
+    }
     Ok(())
 }
