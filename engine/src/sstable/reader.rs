@@ -90,7 +90,9 @@ impl Table {
     ///
     /// # Errors
     /// [`Error::Io`] if the file cannot be opened or read; [`Error::Corruption`] or
-    /// [`Error::ChecksumMismatch`] naming the file and the offset of the damaged part.
+    /// [`Error::ChecksumMismatch`] naming the file and the offset of the damaged part
+    /// (including, in format version 3, index entry counts that do not add up to the
+    /// properties' entry count).
     pub fn open(
         fs: &dyn FileSystem,
         path: &Path,
