@@ -13,7 +13,9 @@
 //! - Forward, current key a merge result: the inner iterator is past the operands it folded (on
 //!   the base entry, on a later key, or unpositioned); the key and value are copied out.
 //! - Reverse: the inner iterator is before every entry of the current key (on an earlier entry,
-//!   or unpositioned); the key and value are copied out.
+//!   or unpositioned); the key and value are copied out. Except over one visible put per key
+//!   ([`DbIter::one_visible_put_per_key`]): there the inner iterator is on the current key's
+//!   only entry, which `key()` and `value()` borrow, in both directions.
 
 use std::fmt;
 use std::ops::Bound;
@@ -96,7 +98,8 @@ pub struct DbIter<I: InternalIterator> {
     saved_value: Vec<u8>,
     operands: Operands,
     /// The inner iterator holds within the bounds only puts of distinct user keys, all
-    /// visible ([`DbIter::one_visible_put_per_key`]): a forward step needs no skipping.
+    /// visible ([`DbIter::one_visible_put_per_key`]): a step in either direction needs no
+    /// skipping, and the current entry is always `inner`'s (`at_inner`).
     one_put_per_key: bool,
 }
 
@@ -130,10 +133,11 @@ impl<I: InternalIterator> DbIter<I> {
 
     /// Declares (`true`) that the inner iterator holds, within the bounds, only puts of
     /// distinct user keys, all visible at the sequence number: a settled range
-    /// (`docs/design.md`, "Counting a range"). A forward step then moves the inner iterator
-    /// once and checks the upper bound, without saving the key it leaves to skip its older
-    /// versions (a key copy and a comparison per entry). Wrong answers follow if the
-    /// declaration is false.
+    /// (`docs/design.md`, "Counting a range"). A step then moves the inner iterator once and
+    /// checks the bound ahead, without saving the key it leaves to skip its older versions;
+    /// going backward, the current key and value are borrowed from the inner iterator instead
+    /// of copied out (a key and value copy, and one more entry read, per step). Wrong answers
+    /// follow if the declaration is false.
     #[must_use]
     pub fn one_visible_put_per_key(mut self, yes: bool) -> Self {
         self.one_put_per_key = yes;
@@ -226,6 +230,12 @@ impl<I: InternalIterator> DbIter<I> {
         }
         self.guard(|it| {
             match it.direction {
+                Direction::Reverse if it.at_inner && it.one_put_per_key => {
+                    // On the current key's only entry: the next entry is the next key.
+                    it.direction = Direction::Forward;
+                    it.inner.next()?;
+                    return it.find_next_user_entry(false);
+                }
                 Direction::Reverse => {
                     // The inner iterator is before the current key's entries: step into them,
                     // and let the skip below pass over them.
@@ -261,6 +271,13 @@ impl<I: InternalIterator> DbIter<I> {
             return Ok(());
         }
         self.guard(|it| {
+            if it.at_inner && it.one_put_per_key {
+                // On the current key's only entry (either direction): the entry before it is
+                // the previous key.
+                it.direction = Direction::Reverse;
+                it.inner.prev()?;
+                return it.find_prev_user_entry();
+            }
             if it.direction == Direction::Forward {
                 // Move the inner iterator before every entry of the current key.
                 if it.at_inner {
@@ -383,11 +400,20 @@ impl<I: InternalIterator> DbIter<I> {
     }
 
     /// Backward scan from the inner iterator's entry to the last visible, undeleted key within
-    /// the lower bound; leaves the inner iterator before that key's entries.
+    /// the lower bound; leaves the inner iterator before that key's entries (over one visible
+    /// put per key: on its only entry, `at_inner`).
     fn find_prev_user_entry(&mut self) -> Result<()> {
         debug_assert_eq!(self.direction, Direction::Reverse);
         self.valid = false;
         self.at_inner = false;
+        if self.one_put_per_key {
+            // Every entry is its key's visible put: the inner entry is the key, if in bounds.
+            if self.inner.valid() && !below_lower(&self.lower, self.inner.key().user_key) {
+                self.valid = true;
+                self.at_inner = true;
+            }
+            return Ok(());
+        }
         // Kind of the newest visible entry seen so far of `saved_key` (Delete: none pending).
         let mut kind = ValueKind::Delete;
         // Whether `saved_value` holds a put older than the pending merge operands.

@@ -441,59 +441,102 @@ fn db_iter_matches_btreemap_oracle_on_random_histories() -> Result<()> {
             Some(concat_merge()),
         );
 
-        assert_eq!(forward(&mut it)?, want, "forward, {ctx}");
-        assert_eq!(backward(&mut it)?, want, "backward, {ctx}");
-        for &p in PROBES {
-            it.seek(p)?;
-            let first = want.iter().find(|(k, _)| k.as_slice() >= p).cloned();
-            assert_eq!(current(&it), first, "seek {p:?}, {ctx}");
-            it.seek_for_prev(p)?;
-            let last = want.iter().rev().find(|(k, _)| k.as_slice() <= p).cloned();
-            assert_eq!(current(&it), last, "seek_for_prev {p:?}, {ctx}");
-        }
+        check_against(&mut it, &want, &mut r, &ctx)?;
+    }
+    Ok(())
+}
 
-        // Random walk against a model cursor over `want`.
-        let mut pos: Option<usize> = None;
-        for step in 0..60 {
-            let op = r.random_range(0..7);
-            let p = PROBES[r.random_range(0..PROBES.len())];
-            match op {
-                0 => {
-                    it.seek_to_first()?;
-                    pos = (!want.is_empty()).then_some(0);
-                }
-                1 => {
-                    it.seek_to_last()?;
-                    pos = want.len().checked_sub(1);
-                }
-                2 => {
-                    it.seek(p)?;
-                    pos = Some(want.partition_point(|(k, _)| k.as_slice() < p))
-                        .filter(|&i| i < want.len());
-                }
-                3 => {
-                    it.seek_for_prev(p)?;
-                    pos = want
-                        .partition_point(|(k, _)| k.as_slice() <= p)
-                        .checked_sub(1);
-                }
-                4 | 5 if pos.is_some() => {
-                    it.next()?;
-                    pos = pos.map(|i| i + 1).filter(|&i| i < want.len());
-                }
-                6 if pos.is_some() => {
-                    it.prev()?;
-                    pos = pos.and_then(|i| i.checked_sub(1));
-                }
-                _ => continue,
+/// The same checks over a settled source (one visible put per key, as after compaction into
+/// one level), read with [`DbIter::one_visible_put_per_key`]: the borrowed reverse path and
+/// every change of direction.
+#[test]
+fn db_iter_over_one_visible_put_per_key_matches_the_oracle() -> Result<()> {
+    let seed = base_seed("db_iter_over_one_visible_put_per_key_matches_the_oracle");
+    for case in 0..400u64 {
+        let case_seed = seed.wrapping_add(case);
+        let mut r = rng(case_seed);
+        let mut history = Vec::new();
+        for &key in KEYS {
+            if r.random_bool(0.6) {
+                history.push(Write {
+                    key,
+                    seqno: r.random_range(0..20),
+                    kind: ValueKind::Put,
+                    value: format!("v{}", r.random_range(0..1000)),
+                });
             }
-            let expected = pos.map(|i| want[i].clone());
-            assert_eq!(
-                current(&it),
-                expected,
-                "walk step {step} op {op} probe {p:?}, {ctx}"
-            );
         }
+        history.sort_by_key(|w| w.seqno);
+        let (lower, upper) = (random_bound(&mut r), random_bound(&mut r));
+        let want = oracle(&history, 20, &lower, &upper);
+        let ctx = format!("seed {case_seed}, bounds {lower:?}..{upper:?}");
+        let mut it = DbIter::new(source(&mut r, &history), SeqNo(20), lower, upper, None)
+            .one_visible_put_per_key(true);
+        check_against(&mut it, &want, &mut r, &ctx)?;
+    }
+    Ok(())
+}
+
+/// Forward and backward scans, seeks to every probe, then a random walk of seeks and steps
+/// against a model cursor over `want`.
+fn check_against<I: InternalIterator>(
+    it: &mut DbIter<I>,
+    want: &[Kv],
+    r: &mut StdRng,
+    ctx: &str,
+) -> Result<()> {
+    assert_eq!(forward(it)?, want, "forward, {ctx}");
+    assert_eq!(backward(it)?, want, "backward, {ctx}");
+    for &p in PROBES {
+        it.seek(p)?;
+        let first = want.iter().find(|(k, _)| k.as_slice() >= p).cloned();
+        assert_eq!(current(it), first, "seek {p:?}, {ctx}");
+        it.seek_for_prev(p)?;
+        let last = want.iter().rev().find(|(k, _)| k.as_slice() <= p).cloned();
+        assert_eq!(current(it), last, "seek_for_prev {p:?}, {ctx}");
+    }
+
+    // Random walk against a model cursor over `want`.
+    let mut pos: Option<usize> = None;
+    for step in 0..60 {
+        let op = r.random_range(0..7);
+        let p = PROBES[r.random_range(0..PROBES.len())];
+        match op {
+            0 => {
+                it.seek_to_first()?;
+                pos = (!want.is_empty()).then_some(0);
+            }
+            1 => {
+                it.seek_to_last()?;
+                pos = want.len().checked_sub(1);
+            }
+            2 => {
+                it.seek(p)?;
+                pos = Some(want.partition_point(|(k, _)| k.as_slice() < p))
+                    .filter(|&i| i < want.len());
+            }
+            3 => {
+                it.seek_for_prev(p)?;
+                pos = want
+                    .partition_point(|(k, _)| k.as_slice() <= p)
+                    .checked_sub(1);
+            }
+            4 | 5 if pos.is_some() => {
+                it.next()?;
+                pos = pos.map(|i| i + 1).filter(|&i| i < want.len());
+            }
+            6 if pos.is_some() => {
+                it.prev()?;
+                pos = pos.and_then(|i| i.checked_sub(1));
+            }
+            _ => continue,
+        }
+        let expected = pos.map(|i| want[i].clone());
+        assert_eq!(
+            current(it),
+            expected,
+            "walk step {step} op {op} probe {p:?}, {ctx}"
+        );
     }
     Ok(())
 }
