@@ -226,7 +226,7 @@ pub(crate) fn fill(args: &FillArgs) -> anyhow::Result<()> {
     };
     // A closed pipe (`| head`) ends the run with an error `main` reports quietly.
     let mut out = std::io::stdout();
-    let options = Options::default()
+    let options = crate::engine_options()
         .write_buffer_size(args.write_buffer_mb << 20)
         .block_cache_size(args.cache_mb << 20)
         .max_subcompactions(args.subcompactions);

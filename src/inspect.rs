@@ -13,7 +13,7 @@ use strata_engine::{Db, Keyspace, Options, ReadOptions, WriteBatch, WriteOptions
 fn open_existing(dir: &Path, read_only: bool) -> anyhow::Result<Db> {
     crate::require_database(dir)?;
     // With the counter operator, so databases loaded with `strata load --format counts` read.
-    let options = Options::default()
+    let options = crate::engine_options()
         .create_if_missing(false)
         .read_only(read_only)
         .merge_operator(Some(std::sync::Arc::new(strata_engine::CounterAdd)));
@@ -99,7 +99,7 @@ pub(crate) fn put(
     value: &[u8],
 ) -> anyhow::Result<ExitCode> {
     crate::check_database_dir(dir)?;
-    let db = Db::open(dir, Options::default())
+    let db = Db::open(dir, crate::engine_options())
         .with_context(|| format!("opening database at {}", dir.display()))?;
     let ks = keyspace(&db, keyspace_name, true)?;
     let mut batch = WriteBatch::new();

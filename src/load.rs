@@ -484,7 +484,7 @@ pub(crate) fn run(args: &LoadArgs) -> anyhow::Result<ExitCode> {
             Err(e) => return Err(anyhow::Error::new(e).context("reading standard input")),
         }
     }
-    let mut options = Options::default();
+    let mut options = crate::engine_options();
     if args.format == Format::Counts {
         options = options.merge_operator(Some(Arc::new(CounterAdd)));
     }

@@ -28,7 +28,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use strata_engine::filename::holds_database;
-use strata_engine::{Db, Options, ReadOptions};
+use strata_engine::{Db, Options, ReadOptions, TableFormat};
 
 /// mimalloc instead of the system allocator: the memtable allocates a skiplist node per write
 /// on the connection and commit threads and frees them on the flush thread, and scans allocate
@@ -40,8 +40,35 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[derive(Debug, Parser)]
 #[command(name = "strata", version, about)]
 struct Cli {
+    /// SSTable format version of the tables this command writes (flushes, compactions,
+    /// loads): 3 (the default), or 2 or 1 while a directory must stay readable by builds
+    /// that know only those (docs/format/sstable.md). Tables of every version are read.
+    #[arg(long, global = true, value_name = "VERSION", value_parser = parse_table_format)]
+    table_format: Option<TableFormat>,
     #[command(subcommand)]
     command: Command,
+}
+
+/// `--table-format`: 1, 2 or 3.
+fn parse_table_format(s: &str) -> Result<TableFormat, String> {
+    s.parse::<u32>()
+        .ok()
+        .and_then(TableFormat::from_version)
+        .ok_or_else(|| format!("{s:?} is not a table format version this build writes (1, 2 or 3)"))
+}
+
+/// The `--table-format` of this run, set once at startup (the default version if not given).
+static TABLE_FORMAT: std::sync::OnceLock<TableFormat> = std::sync::OnceLock::new();
+
+/// This run's `--table-format` (the default version if not given).
+fn table_format() -> TableFormat {
+    TABLE_FORMAT.get().copied().unwrap_or_default()
+}
+
+/// The engine options every command starts from: the defaults, with this run's
+/// `--table-format`.
+pub(crate) fn engine_options() -> Options {
+    Options::default().table_format(table_format())
 }
 
 #[derive(Debug, Subcommand)]
@@ -231,6 +258,7 @@ fn closed_pipe(e: &anyhow::Error) -> bool {
 }
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let _ = TABLE_FORMAT.set(cli.table_format.unwrap_or_default());
     match cli.command {
         Command::Repl {
             dir,
@@ -304,7 +332,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Check { dir } => inspect::check(&dir),
         Command::Checkpoint { dir, dest } => {
             require_database(&dir)?;
-            let db = Db::open(&dir, Options::default().create_if_missing(false))
+            let db = Db::open(&dir, engine_options().create_if_missing(false))
                 .with_context(|| format!("opening database at {}", dir.display()))?;
             let seqno = db.checkpoint(&dest)?;
             db.close()?;
@@ -319,6 +347,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Rebalance(args) => load::run_rebalance(&args),
         Command::Serve(args) => {
             let mut config = args.config();
+            config.table_format = table_format();
             let (limit, short) = config.raise_open_file_limit();
             if short {
                 let needed = config.open_files_needed();
@@ -464,7 +493,7 @@ pub(crate) fn missing_current(dir: &std::path::Path) -> Option<String> {
 
 fn demo(dir: &std::path::Path) -> anyhow::Result<ExitCode> {
     check_database_dir(dir)?;
-    let db = Db::open(dir, Options::default())
+    let db = Db::open(dir, engine_options())
         .with_context(|| format!("opening database at {}", dir.display()))?;
     outln!("opened database at {}", dir.display())?;
     let runs: u64 = db

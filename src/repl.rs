@@ -886,7 +886,7 @@ pub fn run(
     cache_bytes: usize,
 ) -> anyhow::Result<ExitCode> {
     crate::check_database_dir(dir)?;
-    let options = strata_engine::Options::default()
+    let options = crate::engine_options()
         .read_only(read_only)
         .block_cache_size(cache_bytes);
     let db = Database::open_with(dir, options)

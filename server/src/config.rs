@@ -132,6 +132,9 @@ pub struct Config {
     /// (engine `Options::block_cache`): one budget however many databases are open, each
     /// database keeping its own hit and miss counts. Default 512 MiB.
     pub block_cache_size: usize,
+    /// SSTable format version of the tables the databases write (engine
+    /// `Options::table_format`; `strata --table-format`). Default: the engine's (version 3).
+    pub table_format: strata_engine::TableFormat,
     /// Table files kept open at most, across all the server's databases (one table cache
     /// shared by them, engine `Options::table_cache`); further tables are opened as reads
     /// need them and closed again. Lowered when the open-file limit cannot make room for it
@@ -278,6 +281,7 @@ impl Config {
             worker_threads: default_worker_threads(),
             memtable_budget: Some(1 << 30),
             block_cache_size: 512 << 20,
+            table_format: strata_engine::TableFormat::default(),
             max_open_tables: 5_000,
         }
     }

@@ -591,6 +591,7 @@ impl Databases {
             }
         }
         let options = Options::default()
+            .table_format(config.table_format)
             .write_buffer_size(config.write_buffer_size)
             .min_write_buffer_number_to_merge(config.memtables_per_flush)
             .max_write_buffer_number(config.memtables_per_flush.saturating_mul(2).max(2))
