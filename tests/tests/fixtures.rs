@@ -428,26 +428,26 @@ fn regenerate_fixtures() {
 #[test]
 #[ignore = "rewrites committed files; see tests/fixtures/README.md"]
 fn regenerate_v2_fixtures() {
-    if std::env::var("STRATA_WRITE_FIXTURES").as_deref() != Ok("1") {
-        eprintln!("set STRATA_WRITE_FIXTURES=1 to rewrite tests/fixtures/v2");
-        return;
-    }
-    let root = fixtures("v2");
-    write_valid_fixture(&root, TableFormat::V2);
-    write_flipped_bit_fixture(&root);
+    regenerate_table_format_fixtures("v2", TableFormat::V2);
 }
 
-/// Rewrites `tests/fixtures/v3/` (SSTable format 3; WAL and manifest formats 1), as
-/// `regenerate_v2_fixtures` does `v2/`. Ignored, and a no-op unless `STRATA_WRITE_FIXTURES=1`.
+/// Rewrites `tests/fixtures/v3/` (SSTable format 3), as `regenerate_v2_fixtures` does `v2/`.
+/// Ignored, and a no-op unless `STRATA_WRITE_FIXTURES=1`.
 #[test]
 #[ignore = "rewrites committed files; see tests/fixtures/README.md"]
 fn regenerate_v3_fixtures() {
+    regenerate_table_format_fixtures("v3", TableFormat::V3);
+}
+
+/// Writes `tests/fixtures/{version}/valid` in tables of `format`, and its
+/// `flipped_bit_data_block`, when `STRATA_WRITE_FIXTURES=1`.
+fn regenerate_table_format_fixtures(version: &str, format: TableFormat) {
     if std::env::var("STRATA_WRITE_FIXTURES").as_deref() != Ok("1") {
-        eprintln!("set STRATA_WRITE_FIXTURES=1 to rewrite tests/fixtures/v3");
+        eprintln!("set STRATA_WRITE_FIXTURES=1 to rewrite tests/fixtures/{version}");
         return;
     }
-    let root = fixtures("v3");
-    write_valid_fixture(&root, TableFormat::V3);
+    let root = fixtures(version);
+    write_valid_fixture(&root, format);
     write_flipped_bit_fixture(&root);
 }
 
