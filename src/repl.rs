@@ -237,17 +237,12 @@ impl<'a, S: KvStore> Session<'a, S> {
     /// works, and the first rows appear at once. Ctrl-C stops the statement and the output;
     /// so does an output that went away (`| head`).
     fn stream_sql(&mut self, sql: &str, out: &mut dyn Write, err: &mut dyn Write) {
-        let statements = match strata_query::parse::parse(sql).and_then(|parsed| {
-            parsed
-                .iter()
-                .map(strata_query::translate::statement)
-                .collect::<strata_query::Result<Vec<_>>>()
-        }) {
+        let statements = match self.db.statements(sql) {
             Ok(s) => s,
             Err(e) => return self.fail(err, e),
         };
         let sep = if self.mode == Mode::Csv { ',' } else { '\t' };
-        for stmt in &statements {
+        for stmt in statements.iter() {
             let start = Instant::now();
             let mut sink = DelimitedSink {
                 out: &mut *out,

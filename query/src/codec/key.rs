@@ -198,7 +198,7 @@ fn decode_escaped(buf: &[u8], start: usize, out: &mut Vec<u8>) -> Result<usize, 
     let mut pos = start;
     loop {
         let rest = buf.get(pos..).unwrap_or_default();
-        let Some(zero) = rest.iter().position(|&b| b == ESCAPE) else {
+        let Some(zero) = memchr::memchr(ESCAPE, rest) else {
             return Err(CodecError::key(buf.len(), "unterminated byte string"));
         };
         out.extend_from_slice(rest.get(..zero).unwrap_or_default());
@@ -228,7 +228,7 @@ pub fn skip_value(buf: &[u8]) -> Result<usize, CodecError> {
             let mut pos = 1;
             loop {
                 let rest = buf.get(pos..).unwrap_or_default();
-                let Some(zero) = rest.iter().position(|&b| b == ESCAPE) else {
+                let Some(zero) = memchr::memchr(ESCAPE, rest) else {
                     return Err(CodecError::key(buf.len(), "unterminated byte string"));
                 };
                 pos += zero;

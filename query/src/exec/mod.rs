@@ -12,6 +12,8 @@ pub use ddl::{RECLAIM_MIN_BYTES, RECLAIM_MIN_ENTRIES, schema_sql};
 pub mod eval;
 mod select;
 mod source;
+mod statements;
+pub use statements::MAX_CACHED_TEXT_BYTES;
 pub mod store;
 mod write;
 pub use write::BulkInsert;
@@ -66,6 +68,8 @@ pub struct Database<S: KvStore = DbStore> {
     store: S,
     catalog: RwLock<Arc<Catalog>>,
     statement_lock: Mutex<()>,
+    /// Translated statements of recently run SQL texts (docs/sql.md, "Statement cache").
+    statements: statements::StatementCache,
     /// Opened by [`Database::open_read_only`]: statements that write are refused before they
     /// run (as SQLite refuses them on a read-only connection), so the error never depends on
     /// what the statement would have found.
@@ -163,6 +167,7 @@ impl<S: KvStore> Database<S> {
             store,
             catalog: RwLock::new(Arc::new(catalog)),
             statement_lock: Mutex::new(()),
+            statements: statements::StatementCache::new(),
             read_only: false,
         };
         if write_format {
@@ -230,11 +235,43 @@ impl<S: KvStore> Database<S> {
         interrupt: &Interrupt,
         mut f: impl FnMut(Output),
     ) -> Result<()> {
-        for s in crate::parse::parse(sql)? {
-            let stmt = crate::translate::statement(&s)?;
-            f(self.run_with(&stmt, interrupt)?);
+        let mut run_all = |statements: &[Statement]| -> Result<()> {
+            for stmt in statements {
+                f(self.run_with(stmt, interrupt)?);
+            }
+            Ok(())
+        };
+        if let Some(cached) = self.statements.get(sql) {
+            return run_all(&cached);
         }
-        Ok(())
+        match statements::translate_all(sql) {
+            Ok(translated) if self.statements.admit(sql) => {
+                let translated: Arc<[Statement]> = translated.into();
+                self.statements.insert(sql, Arc::clone(&translated));
+                run_all(&translated)
+            }
+            Ok(translated) => run_all(&translated),
+            // A statement that does not translate fails when its turn comes: the ones
+            // before it run (as when each statement was translated just before it ran).
+            Err((before, e)) => {
+                run_all(&before)?;
+                Err(e)
+            }
+        }
+    }
+
+    /// The translated statements of `sql` (one per `;`-separated statement; none for a text
+    /// of only comments), from the statement cache when this text is there (docs/sql.md,
+    /// "Statement cache"), else parsed and translated, and kept when the text is at most
+    /// [`MAX_CACHED_TEXT_BYTES`] long and was translated recently before. Translation does not look at the
+    /// catalog, so a cached statement is as good after DDL as before: names are bound when
+    /// the statement is planned, at each run.
+    ///
+    /// # Errors
+    /// [`QueryError::Parse`] and the translation errors ([`QueryError::Unsupported`], ...)
+    /// of the first statement that fails.
+    pub fn statements(&self, sql: &str) -> Result<Arc<[Statement]>> {
+        statements::statements(&self.statements, sql)
     }
 
     /// Runs one translated statement.

@@ -409,6 +409,7 @@ fn simple<R: KvRead>(
         return Ok(());
     }
     let mut row = input.row_buffer();
+    let moves = movable_fields(projections, row.len());
     let mut emitted = 0;
     let mut skipped = 0;
     while input.next(&mut row)? {
@@ -418,7 +419,13 @@ fn simple<R: KvRead>(
         }
         let projected = projections
             .iter()
-            .map(|e| eval(e, &row))
+            .zip(&moves)
+            .map(|(e, &moved)| match (moved, e) {
+                (true, Expr::Field(i)) => Ok(row
+                    .get_mut(*i)
+                    .map_or(Value::Null, |v| std::mem::replace(v, Value::Null))),
+                _ => eval(e, &row),
+            })
             .collect::<Result<Vec<_>>>()?;
         emitted += 1;
         if emit(projected).is_break() || plan.limit.is_some_and(|l| emitted >= l) {
@@ -426,6 +433,25 @@ fn simple<R: KvRead>(
         }
     }
     Ok(())
+}
+
+/// For each projection, whether it is a bare column that no other projection reads, so its
+/// value can be moved out of the row buffer instead of cloned (a TEXT column would allocate
+/// and copy). The source decodes every needed column again for each row it yields, so a
+/// moved-out slot is refilled before it is read.
+fn movable_fields(projections: &[Expr], width: usize) -> Vec<bool> {
+    let mut reads = vec![0usize; width];
+    for p in projections {
+        let mut marks = vec![false; width];
+        crate::plan::mark_fields(p, &mut marks);
+        for (count, marked) in reads.iter_mut().zip(marks) {
+            *count += usize::from(marked);
+        }
+    }
+    projections
+        .iter()
+        .map(|p| matches!(p, Expr::Field(i) if reads.get(*i) == Some(&1)))
+        .collect()
 }
 
 /// Projects every row of `input` into a [`Sorter`] for `plan`'s ORDER BY.

@@ -401,12 +401,25 @@ fn deallocate(stmt: &str) -> Result<Outcome, SqlError> {
     }))
 }
 
-/// Parses and translates one statement (`None`: only comments).
-fn translate(stmt: &str) -> Result<Option<strata_query::ast::Statement>, SqlError> {
-    let parsed = strata_query::parse::parse(stmt)?;
-    match parsed.as_slice() {
-        [] => Ok(None),
-        [one] => Ok(Some(strata_query::translate::statement(one)?)),
+/// One translated statement, shared with the SQL layer's statement cache.
+struct OneStatement(std::sync::Arc<[strata_query::ast::Statement]>);
+
+impl std::ops::Deref for OneStatement {
+    type Target = strata_query::ast::Statement;
+
+    fn deref(&self) -> &Self::Target {
+        // `translate` builds this from a slice of exactly one statement.
+        &self.0[0]
+    }
+}
+
+/// Parses and translates one statement (`None`: only comments), through `sql`'s statement
+/// cache (docs/sql.md, "Statement cache"): a text sent again is not parsed again.
+fn translate(sql: &strata_query::Database, stmt: &str) -> Result<Option<OneStatement>, SqlError> {
+    let statements = sql.statements(stmt)?;
+    match statements.len() {
+        0 => Ok(None),
+        1 => Ok(Some(OneStatement(statements))),
         _ => Err(SqlError::Params(
             "cannot run several statements here; send them one by one".to_owned(),
         )),
@@ -424,23 +437,24 @@ pub fn describe(database: &Database, stmt: &str) -> Result<Option<Vec<Column>>, 
             _ => None,
         });
     }
-    let Some(parsed) = translate(stmt)? else {
+    let sql = database.sql()?;
+    let Some(one) = translate(&sql, stmt)? else {
         return Ok(None);
     };
-    let sql = database.sql()?;
+    let parsed: &strata_query::ast::Statement = &one;
     let text = |name: &str| Column {
         name: name.to_owned(),
         ty: Some(DataType::Text),
     };
     use strata_query::ast::Statement as S;
-    Ok(match &parsed {
+    Ok(match parsed {
         S::Select(select) => {
             let plan = strata_query::plan::plan_select(&sql.catalog(), select)?;
             Some(typed(types::select_columns(&plan)))
         }
         S::ShowTables => Some(vec![text("table")]),
         S::Explain(_) => Some(vec![text("plan")]),
-        S::Describe { .. } => match sql.run(&parsed)? {
+        S::Describe { .. } => match sql.run(parsed)? {
             Output::Rows { columns, rows } => {
                 Some(typed(types::types_from_values(&columns, &rows)))
             }
@@ -480,9 +494,11 @@ pub fn run_in(
     if let Some(outcome) = intercept(database, stmt) {
         return outcome;
     }
-    let Some(parsed) = translate(stmt)? else {
+    let sql = database.sql()?;
+    let Some(one) = translate(&sql, stmt)? else {
         return Ok(Outcome::Empty);
     };
+    let parsed: &strata_query::ast::Statement = &one;
     use strata_query::ast::Statement as S;
     if read_only
         && !matches!(
@@ -492,15 +508,14 @@ pub fn run_in(
     {
         return Err(SqlError::ReadOnlyTransaction(read_only::command_name(stmt)));
     }
-    let sql = database.sql()?;
-    let planned = match &parsed {
+    let planned = match parsed {
         S::Select(select) => Some(types::select_columns(&strata_query::plan::plan_select(
             &sql.catalog(),
             select,
         )?)),
         _ => None,
     };
-    let output = sql.run_with(&parsed, interrupt);
+    let output = sql.run_with(parsed, interrupt);
     if !matches!(
         parsed,
         S::Select(_) | S::ShowTables | S::Describe { .. } | S::Explain(_)
