@@ -271,7 +271,18 @@ impl<S: KvStore> Database<S> {
     /// [`QueryError::Parse`] and the translation errors ([`QueryError::Unsupported`], ...)
     /// of the first statement that fails.
     pub fn statements(&self, sql: &str) -> Result<Arc<[Statement]>> {
-        statements::statements(&self.statements, sql)
+        statements::statements(&self.statements, sql, true)
+    }
+
+    /// [`Database::statements`] for a text that is looked at but will also be run, such as a
+    /// PostgreSQL Describe before its Execute: taken from the statement cache when there,
+    /// but a translation here does not count toward keeping the text, so a text described
+    /// and then run once is not kept.
+    ///
+    /// # Errors
+    /// As [`Database::statements`].
+    pub fn statements_to_describe(&self, sql: &str) -> Result<Arc<[Statement]>> {
+        statements::statements(&self.statements, sql, false)
     }
 
     /// Runs one translated statement.

@@ -414,9 +414,19 @@ impl std::ops::Deref for OneStatement {
 }
 
 /// Parses and translates one statement (`None`: only comments), through `sql`'s statement
-/// cache (docs/sql.md, "Statement cache"): a text sent again is not parsed again.
-fn translate(sql: &strata_query::Database, stmt: &str) -> Result<Option<OneStatement>, SqlError> {
-    let statements = sql.statements(stmt)?;
+/// cache (docs/sql.md, "Statement cache"): a text sent again is not parsed again. A text only
+/// described (`run` false: a Describe, which its Execute follows) does not count toward
+/// keeping it.
+fn translate(
+    sql: &strata_query::Database,
+    stmt: &str,
+    run: bool,
+) -> Result<Option<OneStatement>, SqlError> {
+    let statements = if run {
+        sql.statements(stmt)?
+    } else {
+        sql.statements_to_describe(stmt)?
+    };
     match statements.len() {
         0 => Ok(None),
         1 => Ok(Some(OneStatement(statements))),
@@ -438,7 +448,7 @@ pub fn describe(database: &Database, stmt: &str) -> Result<Option<Vec<Column>>, 
         });
     }
     let sql = database.sql()?;
-    let Some(one) = translate(&sql, stmt)? else {
+    let Some(one) = translate(&sql, stmt, false)? else {
         return Ok(None);
     };
     let parsed: &strata_query::ast::Statement = &one;
@@ -495,7 +505,7 @@ pub fn run_in(
         return outcome;
     }
     let sql = database.sql()?;
-    let Some(one) = translate(&sql, stmt)? else {
+    let Some(one) = translate(&sql, stmt, true)? else {
         return Ok(Outcome::Empty);
     };
     let parsed: &strata_query::ast::Statement = &one;
