@@ -210,6 +210,20 @@ pub enum BinaryOp {
 }
 
 impl BinaryOp {
+    /// Whether this is `=`, `<>`, `<`, `<=`, `>` or `>=` (a BOOLEAN, or NULL, from two values
+    /// of comparable types).
+    pub fn is_comparison(self) -> bool {
+        matches!(
+            self,
+            BinaryOp::Eq
+                | BinaryOp::NotEq
+                | BinaryOp::Lt
+                | BinaryOp::LtEq
+                | BinaryOp::Gt
+                | BinaryOp::GtEq
+        )
+    }
+
     /// The SQL spelling.
     pub fn symbol(self) -> &'static str {
         match self {

@@ -173,6 +173,15 @@ pub fn truth(v: &Value, what: &str) -> Result<Option<bool>> {
 /// # Errors
 /// As [`eval`]; also when the condition is not BOOLEAN.
 pub fn passes(e: &Expr, row: &[Value]) -> Result<bool> {
+    // The usual residual filter of a scan, a column compared with a literal (`count > 10`):
+    // compared in place, without building the BOOLEAN that `eval` would return. Same result
+    // and same errors as the general path.
+    if let Expr::Binary { op, left, right } = e
+        && op.is_comparison()
+        && let (Some(l), Some(r)) = (operand(left, row), operand(right, row))
+    {
+        return Ok(compare(*op, l, r)? == Some(true));
+    }
     Ok(truth(&eval(e, row)?, "WHERE")? == Some(true))
 }
 
@@ -203,15 +212,7 @@ fn overflow() -> QueryError {
 }
 
 fn binary(op: BinaryOp, a: &Value, b: &Value) -> Result<Value> {
-    if matches!(
-        op,
-        BinaryOp::Eq
-            | BinaryOp::NotEq
-            | BinaryOp::Lt
-            | BinaryOp::LtEq
-            | BinaryOp::Gt
-            | BinaryOp::GtEq
-    ) {
+    if op.is_comparison() {
         return Ok(compare(op, a, b)?.map_or(Value::Null, Value::Bool));
     }
     if a.is_null() || b.is_null() {
@@ -373,6 +374,62 @@ mod tests {
         assert!(like("", "%"));
         assert!(!like("AB", "A_B"));
         assert!(like("a%b", "a%b"));
+    }
+
+    #[test]
+    fn passes_on_a_comparison_agrees_with_evaluating_it() {
+        let values = [
+            Value::Null,
+            Value::Int(-3),
+            Value::Int(10),
+            Value::Int(11),
+            Value::Double(10.0),
+            Value::Double(f64::NAN),
+            Value::Text("10".into()),
+            Value::Text("b".into()),
+            Value::Blob(vec![0, 1]),
+            Value::Bool(true),
+        ];
+        let ops = [
+            BinaryOp::Eq,
+            BinaryOp::NotEq,
+            BinaryOp::Lt,
+            BinaryOp::LtEq,
+            BinaryOp::Gt,
+            BinaryOp::GtEq,
+        ];
+        let mut compared = 0;
+        for a in &values {
+            for b in &values {
+                let row = [a.clone(), b.clone()];
+                for op in ops {
+                    // Column against column, column against literal, literal against column.
+                    for (left, right) in [
+                        (Expr::Field(0), Expr::Field(1)),
+                        (Expr::Field(0), Expr::Literal(b.clone())),
+                        (Expr::Literal(a.clone()), Expr::Field(1)),
+                    ] {
+                        let e = Expr::Binary {
+                            op,
+                            left: Box::new(left),
+                            right: Box::new(right),
+                        };
+                        let general = eval(&e, &row).and_then(|v| truth(&v, "WHERE"));
+                        match (passes(&e, &row), general) {
+                            (Ok(fast), Ok(slow)) => {
+                                assert_eq!(fast, slow == Some(true), "{a:?} {op:?} {b:?}");
+                                compared += 1;
+                            }
+                            (Err(fast), Err(slow)) => {
+                                assert_eq!(fast.to_string(), slow.to_string());
+                            }
+                            (fast, slow) => panic!("{a:?} {op:?} {b:?}: {fast:?} vs {slow:?}"),
+                        }
+                    }
+                }
+            }
+        }
+        assert!(compared > 500, "{compared}");
     }
 
     #[test]
