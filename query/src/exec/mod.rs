@@ -263,9 +263,9 @@ impl<S: KvStore> Database<S> {
     /// The translated statements of `sql` (one per `;`-separated statement; none for a text
     /// of only comments), from the statement cache when this text is there (docs/sql.md,
     /// "Statement cache"), else parsed and translated, and kept when the text is at most
-    /// [`MAX_CACHED_TEXT_BYTES`] long and was translated recently before. Translation does not look at the
-    /// catalog, so a cached statement is as good after DDL as before: names are bound when
-    /// the statement is planned, at each run.
+    /// [`MAX_CACHED_TEXT_BYTES`] long and was translated recently before. Translation does
+    /// not look at the catalog, so a cached statement is as good after DDL as before: names
+    /// are bound when the statement is planned, at each run.
     ///
     /// # Errors
     /// [`QueryError::Parse`] and the translation errors ([`QueryError::Unsupported`], ...)
