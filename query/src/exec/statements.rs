@@ -34,8 +34,8 @@ use crate::ast::Statement;
 use crate::error::Result;
 
 /// Longest SQL text, in bytes, whose statements are kept. Longer texts are mostly long
-/// value lists, seldom sent twice, and one of 4 KiB can translate to 320 KB (see
-/// [`BYTES_PER_TEXT_BYTE`]).
+/// value lists, seldom sent twice, and one of 4 KiB can translate to 320 KB of statements
+/// (docs/sql.md, "Statement cache").
 pub const MAX_CACHED_TEXT_BYTES: usize = 1024;
 
 /// Total weight the cache holds: an upper estimate, in bytes, of the memory its entries use
