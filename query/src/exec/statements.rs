@@ -39,15 +39,16 @@ use crate::error::Result;
 pub const MAX_CACHED_TEXT_BYTES: usize = 1024;
 
 /// Total weight the cache holds: an upper estimate, in bytes, of the memory its entries use
-/// (see [`TextWeighter`]): 2 MiB, per `Database`. About 300 texts like `SELECT seq, count
-/// FROM reads WHERE count > 10 ORDER BY count DESC LIMIT 20`, or 25 of 1 KiB.
+/// (see [`TextWeighter`]): 2 MiB, per `Database`. About 250 texts like `SELECT seq, count
+/// FROM reads WHERE count > 10 ORDER BY count DESC LIMIT 20`, or 21 of 1 KiB.
 const CAPACITY_WEIGHT: u64 = 2 << 20;
 
-/// Estimated bytes of translated statements per byte of SQL text: the most measured over 12
-/// statement shapes (a text of 450 `SELECT 1;` statements: 80; 2,000 projected literals or
-/// columns: 45-48; an `IN` list of 800 numbers: 41; a `VALUES` list: 26; a lookup with a
-/// 150-character string: 5.5).
-const BYTES_PER_TEXT_BYTE: u64 = 80;
+/// Estimated bytes of translated statements per byte of SQL text, above the most measured
+/// over the statement shapes tried (a select list of 257 literals: 91, its `Vec` grown to
+/// 512 items; 112 `SELECT 1;` statements: 80; 2,000 projected literals or columns: 45-48; an
+/// `IN` list of 800 numbers: 41; a `VALUES` list: 26; a lookup with a 150-character
+/// string: 5.5).
+const BYTES_PER_TEXT_BYTE: u64 = 96;
 
 /// Estimated bytes of an entry beyond [`BYTES_PER_TEXT_BYTE`] (`SELECT 1` translates to 736
 /// bytes of heap; plus the key and the cache's own entry).
