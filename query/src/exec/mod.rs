@@ -241,15 +241,7 @@ impl<S: KvStore> Database<S> {
             }
             Ok(())
         };
-        if let Some(cached) = self.statements.get(sql) {
-            return run_all(&cached);
-        }
-        match statements::translate_all(sql) {
-            Ok(translated) if self.statements.admit(sql) => {
-                let translated: Arc<[Statement]> = translated.into();
-                self.statements.insert(sql, Arc::clone(&translated));
-                run_all(&translated)
-            }
+        match statements::statements(&self.statements, sql, true) {
             Ok(translated) => run_all(&translated),
             // A statement that does not translate fails when its turn comes: the ones
             // before it run (as when each statement was translated just before it ran).
@@ -272,6 +264,8 @@ impl<S: KvStore> Database<S> {
     /// of the first statement that fails.
     pub fn statements(&self, sql: &str) -> Result<Arc<[Statement]>> {
         statements::statements(&self.statements, sql, true)
+            .map(Arc::from)
+            .map_err(|(_, e)| e)
     }
 
     /// [`Database::statements`] for a text that is looked at but will also be run, such as a
@@ -283,6 +277,8 @@ impl<S: KvStore> Database<S> {
     /// As [`Database::statements`].
     pub fn statements_to_describe(&self, sql: &str) -> Result<Arc<[Statement]>> {
         statements::statements(&self.statements, sql, false)
+            .map(Arc::from)
+            .map_err(|(_, e)| e)
     }
 
     /// Runs one translated statement.

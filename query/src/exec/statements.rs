@@ -31,7 +31,6 @@ use quick_cache::Weighter;
 use quick_cache::sync::Cache;
 
 use crate::ast::Statement;
-use crate::error::Result;
 
 /// Longest SQL text, in bytes, whose statements are kept. Longer texts are mostly long
 /// value lists, seldom sent twice, and one of 4 KiB can translate to 320 KB of statements
@@ -180,24 +179,53 @@ pub(crate) fn translate_all(
     Ok(out)
 }
 
+/// A text's statements: shared with the cache, or just translated and not kept.
+pub(crate) enum Translated {
+    Cached(Arc<[Statement]>),
+    Fresh(Vec<Statement>),
+}
+
+impl std::ops::Deref for Translated {
+    type Target = [Statement];
+
+    fn deref(&self) -> &[Statement] {
+        match self {
+            Translated::Cached(shared) => shared,
+            Translated::Fresh(own) => own,
+        }
+    }
+}
+
+impl From<Translated> for Arc<[Statement]> {
+    fn from(t: Translated) -> Self {
+        match t {
+            Translated::Cached(shared) => shared,
+            Translated::Fresh(own) => own.into(),
+        }
+    }
+}
+
 /// The statements of `sql` from `cache`, else parsed and translated; then kept if admitted
-/// when `count` is set (a translation that is only looked at, not run, does not count).
+/// when `count` is set (a translation that is only looked at, not run, does not count). A
+/// translation not kept is handed back as it is, without a copy into an `Arc`.
 ///
 /// # Errors
-/// As [`translate_all`] (the statements before a translation error are dropped).
+/// As [`translate_all`]: the first failure, with the statements translated before it.
 pub(crate) fn statements(
     cache: &StatementCache,
     sql: &str,
     count: bool,
-) -> Result<Arc<[Statement]>> {
+) -> std::result::Result<Translated, (Vec<Statement>, crate::QueryError)> {
     if let Some(hit) = cache.get(sql) {
-        return Ok(hit);
+        return Ok(Translated::Cached(hit));
     }
-    let statements: Arc<[Statement]> = translate_all(sql).map_err(|(_, e)| e)?.into();
+    let translated = translate_all(sql)?;
     if count && cache.admit(sql) {
-        cache.insert(sql, Arc::clone(&statements));
+        let shared: Arc<[Statement]> = translated.into();
+        cache.insert(sql, Arc::clone(&shared));
+        return Ok(Translated::Cached(shared));
     }
-    Ok(statements)
+    Ok(Translated::Fresh(translated))
 }
 
 #[cfg(test)]
