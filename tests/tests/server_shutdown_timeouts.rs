@@ -220,15 +220,15 @@ fn fill(stream: &mut TcpStream) {
     }
 }
 
-/// Reads everything until the server closes the connection (or a reset), pausing `pause`
-/// after each `every` bytes; returns the messages.
-fn read_paced(stream: &mut TcpStream, every: usize, pause: Duration) -> Messages {
-    let mut messages = Messages::default();
+/// Reads everything until the server closes the connection (or a reset) into `messages`,
+/// pausing `pause` after each `every` bytes. `messages` goes on parsing where it was, so a
+/// message split between an earlier read and this one is parsed whole.
+fn read_paced(stream: &mut TcpStream, messages: &mut Messages, every: usize, pause: Duration) {
     let mut buf = vec![0u8; 64 << 10];
     let mut since_pause = 0;
     loop {
         match stream.read(&mut buf) {
-            Ok(0) | Err(_) => return messages,
+            Ok(0) | Err(_) => return,
             Ok(n) => {
                 messages.push(&buf[..n]);
                 since_pause += n;
@@ -321,8 +321,7 @@ fn pg_client_pausing_mid_result_past_the_idle_timeout_gets_it_whole() {
     assert!(messages.kinds(b'E').is_empty());
     assert_eq!(messages.tail(), 0);
     // Then, idle, it is closed with FATAL 57P05 after whole messages.
-    let rest = read_paced(&mut reader, usize::MAX, Duration::ZERO);
-    messages.push(&rest.bytes);
+    read_paced(&mut reader, &mut messages, usize::MAX, Duration::ZERO);
     assert_eq!(messages.tail(), 0);
     let errors = messages.kinds(b'E');
     assert_eq!(errors.len(), 1);
@@ -340,18 +339,21 @@ fn pg_shutdown_during_a_result_ends_it_at_a_message_boundary() {
     let mut reader = pg_session(&server, "stop");
     reader.write_all(&query("SELECT k, s FROM t")).unwrap();
     let mut buf = vec![0u8; 64 << 10];
-    let mut first = Messages::default();
+    let mut messages = Messages::default();
     let n = reader.read(&mut buf).unwrap();
-    first.push(&buf[..n]);
+    messages.push(&buf[..n]);
     let started = Instant::now();
     let stopping = std::thread::spawn(move || {
         server.stop();
         started.elapsed()
     });
     // 8 MB at 0.25 s per 512 KiB: about 4 s, far past the grace period.
-    let rest = read_paced(&mut reader, 512 << 10, Duration::from_millis(250));
-    let mut messages = first;
-    messages.push(&rest.bytes);
+    read_paced(
+        &mut reader,
+        &mut messages,
+        512 << 10,
+        Duration::from_millis(250),
+    );
     let stopped_after = stopping.join().unwrap();
     assert!(stopped_after < Duration::from_secs(5), "{stopped_after:?}");
     assert_eq!(messages.tail(), 0, "the connection ended inside a message");
