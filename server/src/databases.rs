@@ -299,6 +299,12 @@ impl Database {
         }
     }
 
+    /// True once [`Database::sql`] has loaded the SQL layer: from then on it answers without
+    /// reading the engine.
+    pub fn sql_loaded(&self) -> bool {
+        self.sql.lock().is_some()
+    }
+
     /// The SQL layer over this database (loading its catalog on first use; may block).
     ///
     /// # Errors

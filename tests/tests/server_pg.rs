@@ -826,6 +826,92 @@ fn error_response(replies: &[(u8, Vec<u8>)]) -> Option<String> {
         .map(|(_, body)| String::from_utf8_lossy(body).into_owned())
 }
 
+/// Backend messages read until one of type `last` (inclusive), as (type, body).
+#[expect(clippy::big_endian_bytes, reason = "PostgreSQL's wire format")]
+fn read_until(stream: &mut std::net::TcpStream, last: u8) -> Vec<(u8, Vec<u8>)> {
+    use std::io::Read;
+    let mut messages = Vec::new();
+    loop {
+        let mut head = [0u8; 5];
+        stream.read_exact(&mut head).expect("a message");
+        let len = u32::from_be_bytes([head[1], head[2], head[3], head[4]]) as usize;
+        let mut body = vec![0u8; len - 4];
+        stream.read_exact(&mut body).expect("its body");
+        messages.push((head[0], body));
+        if head[0] == last {
+            return messages;
+        }
+    }
+}
+
+/// Replies to pipelined messages are held back only while the client has sent more: a
+/// pipeline that ends in Flush, with no Sync, gets every reply, an error's too (the
+/// messages after the error are skipped and send nothing); several statements pipelined
+/// before one Sync get each its replies, in order, point lookups and scans alike.
+#[test]
+fn pipelined_replies_are_all_sent_when_the_client_waits() {
+    use std::io::Write;
+    let server = TestServer::start(|_| {});
+    let mut stream = raw_session(&server, "pipe");
+    stream
+        .write_all(&pg_message(
+            b'Q',
+            b"CREATE TABLE t (k BIGINT PRIMARY KEY, v TEXT); \
+              INSERT INTO t VALUES (1, 'one'), (2, 'two'), (3, 'three')\0",
+        ))
+        .expect("setup");
+    assert_eq!(error_response(&read_until_ready(&mut stream)), None);
+    let extended = |sql: &str| {
+        let mut bytes = pg_message(b'P', &[b"\0", sql.as_bytes(), b"\0\0\0"].concat());
+        bytes.extend(pg_message(b'B', b"\0\0\0\0\0\0\0\0"));
+        bytes.extend(pg_message(b'D', b"P\0"));
+        bytes.extend(pg_message(b'E', b"\0\0\0\0\0"));
+        bytes
+    };
+    // A failing statement, then Flush: the ErrorResponse comes without a Sync.
+    let mut bytes = extended("SELECT nope FROM t");
+    bytes.extend(pg_message(b'H', b""));
+    stream.write_all(&bytes).expect("pipeline");
+    let replies = read_until(&mut stream, b'E');
+    assert!(error_response(&replies).is_some_and(|e| e.contains("C42703")));
+    stream.write_all(&pg_message(b'S', b"")).expect("sync");
+    assert_eq!(
+        read_until_ready(&mut stream).last().map(|m| m.0),
+        Some(b'Z')
+    );
+    // A point lookup, then Flush: its row and CommandComplete come without a Sync.
+    let mut bytes = extended("SELECT v FROM t WHERE k = 2");
+    bytes.extend(pg_message(b'H', b""));
+    stream.write_all(&bytes).expect("pipeline");
+    let replies = read_until(&mut stream, b'C');
+    let rows: Vec<&[u8]> = replies
+        .iter()
+        .filter(|(kind, _)| *kind == b'D')
+        .map(|(_, body)| body.as_slice())
+        .collect();
+    assert_eq!(rows, vec![&b"\0\x01\0\0\0\x03two"[..]]);
+    stream.write_all(&pg_message(b'S', b"")).expect("sync");
+    read_until_ready(&mut stream);
+    // Three statements, one Sync: each answered in order.
+    let mut bytes = extended("SELECT v FROM t WHERE k = 3");
+    bytes.extend(extended("SELECT count(*) FROM t WHERE v <> 'x'"));
+    bytes.extend(extended(
+        "SELECT v FROM t WHERE k IN (1, 2) ORDER BY k DESC",
+    ));
+    bytes.extend(pg_message(b'S', b""));
+    stream.write_all(&bytes).expect("pipeline");
+    let replies = read_until_ready(&mut stream);
+    assert_eq!(error_response(&replies), None);
+    let kinds: String = replies.iter().map(|(kind, _)| char::from(*kind)).collect();
+    assert_eq!(kinds, "12TDC12TDC12TDDCZ");
+    let rows: Vec<String> = replies
+        .iter()
+        .filter(|(kind, _)| *kind == b'D')
+        .map(|(_, body)| String::from_utf8_lossy(&body[6..]).into_owned())
+        .collect();
+    assert_eq!(rows, vec!["three", "3", "two", "one"]);
+}
+
 #[test]
 fn a_bind_with_result_formats_for_the_wrong_number_of_columns_is_an_error() {
     use std::io::Write;

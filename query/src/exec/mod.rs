@@ -356,6 +356,26 @@ impl<S: KvStore> Database<S> {
         }
     }
 
+    /// Runs a SELECT planned by [`plan_select`](crate::plan::plan_select) against this database's catalog, as
+    /// [`Database::run_with`] runs the statement it was planned from, without planning it
+    /// again (a server that looked at the plan first, to choose where to run it, runs it
+    /// with this). `interrupt` stops it as it stops [`Database::run_with`].
+    ///
+    /// Returns [`Output::Rows`]: the plan's column names and the rows.
+    ///
+    /// # Errors
+    /// [`QueryError::Interrupted`]; engine errors reading the rows ([`QueryError::Engine`]);
+    /// evaluation errors of its expressions (division by zero, type errors).
+    pub fn run_select(&self, plan: plan::SelectPlan, interrupt: &Interrupt) -> Result<Output> {
+        interrupt.check()?;
+        let reader = self.store.reader();
+        let rows = select::run(&reader, &plan, interrupt)?;
+        Ok(Output::Rows {
+            columns: plan.columns,
+            rows,
+        })
+    }
+
     /// Runs one translated statement as [`Database::run_with`] does, except that a result
     /// set is not collected: its column names go to [`RowSink::columns`] first, then each
     /// row to [`RowSink::row`], in order. A SELECT that needs no sort and no aggregate hands

@@ -129,6 +129,20 @@ impl SelectPlan {
         }
     }
 
+    /// How many row keys the statement reads when it reads them by key alone: 0 for a
+    /// SELECT without FROM, 1 for a point get, the number of keys of a multi-get; `None` for
+    /// any scan (of a key range or an index), whose length only the data knows. A server
+    /// runs a statement that reads a few keys on the connection's own thread instead of
+    /// handing it to a worker (docs/server.md, "Quick statements").
+    pub fn keys_read(&self) -> Option<usize> {
+        match &self.scan.as_ref().map(|scan| &scan.access) {
+            None => Some(0),
+            Some(Access::PointGet { .. }) => Some(1),
+            Some(Access::MultiGet { keys }) => Some(keys.len()),
+            Some(Access::KeyRange { .. } | Access::IndexRange { .. }) => None,
+        }
+    }
+
     /// The key range of a scan that may run in parts on several threads, with whether it is
     /// the full table: a primary-key range scan that feeds an aggregate or an explicit sort
     /// (rows that stream in key order, and may stop at a LIMIT, stay on one thread). Both

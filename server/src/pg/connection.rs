@@ -416,9 +416,16 @@ pub(crate) async fn serve_connection(
         if resumes {
             socket.set_transaction_status(TransactionStatus::Transaction);
         }
+        // The replies to a message the client has sent another whole one behind are held
+        // back (up to `CORK_LIMIT`), so those of a pipeline leave together: psycopg's
+        // Parse, Bind, Describe, Execute and Sync get one segment, not five. PostgreSQL
+        // itself sends when it has nothing more to read.
+        let corked =
+            activity.ready.load(Ordering::Acquire) && whole_message_buffered(socket.read_buffer());
+        socket.get_mut().set_corked(corked);
         let answer = async {
             // `Ok(false)`: close the connection.
-            let result = process_message(
+            let go_on = process_message(
                 message,
                 &mut socket,
                 Arc::clone(&handlers.startup),
@@ -428,7 +435,7 @@ pub(crate) async fn serve_connection(
                 Arc::clone(&handlers.cancel),
             )
             .await;
-            match result {
+            let go_on = match go_on {
                 Ok(()) => Ok(!is_cancel_request),
                 Err(mut e) => {
                     errors.on_error(&socket, &mut e);
@@ -443,8 +450,10 @@ pub(crate) async fn serve_connection(
                     }
                     if e.is_fatal() {
                         // A FATAL error ends the session, as in PostgreSQL: no ReadyForQuery
-                        // after it (pgwire's `process_error` would send one).
+                        // after it (pgwire's `process_error` would send one). It goes out
+                        // at once, after any replies held back.
                         let info: ErrorInfo = e.into();
+                        socket.get_mut().set_corked(false);
                         socket
                             .send(PgWireBackendMessage::ErrorResponse(info.into()))
                             .await?;
@@ -454,7 +463,18 @@ pub(crate) async fn serve_connection(
                         .await
                         .map(|()| !is_cancel_request)
                 }
+            };
+            // Nothing more to answer now: what was held back goes (an answer that sent
+            // nothing of its own, as messages skipped after an error until Sync, did not
+            // send it).
+            if matches!(go_on, Ok(true))
+                && socket.get_ref().holds_bytes()
+                && !whole_message_buffered(socket.read_buffer())
+            {
+                socket.get_mut().set_corked(false);
+                socket.flush().await?;
             }
+            go_on
         };
         tokio::pin!(answer);
         let mut cut = false;
@@ -480,6 +500,20 @@ pub(crate) async fn serve_connection(
             }
         }
     }
+}
+
+/// True when `buffered` (bytes read from the client and not decoded yet) starts with a
+/// whole typed message: its type byte, its length, and as many bytes as that says.
+#[expect(
+    clippy::big_endian_bytes,
+    reason = "PostgreSQL's wire format is big-endian (network order)"
+)]
+fn whole_message_buffered(buffered: &[u8]) -> bool {
+    let [_, a, b, c, d, ..] = *buffered else {
+        return false;
+    };
+    let len = u32::from_be_bytes([a, b, c, d]) as usize;
+    buffered.len() > len
 }
 
 /// What reading the client's next message gave.

@@ -356,14 +356,27 @@ fn printable(kind: u8) -> String {
     }
 }
 
+/// Most bytes a corked [`FrameCheck`] holds back; a write past it sends them first.
+pub(crate) const CORK_LIMIT: usize = 64 << 10;
+
 /// A stream whose reads fail with [`FrameError`] (as [`io::ErrorKind::InvalidData`]) once
-/// the bytes read break PostgreSQL's message framing; writes pass through.
+/// the bytes read break PostgreSQL's message framing.
+///
+/// Writes pass through, except while it is *corked* ([`FrameCheck::set_corked`]): then up
+/// to [`CORK_LIMIT`] bytes are held back, and a flush does not send them, so the replies to
+/// messages a client pipelined (psycopg's Parse, Bind, Describe, Execute and Sync of one
+/// statement) leave in one segment instead of one each. Uncorked, the next write or flush
+/// sends what was held back first; a shutdown sends it too.
 #[derive(Debug)]
 pub(crate) struct FrameCheck<S> {
     inner: S,
     frames: Frames,
     /// A framing error found in bytes read before (reported by the next read).
     failed: Option<String>,
+    corked: bool,
+    /// Bytes written and not sent yet: `held[sent..]` is still to go.
+    held: Vec<u8>,
+    sent: usize,
 }
 
 impl<S> FrameCheck<S> {
@@ -380,7 +393,37 @@ impl<S> FrameCheck<S> {
             inner,
             frames,
             failed,
+            corked: false,
+            held: Vec::new(),
+            sent: 0,
         }
+    }
+
+    /// Corks (`true`) or uncorks the stream's writes (see [`FrameCheck`]).
+    pub(crate) fn set_corked(&mut self, corked: bool) {
+        self.corked = corked;
+    }
+
+    /// True while bytes written are held back, not sent.
+    pub(crate) fn holds_bytes(&self) -> bool {
+        self.sent < self.held.len()
+    }
+}
+
+impl<S: AsyncWrite + Unpin> FrameCheck<S> {
+    /// Sends the bytes held back; ready once none is left.
+    fn poll_send_held(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while self.sent < self.held.len() {
+            match Pin::new(&mut self.inner).poll_write(cx, &self.held[self.sent..]) {
+                Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+                Poll::Ready(Ok(n)) => self.sent += n,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        self.held.clear();
+        self.sent = 0;
+        Poll::Ready(Ok(()))
     }
 }
 
@@ -443,15 +486,35 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for FrameCheck<S> {
         cx: &mut Context<'_>,
         data: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write(cx, data)
+        let this = self.get_mut();
+        if (this.corked || this.holds_bytes()) && this.held.len() + data.len() <= CORK_LIMIT {
+            this.held.extend_from_slice(data);
+            if !this.corked {
+                // Uncorked with bytes held back: all of them go in one write if they can.
+                if let Poll::Ready(Err(e)) = this.poll_send_held(cx) {
+                    return Poll::Ready(Err(e));
+                }
+            }
+            return Poll::Ready(Ok(data.len()));
+        }
+        // Past the limit: what was held back goes first.
+        std::task::ready!(this.poll_send_held(cx))?;
+        Pin::new(&mut this.inner).poll_write(cx, data)
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+        let this = self.get_mut();
+        if this.corked {
+            return Poll::Ready(Ok(()));
+        }
+        std::task::ready!(this.poll_send_held(cx))?;
+        Pin::new(&mut this.inner).poll_flush(cx)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+        let this = self.get_mut();
+        std::task::ready!(this.poll_send_held(cx))?;
+        Pin::new(&mut this.inner).poll_shutdown(cx)
     }
 
     fn poll_write_vectored(
@@ -459,7 +522,16 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for FrameCheck<S> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+        let this = self.get_mut();
+        if this.corked || this.holds_bytes() {
+            // One slice at a time through the corking path.
+            let first = bufs
+                .iter()
+                .find(|b| !b.is_empty())
+                .map_or(&[][..], |b| &**b);
+            return Pin::new(this).poll_write(cx, first);
+        }
+        Pin::new(&mut this.inner).poll_write_vectored(cx, bufs)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -715,5 +787,129 @@ mod tests {
         assert!(check.failed.is_some());
         let check = FrameCheck::new(tokio::io::empty(), true, &msg(b'Q', b"SELECT 1\0"));
         assert!(check.failed.is_none());
+    }
+
+    /// A socket stand-in that records each write it is given, taking at most `take` bytes
+    /// of each.
+    struct Recorder {
+        writes: Vec<Vec<u8>>,
+        take: usize,
+        shut: bool,
+    }
+
+    impl Recorder {
+        fn new(take: usize) -> Recorder {
+            Recorder {
+                writes: Vec::new(),
+                take,
+                shut: false,
+            }
+        }
+
+        fn bytes(&self) -> Vec<u8> {
+            self.writes.concat()
+        }
+    }
+
+    impl AsyncWrite for Recorder {
+        fn poll_write(
+            self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            data: &[u8],
+        ) -> Poll<io::Result<usize>> {
+            let this = self.get_mut();
+            let n = data.len().min(this.take);
+            this.writes.push(data[..n].to_vec());
+            Poll::Ready(Ok(n))
+        }
+
+        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            self.get_mut().shut = true;
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    #[tokio::test]
+    async fn corked_writes_leave_together_once_uncorked() {
+        use tokio::io::AsyncWriteExt as _;
+        let mut check = FrameCheck::new(Recorder::new(usize::MAX), true, b"");
+        check.set_corked(true);
+        for part in [&b"ParseComplete"[..], b"BindComplete", b"DataRow"] {
+            check.write_all(part).await.unwrap();
+            check.flush().await.unwrap();
+        }
+        assert!(check.inner.writes.is_empty(), "nothing sent while corked");
+        assert!(check.holds_bytes());
+        check.set_corked(false);
+        check.write_all(b"ReadyForQuery").await.unwrap();
+        check.flush().await.unwrap();
+        assert_eq!(
+            check.inner.writes,
+            vec![b"ParseCompleteBindCompleteDataRowReadyForQuery".to_vec()],
+            "one write with everything, in order"
+        );
+        assert!(!check.holds_bytes());
+        // Uncorked with nothing held back: writes pass straight through.
+        check.write_all(b"next").await.unwrap();
+        assert_eq!(check.inner.writes.len(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_flush_after_uncorking_sends_what_was_held_back() {
+        use tokio::io::AsyncWriteExt as _;
+        let mut check = FrameCheck::new(Recorder::new(usize::MAX), true, b"");
+        check.set_corked(true);
+        check.write_all(b"ErrorResponse").await.unwrap();
+        check.flush().await.unwrap();
+        assert!(check.inner.writes.is_empty());
+        check.set_corked(false);
+        check.flush().await.unwrap();
+        assert_eq!(check.inner.bytes(), b"ErrorResponse");
+        assert!(!check.holds_bytes());
+    }
+
+    #[tokio::test]
+    async fn writes_past_the_cork_limit_go_out_in_order() {
+        use tokio::io::AsyncWriteExt as _;
+        // The socket takes 1,000 bytes per write, so sending what is held takes many.
+        let mut check = FrameCheck::new(Recorder::new(1000), true, b"");
+        check.set_corked(true);
+        let mut expected = Vec::new();
+        for i in 0..40u8 {
+            let row = vec![i; 3000];
+            check.write_all(&row).await.unwrap();
+            expected.extend_from_slice(&row);
+        }
+        // 120,000 bytes against a 64 KiB limit: part of it went already, the rest is held.
+        assert!(!check.inner.writes.is_empty());
+        assert!(check.inner.bytes().len() < expected.len());
+        assert!(check.held.len() <= CORK_LIMIT);
+        check.shutdown().await.unwrap();
+        assert!(check.inner.shut);
+        assert_eq!(check.inner.bytes(), expected, "every byte once, in order");
+    }
+
+    #[tokio::test]
+    async fn corked_vectored_writes_are_held_back_in_order() {
+        use tokio::io::AsyncWriteExt as _;
+        let mut check = FrameCheck::new(Recorder::new(usize::MAX), true, b"");
+        check.set_corked(true);
+        let mut parts: &mut [io::IoSlice<'_>] = &mut [
+            io::IoSlice::new(b""),
+            io::IoSlice::new(b"ab"),
+            io::IoSlice::new(b"cd"),
+        ];
+        while !parts.is_empty() {
+            let n = check.write_vectored(parts).await.unwrap();
+            io::IoSlice::advance_slices(&mut parts, n);
+        }
+        assert!(check.inner.writes.is_empty());
+        check.set_corked(false);
+        check.flush().await.unwrap();
+        assert_eq!(check.inner.writes, vec![b"abcd".to_vec()]);
     }
 }

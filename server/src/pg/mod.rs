@@ -861,11 +861,7 @@ impl PgQuery {
         let timed_out = Arc::new(AtomicBool::new(false));
         let deadline = limit.map(|limit| (limit, Arc::clone(&timed_out)));
         let read_only = self.transaction.lock().read_only();
-        let result = self
-            .interruptible(client, deadline, move |db, interrupt| {
-                sql::run_in(db, &stmt, interrupt, read_only)
-            })
-            .await?;
+        let result = self.run_sql(client, deadline, stmt, read_only).await?;
         self.after_statement(&result);
         Ok(match result {
             Err(SqlError::Query(QueryError::Interrupted)) if timed_out.load(Ordering::Acquire) => {
@@ -998,6 +994,60 @@ impl PgQuery {
         }
         *self.running.lock() = None;
         result
+    }
+
+    /// Runs SQL statement `stmt` with [`sql::run_in`]: on the connection's own task when
+    /// the SQL layer is loaded and the statement is quick ([`sql::Ready::is_quick`]: a
+    /// SELECT of a few rows by key, which neither waits on a lock nor scans), else on the
+    /// blocking pool, interruptible as [`PgQuery::interruptible`] says. A point lookup then
+    /// costs no hand-off between threads (docs/server.md, "Quick statements").
+    async fn run_sql<C: ClientInfo>(
+        &self,
+        client: &C,
+        deadline: Option<(Duration, Arc<AtomicBool>)>,
+        stmt: String,
+        read_only: bool,
+    ) -> PgWireResult<Result<Outcome, SqlError>> {
+        let db = self.database(client).await?;
+        if !db.sql_loaded() {
+            return self
+                .interruptible(client, deadline, move |db, interrupt| {
+                    sql::run_in(db, &stmt, interrupt, read_only)
+                })
+                .await;
+        }
+        let ready = {
+            let _engine = self.activity.enter();
+            match sql::prepare(&db, &stmt, read_only) {
+                Err(e) => return Ok(Err(e)),
+                Ok(sql::Prepared::Answered(outcome)) => return Ok(Ok(outcome)),
+                Ok(sql::Prepared::Ready(ready)) if ready.is_quick() => {
+                    return Ok(ready.run(&db, &Interrupt::new()));
+                }
+                Ok(sql::Prepared::Ready(ready)) => ready,
+            }
+        };
+        self.interruptible(client, deadline, move |db, interrupt| {
+            ready.run(db, interrupt)
+        })
+        .await
+    }
+
+    /// Runs `f` with the database: on the connection's own task once the SQL layer is
+    /// loaded, for work that reads no table data (describing a statement: translating and
+    /// planning it), else on the blocking pool as [`PgQuery::blocking`].
+    async fn planning<C, T, F>(&self, client: &C, f: F) -> PgWireResult<T>
+    where
+        C: ClientInfo,
+        F: FnOnce(&Database) -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let db = self.database(client).await?;
+        if db.sql_loaded() {
+            let _engine = self.activity.enter();
+            return Ok(f(&db));
+        }
+        self.blocking(client, f).await
     }
 
     /// Runs `f` with the database on the blocking pool.
@@ -1325,7 +1375,7 @@ impl ExtendedQueryHandler for PgQuery {
         let stmt = target.statement.clone();
         let types = params.clone();
         let columns = self
-            .blocking(client, move |db| {
+            .planning(client, move |db| {
                 let sql = with_placeholder_params(&stmt, &types)?;
                 sql::describe(db, &sql)
             })
@@ -1351,7 +1401,7 @@ impl ExtendedQueryHandler for PgQuery {
     {
         let sql = with_bound_params(portal).map_err(|e| sql_error(&e))?;
         let columns = self
-            .blocking(client, move |db| sql::describe(db, &sql))
+            .planning(client, move |db| sql::describe(db, &sql))
             .await?
             .map_err(|e| sql_error(&e))?;
         portal
@@ -1391,7 +1441,7 @@ impl ExtendedQueryHandler for PgQuery {
         if let Format::Individual(_) = &portal.result_column_format {
             let planned = sql.clone();
             let columns = self
-                .blocking(client, move |db| sql::describe(db, &planned))
+                .planning(client, move |db| sql::describe(db, &planned))
                 .await?
                 .map_err(|e| sql_error(&e))?;
             if let Some(columns) = &columns {

@@ -501,53 +501,134 @@ pub fn run_in(
     interrupt: &Interrupt,
     read_only: bool,
 ) -> Result<Outcome, SqlError> {
+    match prepare(database, stmt, read_only)? {
+        Prepared::Answered(outcome) => Ok(outcome),
+        Prepared::Ready(ready) => ready.run(database, interrupt),
+    }
+}
+
+/// Most row keys a [`Ready::is_quick`] statement reads.
+pub const QUICK_KEYS: usize = 64;
+
+/// A statement as [`prepare`] leaves it.
+#[derive(Debug)]
+pub enum Prepared {
+    /// Answered already, without the SQL layer running anything: transaction control,
+    /// settings, session functions, a text of only comments.
+    Answered(Outcome),
+    /// Translated and (a SELECT) planned; [`Ready::run`] runs it.
+    Ready(Box<Ready>),
+}
+
+/// A statement translated and, a SELECT, planned, not run yet.
+pub struct Ready {
+    sql: std::sync::Arc<strata_query::Database>,
+    stmt: OneStatement,
+    /// The plan of a SELECT.
+    plan: Option<strata_query::plan::SelectPlan>,
+}
+
+/// Everything [`run_in`] does before the statement runs: answers what the server answers
+/// itself, translates the statement through the statement cache, refuses a write in a
+/// read-only transaction, and plans a SELECT. None of it reads table data, but loading the
+/// SQL layer (the first statement on a database) reads its catalog from the engine: a
+/// caller that must not wait on the disk checks [`Database::sql_loaded`] first.
+///
+/// # Errors
+/// As [`run`], for the steps before running.
+pub fn prepare(database: &Database, stmt: &str, read_only: bool) -> Result<Prepared, SqlError> {
     if let Some(outcome) = intercept(database, stmt) {
-        return outcome;
+        return outcome.map(Prepared::Answered);
     }
     let sql = database.sql()?;
     let Some(one) = translate(&sql, stmt, true)? else {
-        return Ok(Outcome::Empty);
+        return Ok(Prepared::Answered(Outcome::Empty));
     };
-    let parsed: &strata_query::ast::Statement = &one;
     use strata_query::ast::Statement as S;
     if read_only
         && !matches!(
-            parsed,
+            *one,
             S::Select(_) | S::ShowTables | S::Describe { .. } | S::Explain(_)
         )
     {
         return Err(SqlError::ReadOnlyTransaction(read_only::command_name(stmt)));
     }
-    let planned = match parsed {
-        S::Select(select) => Some(types::select_columns(&strata_query::plan::plan_select(
-            &sql.catalog(),
-            select,
-        )?)),
+    let plan = match &*one {
+        S::Select(select) => Some(strata_query::plan::plan_select(&sql.catalog(), select)?),
         _ => None,
     };
-    let output = sql.run_with(parsed, interrupt);
-    if !matches!(
-        parsed,
-        S::Select(_) | S::ShowTables | S::Describe { .. } | S::Explain(_)
-    ) {
-        database.mark_dirty();
+    Ok(Prepared::Ready(Box::new(Ready {
+        sql,
+        stmt: one,
+        plan,
+    })))
+}
+
+impl std::fmt::Debug for Ready {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ready")
+            .field("stmt", &*self.stmt)
+            .field("plan", &self.plan)
+            .finish_non_exhaustive()
     }
-    Ok(match output? {
-        Output::Rows { columns, rows } => {
-            let columns = match planned {
-                Some(p) if p.len() == columns.len() => typed(p),
-                _ => typed(types::types_from_values(&columns, &rows)),
-            };
-            Outcome::Rows { columns, rows }
+}
+
+impl Ready {
+    /// True for a statement cheap enough to run on the connection's own task: a SELECT
+    /// that reads at most [`QUICK_KEYS`] rows by primary key (a point get, a short `IN`
+    /// list, or no table), which needs no lock and at most a few block reads. Scans, writes
+    /// and DDL are not quick: they can take long, or wait on the SQL layer's write lock or
+    /// a synced commit.
+    pub fn is_quick(&self) -> bool {
+        self.plan
+            .as_ref()
+            .and_then(strata_query::plan::SelectPlan::keys_read)
+            .is_some_and(|keys| keys <= QUICK_KEYS)
+    }
+
+    /// Runs the statement; setting `interrupt` stops it. `database` is the one it was
+    /// prepared on.
+    ///
+    /// # Errors
+    /// Any [`SqlError`] (`QueryError::Interrupted` when stopped); nothing of a failed
+    /// statement is applied.
+    pub fn run(
+        self: Box<Self>,
+        database: &Database,
+        interrupt: &Interrupt,
+    ) -> Result<Outcome, SqlError> {
+        use strata_query::ast::Statement as S;
+        let parsed: &strata_query::ast::Statement = &self.stmt;
+        let (planned, output) = match self.plan {
+            Some(plan) => {
+                let columns = types::select_columns(&plan);
+                (Some(columns), self.sql.run_select(plan, interrupt))
+            }
+            None => (None, self.sql.run_with(parsed, interrupt)),
+        };
+        if !matches!(
+            parsed,
+            S::Select(_) | S::ShowTables | S::Describe { .. } | S::Explain(_)
+        ) {
+            database.mark_dirty();
         }
-        Output::Affected(n) => Outcome::Command(match parsed {
-            S::Insert(_) => format!("INSERT 0 {n}"),
-            S::Update { .. } => format!("UPDATE {n}"),
-            S::Delete { .. } => format!("DELETE {n}"),
-            _ => format!("OK {n}"),
-        }),
-        Output::Done(name) => Outcome::Command(name.to_owned()),
-    })
+        Ok(match output? {
+            Output::Rows { columns, rows } => {
+                let columns = match planned {
+                    Some(p) if p.len() == columns.len() => typed(p),
+                    _ => typed(types::types_from_values(&columns, &rows)),
+                };
+                Outcome::Rows { columns, rows }
+            }
+            Output::Affected(n) => Outcome::Command(match parsed {
+                S::Insert(_) => format!("INSERT 0 {n}"),
+                S::Update { .. } => format!("UPDATE {n}"),
+                S::Delete { .. } => format!("DELETE {n}"),
+                _ => format!("OK {n}"),
+            }),
+            Output::Done(name) => Outcome::Command(name.to_owned()),
+        })
+    }
 }
 
 #[cfg(test)]
