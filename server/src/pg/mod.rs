@@ -997,9 +997,10 @@ impl PgQuery {
     }
 
     /// Runs SQL statement `stmt` with [`sql::run_in`]: on the connection's own task when
-    /// the SQL layer is loaded and the statement is quick ([`sql::Ready::is_quick`]: a
-    /// SELECT of a few rows by key, which neither waits on a lock nor scans), else on the
-    /// blocking pool, interruptible as [`PgQuery::interruptible`] says. A point lookup then
+    /// the SQL layer is loaded, the text is short ([`sql::QUICK_TEXT_BYTES`]) and the
+    /// statement is quick ([`sql::Ready::is_quick`]: a SELECT of a few rows by key, which
+    /// neither waits on a lock nor scans), else on the blocking pool, interruptible as
+    /// [`PgQuery::interruptible`] says. A point lookup then
     /// costs no hand-off between threads (docs/server.md, "Quick statements").
     async fn run_sql<C: ClientInfo>(
         &self,
@@ -1009,7 +1010,7 @@ impl PgQuery {
         read_only: bool,
     ) -> PgWireResult<Result<Outcome, SqlError>> {
         let db = self.database(client).await?;
-        if !db.sql_loaded() {
+        if !db.sql_loaded() || stmt.len() > sql::QUICK_TEXT_BYTES {
             return self
                 .interruptible(client, deadline, move |db, interrupt| {
                     sql::run_in(db, &stmt, interrupt, read_only)
@@ -1033,17 +1034,18 @@ impl PgQuery {
         .await
     }
 
-    /// Runs `f` with the database: on the connection's own task once the SQL layer is
-    /// loaded, for work that reads no table data (describing a statement: translating and
-    /// planning it), else on the blocking pool as [`PgQuery::blocking`].
-    async fn planning<C, T, F>(&self, client: &C, f: F) -> PgWireResult<T>
+    /// Runs `f` with the database, for work that reads no table data (describing a
+    /// statement of `text_len` bytes: translating and planning it): on the connection's own
+    /// task once the SQL layer is loaded and the text is short ([`sql::QUICK_TEXT_BYTES`]),
+    /// else on the blocking pool as [`PgQuery::blocking`].
+    async fn planning<C, T, F>(&self, client: &C, text_len: usize, f: F) -> PgWireResult<T>
     where
         C: ClientInfo,
         F: FnOnce(&Database) -> T + Send + 'static,
         T: Send + 'static,
     {
         let db = self.database(client).await?;
-        if db.sql_loaded() {
+        if db.sql_loaded() && text_len <= sql::QUICK_TEXT_BYTES {
             let _engine = self.activity.enter();
             return Ok(f(&db));
         }
@@ -1375,7 +1377,7 @@ impl ExtendedQueryHandler for PgQuery {
         let stmt = target.statement.clone();
         let types = params.clone();
         let columns = self
-            .planning(client, move |db| {
+            .planning(client, stmt.sql.len(), move |db| {
                 let sql = with_placeholder_params(&stmt, &types)?;
                 sql::describe(db, &sql)
             })
@@ -1401,7 +1403,7 @@ impl ExtendedQueryHandler for PgQuery {
     {
         let sql = with_bound_params(portal).map_err(|e| sql_error(&e))?;
         let columns = self
-            .planning(client, move |db| sql::describe(db, &sql))
+            .planning(client, sql.len(), move |db| sql::describe(db, &sql))
             .await?
             .map_err(|e| sql_error(&e))?;
         portal
@@ -1441,7 +1443,7 @@ impl ExtendedQueryHandler for PgQuery {
         if let Format::Individual(_) = &portal.result_column_format {
             let planned = sql.clone();
             let columns = self
-                .planning(client, move |db| sql::describe(db, &planned))
+                .planning(client, planned.len(), move |db| sql::describe(db, &planned))
                 .await?
                 .map_err(|e| sql_error(&e))?;
             if let Some(columns) = &columns {

@@ -510,6 +510,11 @@ pub fn run_in(
 /// Most row keys a [`Ready::is_quick`] statement reads.
 pub const QUICK_KEYS: usize = 64;
 
+/// Longest statement text, in bytes, that a connection translates and plans on its own task
+/// ([`prepare`]); a longer one (a large multi-row INSERT) is parsed on the blocking pool, so
+/// its parse cannot stall the other connections of the same worker thread.
+pub const QUICK_TEXT_BYTES: usize = 4 << 10;
+
 /// A statement as [`prepare`] leaves it.
 #[derive(Debug)]
 pub enum Prepared {
