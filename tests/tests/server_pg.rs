@@ -415,7 +415,9 @@ async fn a_statement_running_at_shutdown_gets_its_reply() -> TestResult {
         let n = client.execute("UPDATE big SET g = g + 1", &[]).await;
         (n, client)
     });
-    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    // Long enough for the UPDATE to reach the server on a slow machine; it runs on for over a
+    // second after it in a debug build.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     // SIGTERM's path: stop accepting, let running statements finish, close the connections.
     let stopped = tokio::task::spawn_blocking(move || {
         server.stop();

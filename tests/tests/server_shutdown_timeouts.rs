@@ -427,7 +427,9 @@ fn resp_sql_statements_after_shutdown_began_are_refused() {
             .arg("UPDATE big SET g = g + 1; CREATE TABLE after_stop (k BIGINT PRIMARY KEY)")
             .query::<redis::Value>(&mut c)
     });
-    std::thread::sleep(Duration::from_millis(100));
+    // Long enough for the command to reach the server on a slow machine, and well within
+    // the UPDATE of 50,000 rows (0.6-2.5 s in a debug build), which must still be running.
+    std::thread::sleep(Duration::from_millis(200));
     server.stop();
     let err = running
         .join()
