@@ -914,6 +914,53 @@ fn pipelined_replies_are_all_sent_when_the_client_waits() {
     assert_eq!(rows, vec!["three", "3", "two", "one"]);
 }
 
+/// Replies to messages sent together with a Terminate are sent before the connection
+/// closes: a simple query's, and an extended query's without a Sync; an INSERT's
+/// CommandComplete too (it committed).
+#[test]
+fn replies_sent_with_a_terminate_behind_them_arrive() {
+    use std::io::{Read, Write};
+    let server = TestServer::start(|_| {});
+    let mut setup = raw_session(&server, "bye");
+    setup
+        .write_all(&pg_message(
+            b'Q',
+            b"CREATE TABLE t (k BIGINT PRIMARY KEY, v TEXT); INSERT INTO t VALUES (7, 'seven')\0",
+        ))
+        .expect("setup");
+    assert_eq!(error_response(&read_until_ready(&mut setup)), None);
+    let until_closed = |bytes: Vec<u8>| {
+        let mut stream = raw_session(&server, "bye");
+        stream.write_all(&bytes).expect("pipeline");
+        let mut replies = Vec::new();
+        stream.read_to_end(&mut replies).expect("read to the close");
+        replies
+    };
+    let terminate = pg_message(b'X', b"");
+    let mut bytes = pg_message(b'Q', b"SELECT v FROM t WHERE k = 7\0");
+    bytes.extend(&terminate);
+    let replies = until_closed(bytes);
+    assert!(replies.windows(5).any(|w| w == b"seven"), "{replies:?}");
+    assert!(replies.ends_with(&pg_message(b'Z', b"I")), "{replies:?}");
+    let mut bytes = pg_message(b'P', b"\0SELECT v FROM t WHERE k = 7\0\0\0");
+    bytes.extend(pg_message(b'B', b"\0\0\0\0\0\0\0\0"));
+    bytes.extend(pg_message(b'E', b"\0\0\0\0\0"));
+    bytes.extend(&terminate);
+    let replies = until_closed(bytes);
+    assert!(replies.windows(5).any(|w| w == b"seven"), "{replies:?}");
+    assert!(
+        replies.windows(14).any(|w| w == b"C\0\0\0\rSELECT 1\0"),
+        "{replies:?}"
+    );
+    let mut bytes = pg_message(b'Q', b"INSERT INTO t VALUES (8, 'eight')\0");
+    bytes.extend(&terminate);
+    let replies = until_closed(bytes);
+    assert!(
+        replies.windows(13).any(|w| w == b"INSERT 0 1\0Z\0"),
+        "{replies:?}"
+    );
+}
+
 #[test]
 fn a_bind_with_result_formats_for_the_wrong_number_of_columns_is_an_error() {
     use std::io::Write;

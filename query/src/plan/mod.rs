@@ -143,6 +143,38 @@ impl SelectPlan {
         }
     }
 
+    /// Calls `f` on every expression the statement evaluates (the scan's residual filter,
+    /// the output, grouping, aggregate, HAVING and sort expressions, and the WHERE of a
+    /// SELECT without FROM) and each of their sub-expressions, parents first.
+    pub fn walk_exprs(&self, f: &mut impl FnMut(&Expr)) {
+        if let Some(filter) = self.scan.as_ref().and_then(|scan| scan.filter.as_ref()) {
+            filter.walk(f);
+        }
+        if let Some(filter) = &self.filter {
+            filter.walk(f);
+        }
+        match &self.shape {
+            Shape::Simple { projections } => projections.iter().for_each(|e| e.walk(f)),
+            Shape::Aggregate {
+                group_by,
+                aggregates,
+                having,
+                projections,
+            } => {
+                group_by.iter().for_each(|e| e.walk(f));
+                aggregates
+                    .iter()
+                    .filter_map(|(_, arg)| arg.as_ref())
+                    .for_each(|e| e.walk(f));
+                having.iter().for_each(|e| e.walk(f));
+                projections.iter().for_each(|e| e.walk(f));
+            }
+        }
+        if let Sort::Explicit(keys) = &self.sort {
+            keys.iter().for_each(|(e, _)| e.walk(f));
+        }
+    }
+
     /// The key range of a scan that may run in parts on several threads, with whether it is
     /// the full table: a primary-key range scan that feeds an aggregate or an explicit sort
     /// (rows that stream in key order, and may stop at a LIMIT, stay on one thread). Both

@@ -371,7 +371,14 @@ pub(crate) async fn serve_connection(
             }
         };
         let mut message = match message {
-            Next::Message(PgWireFrontendMessage::Terminate(_)) | Next::End => return,
+            Next::Message(PgWireFrontendMessage::Terminate(_)) | Next::End => {
+                // Replies held back behind the Terminate go first.
+                if socket.get_ref().holds_bytes() {
+                    socket.get_mut().set_corked(false);
+                    let _ = tokio::time::timeout(GOODBYE_WAIT, socket.flush()).await;
+                }
+                return;
+            }
             Next::Message(message) => message,
             Next::Malformed(code, text) => {
                 tracing::debug!(
@@ -416,12 +423,14 @@ pub(crate) async fn serve_connection(
         if resumes {
             socket.set_transaction_status(TransactionStatus::Transaction);
         }
-        // The replies to a message the client has sent another whole one behind are held
-        // back (up to `CORK_LIMIT`), so those of a pipeline leave together: psycopg's
-        // Parse, Bind, Describe, Execute and Sync get one segment, not five. PostgreSQL
-        // itself sends when it has nothing more to read.
-        let corked =
-            activity.ready.load(Ordering::Acquire) && whole_message_buffered(socket.read_buffer());
+        // The replies to an extended-protocol message the client has sent another whole one
+        // behind are held back (up to `CORK_LIMIT`), so those of a pipeline leave together:
+        // psycopg's Parse, Bind, Describe, Execute and Sync get one segment, not five. As
+        // PostgreSQL's backend, everything goes at each ReadyForQuery (ending a Query or a
+        // Sync) and at a Flush.
+        let corked = activity.ready.load(Ordering::Acquire)
+            && holds_its_reply(&message)
+            && whole_message_buffered(socket.read_buffer());
         socket.get_mut().set_corked(corked);
         let answer = async {
             // `Ok(false)`: close the connection.
@@ -500,6 +509,20 @@ pub(crate) async fn serve_connection(
             }
         }
     }
+}
+
+/// True for a message whose replies may wait for the next message's: Parse, Bind,
+/// Describe, Execute and Close, which PostgreSQL answers without flushing. A Query or a Sync
+/// (which end with ReadyForQuery), a Flush, and every other message send at once.
+fn holds_its_reply(message: &PgWireFrontendMessage) -> bool {
+    matches!(
+        message,
+        PgWireFrontendMessage::Parse(_)
+            | PgWireFrontendMessage::Bind(_)
+            | PgWireFrontendMessage::Describe(_)
+            | PgWireFrontendMessage::Execute(_)
+            | PgWireFrontendMessage::Close(_)
+    )
 }
 
 /// True when `buffered` (bytes read from the client and not decoded yet) starts with a

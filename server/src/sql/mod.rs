@@ -508,7 +508,7 @@ pub fn run_in(
 }
 
 /// Most row keys a [`Ready::is_quick`] statement reads.
-pub const QUICK_KEYS: usize = 64;
+pub const QUICK_KEYS: usize = 16;
 
 /// Longest statement text, in bytes, that a connection translates and plans on its own task
 /// ([`prepare`]); a longer one (a large multi-row INSERT) is parsed on the blocking pool, so
@@ -581,14 +581,21 @@ impl std::fmt::Debug for Ready {
 impl Ready {
     /// True for a statement cheap enough to run on the connection's own task: a SELECT
     /// that reads at most [`QUICK_KEYS`] rows by primary key (a point get, a short `IN`
-    /// list, or no table), which needs no lock and at most a few block reads. Scans, writes
-    /// and DDL are not quick: they can take long, or wait on the SQL layer's write lock or
-    /// a synced commit.
+    /// list, or no table), which needs no lock and at most a few block reads, and has no
+    /// `LIKE` (whose matching of a long pattern against a long value takes their product;
+    /// a quick statement cannot be cancelled, and holds up the other connections of its
+    /// thread while it runs). Scans, writes and DDL are not quick: they can take long, or
+    /// wait on the SQL layer's write lock or a synced commit.
     pub fn is_quick(&self) -> bool {
-        self.plan
-            .as_ref()
-            .and_then(strata_query::plan::SelectPlan::keys_read)
-            .is_some_and(|keys| keys <= QUICK_KEYS)
+        let Some(plan) = &self.plan else {
+            return false;
+        };
+        if plan.keys_read().is_none_or(|keys| keys > QUICK_KEYS) {
+            return false;
+        }
+        let mut like = false;
+        plan.walk_exprs(&mut |e| like |= matches!(e, strata_query::ast::Expr::Like { .. }));
+        !like
     }
 
     /// Runs the statement; setting `interrupt` stops it. `database` is the one it was

@@ -259,3 +259,61 @@ fn a_database_that_cannot_open_for_want_of_a_resource_gets_the_statements_sqlsta
     );
     assert_eq!(open_failed(5).sqlstate(), "58000", "EIO: system_error");
 }
+
+/// Which statements a PostgreSQL connection runs on its own task: reads of at most
+/// `QUICK_KEYS` rows by primary key without LIKE; and a prepared statement runs as `run`
+/// runs it.
+#[test]
+fn quick_statements_are_short_reads_by_key() -> Result<(), SqlError> {
+    let (_dir, _dbs, db) = open();
+    run(&db, "CREATE TABLE t (k BIGINT PRIMARY KEY, v TEXT)")?;
+    run(
+        &db,
+        "INSERT INTO t VALUES (1, 'one'), (2, 'two'), (3, 'three')",
+    )?;
+    let quick = |stmt: &str| match prepare(&db, stmt, false) {
+        Ok(Prepared::Ready(ready)) => Ok(ready.is_quick()),
+        Ok(Prepared::Answered(_)) => Ok(false),
+        Err(e) => Err(e),
+    };
+    let keys = |n: usize| (0..n).map(|i| i.to_string()).collect::<Vec<_>>().join(", ");
+    assert!(quick("SELECT v FROM t WHERE k = 2")?);
+    assert!(quick("SELECT upper(v), k * 2 FROM t WHERE k = 2")?);
+    assert!(quick("SELECT 1 + 1")?);
+    assert!(quick(&format!(
+        "SELECT v FROM t WHERE k IN ({})",
+        keys(QUICK_KEYS)
+    ))?);
+    assert!(!quick(&format!(
+        "SELECT v FROM t WHERE k IN ({})",
+        keys(QUICK_KEYS + 1)
+    ))?);
+    assert!(!quick("SELECT v FROM t WHERE k = 2 AND v LIKE '%w%'")?);
+    assert!(!quick("SELECT v LIKE 't%' FROM t WHERE k = 2")?);
+    assert!(!quick("SELECT v FROM t WHERE k > 1")?);
+    assert!(!quick("SELECT count(*) FROM t")?);
+    assert!(!quick("INSERT INTO t VALUES (4, 'four')")?);
+    assert!(!quick("DELETE FROM t WHERE k = 4")?);
+    assert!(!quick("BEGIN")?);
+    // Prepared, then run: the rows `run` gives.
+    let Prepared::Ready(ready) = prepare(&db, "SELECT v FROM t WHERE k IN (3, 1)", false)? else {
+        panic!("a statement to run");
+    };
+    let Outcome::Rows { columns, rows } = ready.run(&db, &Interrupt::new())? else {
+        panic!("rows");
+    };
+    assert_eq!(columns, vec![col("v", Some(DataType::Text))]);
+    assert_eq!(
+        rows,
+        vec![
+            vec![Value::Text("one".into())],
+            vec![Value::Text("three".into())]
+        ]
+    );
+    // A write in a read-only transaction is refused before it runs.
+    assert!(matches!(
+        prepare(&db, "DELETE FROM t", true),
+        Err(SqlError::ReadOnlyTransaction(_))
+    ));
+    Ok(())
+}
