@@ -674,6 +674,27 @@ fn malformed_postgres_messages_get_a_fatal_error_response() {
             reply.escape_ascii().to_string()
         );
     }
+    // A good Query sent in the same write as a malformed message is answered, then the
+    // FATAL comes (before, the whole write was dropped); what is hidden in it never runs.
+    for bad in [pg_message(b'S', &hidden), short_query.clone()] {
+        let mut pg = TcpStream::connect(server.pg_addr()).unwrap();
+        pg.write_all(&pg_startup(&[("user", "lab"), ("database", "bad")]))
+            .unwrap();
+        pg_messages_until(&mut pg, b'Z');
+        pg.write_all(&[pg_message(b'Q', b"SELECT 1\0"), bad].concat())
+            .unwrap();
+        let tags: Vec<u8> = pg_messages_until(&mut pg, b'Z')
+            .iter()
+            .map(|(t, _)| *t)
+            .collect();
+        assert_eq!(tags, b"TDCZ");
+        let reply = read_until_closed(&mut pg);
+        assert!(
+            has_sqlstate(&reply, "08P01") && reply.windows(6).any(|w| w == b"SFATAL"),
+            "{:?}",
+            reply.escape_ascii().to_string()
+        );
+    }
     let mut pg = TcpStream::connect(server.pg_addr()).unwrap();
     pg.write_all(&pg_startup(&[("user", "lab"), ("database", "bad")]))
         .unwrap();

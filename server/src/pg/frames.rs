@@ -57,7 +57,15 @@ struct Frames {
 
 impl Frames {
     /// Follows `bytes`, the next bytes of the stream.
-    fn feed(&mut self, mut bytes: &[u8]) -> Result<(), FrameError> {
+    fn feed(&mut self, bytes: &[u8]) -> Result<(), FrameError> {
+        self.feed_whole(bytes).map_err(|(e, _)| e)
+    }
+
+    /// [`Frames::feed`], saying on a malformed message how many of `bytes` come before it:
+    /// the ends of whole, well-formed messages, which may be handed on.
+    fn feed_whole(&mut self, all: &[u8]) -> Result<(), (FrameError, usize)> {
+        let mut bytes = all;
+        let mut whole = 0;
         while !bytes.is_empty() {
             if self.body_left > 0 {
                 let take = usize::try_from(self.body_left)
@@ -77,12 +85,14 @@ impl Frames {
                     }
                 }
                 if let Some(body) = &mut self.body {
-                    body.feed(&bytes[fields_from..take])?;
+                    body.feed(&bytes[fields_from..take])
+                        .map_err(|e| (e, whole))?;
                 }
                 self.body_left -= take as u64;
                 bytes = &bytes[take..];
                 if self.body_left == 0 {
-                    self.message_done()?;
+                    self.message_done().map_err(|e| (e, whole))?;
+                    whole = all.len() - bytes.len();
                 }
                 continue;
             }
@@ -92,7 +102,11 @@ impl Frames {
             self.header_len += want;
             bytes = &bytes[want..];
             if self.header_len == header_size {
-                self.header_done()?;
+                self.header_done().map_err(|e| (e, whole))?;
+                if self.body_left == 0 {
+                    // A message without a body, done with its header.
+                    whole = all.len() - bytes.len();
+                }
             }
         }
         Ok(())
@@ -469,12 +483,17 @@ impl<S: AsyncRead + Unpin> AsyncRead for FrameCheck<S> {
         let before = buf.filled().len();
         let polled = Pin::new(&mut this.inner).poll_read(cx, buf);
         if let Poll::Ready(Ok(())) = polled
-            && let Err(e) = this.frames.feed(&buf.filled()[before..])
+            && let Err((e, whole)) = this.frames.feed_whole(&buf.filled()[before..])
         {
-            // The bytes of this read are not handed on: the connection ends at the
-            // malformed message.
-            buf.set_filled(before);
-            return Poll::Ready(Err(io::Error::new(io::ErrorKind::InvalidData, e)));
+            // The connection ends at the malformed message: its bytes and those after it are
+            // not handed on. The whole messages before it in this read are (a Query sent in
+            // the same write as a bad message is answered, as PostgreSQL, reading message
+            // by message, answers it), and the next read fails.
+            buf.set_filled(before + whole);
+            if whole == 0 {
+                return Poll::Ready(Err(io::Error::new(io::ErrorKind::InvalidData, e)));
+            }
+            this.failed = Some(e.0);
         }
         polled
     }
@@ -787,6 +806,29 @@ mod tests {
         assert!(check.failed.is_some());
         let check = FrameCheck::new(tokio::io::empty(), true, &msg(b'Q', b"SELECT 1\0"));
         assert!(check.failed.is_none());
+    }
+
+    /// A read holding whole messages and then a malformed one hands on the whole ones; the
+    /// next read fails with the framing error. A read that starts with the malformed one
+    /// fails at once.
+    #[tokio::test]
+    async fn whole_messages_before_a_malformed_one_are_handed_on() {
+        use tokio::io::AsyncReadExt as _;
+        let good = [msg(b'Q', b"SELECT 1\0"), msg(b'S', b"")].concat();
+        let stream = [good.clone(), msg(b'S', b"hidden")].concat();
+        let mut check = FrameCheck::new(&stream[..], true, b"");
+        let mut buf = vec![0u8; 1024];
+        let n = check.read(&mut buf).await.expect("the whole messages");
+        assert_eq!(&buf[..n], &good[..]);
+        let err = check.read(&mut buf).await.expect_err("then the error");
+        assert!(
+            frame_error(&err).is_some_and(|e| e.0.contains("Sync message has no body")),
+            "{err}"
+        );
+        let bad = msg(b'S', b"hidden");
+        let mut check = FrameCheck::new(&bad[..], true, b"");
+        let err = check.read(&mut buf).await.expect_err("at once");
+        assert!(frame_error(&err).is_some(), "{err}");
     }
 
     /// A socket stand-in that records each write it is given, taking at most `take` bytes
