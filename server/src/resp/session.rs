@@ -191,7 +191,8 @@ impl Session {
     }
 
     /// True when running `batch` may block the thread for long: whole-key-space commands,
-    /// opening databases, SQL, or writes that fsync.
+    /// opening databases, SQL other than a quick read ([`crate::sql::is_quick_text`]: one
+    /// SELECT of a few rows by key), or writes that fsync.
     pub fn batch_may_block(&self, batch: &[Vec<Bytes>]) -> bool {
         let synced = self.shared.config.sync == SyncMode::Always;
         let unopened = self.db.is_none();
@@ -199,9 +200,20 @@ impl Session {
             args.first()
                 .and_then(|name| table::lookup(name))
                 .is_some_and(|spec| {
+                    if spec.name == "SQL" && !unopened && self.quick_sql(args) {
+                        return false;
+                    }
                     spec.heavy || (synced && spec.write) || (unopened && spec.database)
                 })
         })
+    }
+
+    /// True for an `SQL` command (its arguments `args`) whose text is one quick read.
+    fn quick_sql(&self, args: &[Bytes]) -> bool {
+        let (Some(db), [_, text]) = (&self.db, args) else {
+            return false;
+        };
+        std::str::from_utf8(text).is_ok_and(|text| crate::sql::is_quick_text(db, text))
     }
 
     /// Runs `batch` in order, encoding the replies into `self.out`, and writes the pending

@@ -525,6 +525,45 @@ pub enum Prepared {
     Ready(Box<Ready>),
 }
 
+/// [`Ready::is_quick`] for the plan of a SELECT.
+fn quick_plan(plan: &strata_query::plan::SelectPlan) -> bool {
+    if plan.keys_read().is_none_or(|keys| keys > QUICK_KEYS) {
+        return false;
+    }
+    let mut like = false;
+    plan.walk_exprs(&mut |e| like |= matches!(e, strata_query::ast::Expr::Like { .. }));
+    !like
+}
+
+/// True when `text` is one statement that [`Ready::is_quick`] would call quick, found without
+/// reading the engine: the SQL layer is loaded, the text is at most [`QUICK_TEXT_BYTES`], and
+/// its translation (through the statement cache, not counting toward keeping it, as a
+/// Describe) plans a short read by key. A RESP connection runs such an `SQL` command on its
+/// own task instead of the blocking pool.
+pub fn is_quick_text(database: &Database, text: &str) -> bool {
+    if text.len() > QUICK_TEXT_BYTES || !database.sql_loaded() {
+        return false;
+    }
+    let [stmt] = text::split_statements(text)[..] else {
+        return false;
+    };
+    if intercept(database, stmt).is_some() {
+        return false;
+    }
+    let Ok(sql) = database.sql() else {
+        return false;
+    };
+    let Ok(Some(one)) = translate(&sql, stmt, false) else {
+        return false;
+    };
+    match &*one {
+        strata_query::ast::Statement::Select(select) => {
+            strata_query::plan::plan_select(&sql.catalog(), select).is_ok_and(|p| quick_plan(&p))
+        }
+        _ => false,
+    }
+}
+
 /// A statement translated and, a SELECT, planned, not run yet.
 pub struct Ready {
     sql: std::sync::Arc<strata_query::Database>,
@@ -587,15 +626,7 @@ impl Ready {
     /// thread while it runs). Scans, writes and DDL are not quick: they can take long, or
     /// wait on the SQL layer's write lock or a synced commit.
     pub fn is_quick(&self) -> bool {
-        let Some(plan) = &self.plan else {
-            return false;
-        };
-        if plan.keys_read().is_none_or(|keys| keys > QUICK_KEYS) {
-            return false;
-        }
-        let mut like = false;
-        plan.walk_exprs(&mut |e| like |= matches!(e, strata_query::ast::Expr::Like { .. }));
-        !like
+        self.plan.as_ref().is_some_and(quick_plan)
     }
 
     /// Runs the statement; setting `interrupt` stops it. `database` is the one it was

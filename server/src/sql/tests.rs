@@ -295,6 +295,19 @@ fn quick_statements_are_short_reads_by_key() -> Result<(), SqlError> {
     assert!(!quick("INSERT INTO t VALUES (4, 'four')")?);
     assert!(!quick("DELETE FROM t WHERE k = 4")?);
     assert!(!quick("BEGIN")?);
+    // The text check RESP's `SQL` uses agrees, and wants one statement.
+    assert!(is_quick_text(&db, "SELECT v FROM t WHERE k = 2"));
+    assert!(is_quick_text(&db, "SELECT v FROM t WHERE k = 2;"));
+    assert!(!is_quick_text(&db, "SELECT v FROM t WHERE k = 2; SELECT 1"));
+    assert!(!is_quick_text(&db, "SELECT v FROM t WHERE k > 2"));
+    assert!(!is_quick_text(&db, "SET statement_timeout = 5"));
+    assert!(!is_quick_text(&db, "SELECT v FROM nope WHERE k = 2"));
+    assert!(!is_quick_text(&db, "SELEC v"));
+    let long = format!(
+        "SELECT v FROM t WHERE k = 2 {}",
+        " ".repeat(QUICK_TEXT_BYTES)
+    );
+    assert!(!is_quick_text(&db, &long));
     // Prepared, then run: the rows `run` gives.
     let Prepared::Ready(ready) = prepare(&db, "SELECT v FROM t WHERE k IN (3, 1)", false)? else {
         panic!("a statement to run");
