@@ -1017,16 +1017,20 @@ impl PgQuery {
                 })
                 .await;
         }
-        let ready = {
+        let ready = inline(|| {
             let _engine = self.activity.enter();
             match sql::prepare(&db, &stmt, read_only) {
-                Err(e) => return Ok(Err(e)),
-                Ok(sql::Prepared::Answered(outcome)) => return Ok(Ok(outcome)),
+                Err(e) => Ok(Err(e)),
+                Ok(sql::Prepared::Answered(outcome)) => Ok(Ok(outcome)),
                 Ok(sql::Prepared::Ready(ready)) if ready.is_quick() => {
-                    return Ok(ready.run(&db, &Interrupt::new()));
+                    Ok(ready.run(&db, &Interrupt::new()))
                 }
-                Ok(sql::Prepared::Ready(ready)) => ready,
+                Ok(sql::Prepared::Ready(ready)) => Err(ready),
             }
+        })?;
+        let ready = match ready {
+            Ok(result) => return Ok(result),
+            Err(ready) => ready,
         };
         self.interruptible(client, deadline, move |db, interrupt| {
             ready.run(db, interrupt)
@@ -1047,7 +1051,7 @@ impl PgQuery {
         let db = self.database(client).await?;
         if db.sql_loaded() && text_len <= sql::QUICK_TEXT_BYTES {
             let _engine = self.activity.enter();
-            return Ok(f(&db));
+            return inline(|| f(&db));
         }
         self.blocking(client, f).await
     }
@@ -1066,6 +1070,15 @@ impl PgQuery {
             .await
             .map_err(|e| user_error("XX000", format!("statement failed: {e}")))
     }
+}
+
+/// Runs `f` on the connection's own task. A panic in it (a bug) is answered as the blocking
+/// pool answers one, with an XX000 error, and the connection goes on.
+fn inline<T>(f: impl FnOnce() -> T) -> PgWireResult<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|_| {
+        tracing::error!("command panicked");
+        user_error("XX000", "statement failed: it panicked".to_owned())
+    })
 }
 
 /// A result set as a pgwire response. At the end of the shutdown's grace period its rows
