@@ -95,3 +95,66 @@ fn an_unknown_table_format_is_refused_before_anything_is_written() -> anyhow::Re
     assert!(!db.exists(), "nothing was created");
     Ok(())
 }
+
+/// Bytes of the `.sst` files in `dir`.
+fn table_bytes(dir: &Path) -> anyhow::Result<u64> {
+    let mut total = 0;
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        if entry.path().extension().is_some_and(|e| e == "sst") {
+            total += entry.metadata()?.len();
+        }
+    }
+    Ok(total)
+}
+
+/// `strata --compression none` stores blocks as they are (a compressible input takes several
+/// times the bytes it takes with LZ4, the default), the contents are the same either way, and
+/// tables written either way are read by a run with the other setting.
+#[test]
+fn compression_none_stores_blocks_uncompressed() -> anyhow::Result<()> {
+    let tmp = tempfile::tempdir()?;
+    let tsv = tmp.path().join("pairs.tsv");
+    let lines: String = (0..20_000)
+        .map(|i| format!("key{i:08}\t{}\n", "ACGT".repeat(16)))
+        .collect();
+    std::fs::write(&tsv, lines)?;
+    let mut scans = Vec::new();
+    let mut bytes = Vec::new();
+    for compression in [None, Some("lz4"), Some("none")] {
+        let db = tmp
+            .path()
+            .join(format!("db-{}", compression.unwrap_or("default")));
+        let db = db.to_str().expect("utf-8");
+        let mut args = Vec::new();
+        if let Some(kind) = compression {
+            args.extend(["--compression", kind]);
+        }
+        args.extend(["load", db, tsv.to_str().expect("utf-8")]);
+        let out = strata(&args)?;
+        assert!(out.status.success(), "{out:?}");
+        bytes.push(table_bytes(Path::new(db))?);
+        // Read back by a run with the other setting.
+        let other = if compression == Some("none") {
+            "lz4"
+        } else {
+            "none"
+        };
+        let out = strata(&["--compression", other, "scan", db])?;
+        assert!(out.status.success(), "{out:?}");
+        scans.push(out.stdout);
+    }
+    assert_eq!(bytes[0], bytes[1], "lz4 is the default");
+    assert!(
+        bytes[2] > 3 * bytes[1],
+        "uncompressed {} bytes against {} with LZ4",
+        bytes[2],
+        bytes[1]
+    );
+    assert_eq!(scans[0].iter().filter(|&&b| b == b'\n').count(), 20_000);
+    assert!(scans.iter().all(|s| *s == scans[0]));
+    let out = strata(&["--compression", "zstd", "scan", "x"])?;
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("possible values"));
+    Ok(())
+}

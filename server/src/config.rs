@@ -135,6 +135,9 @@ pub struct Config {
     /// SSTable format version of the tables the databases write (engine
     /// `Options::table_format`; `strata --table-format`). Default: the engine's (version 3).
     pub table_format: strata_engine::TableFormat,
+    /// LZ4 block compression in the tables the databases write (engine
+    /// `Options::compression`; `strata --compression lz4|none`). Default: on.
+    pub compression: bool,
     /// Table files kept open at most, across all the server's databases (one table cache
     /// shared by them, engine `Options::table_cache`); further tables are opened as reads
     /// need them and closed again. Lowered when the open-file limit cannot make room for it
@@ -282,6 +285,7 @@ impl Config {
             memtable_budget: Some(1 << 30),
             block_cache_size: 512 << 20,
             table_format: strata_engine::TableFormat::default(),
+            compression: true,
             max_open_tables: 5_000,
         }
     }

@@ -598,6 +598,7 @@ impl Databases {
         }
         let options = Options::default()
             .table_format(config.table_format)
+            .compression(config.compression)
             .write_buffer_size(config.write_buffer_size)
             .min_write_buffer_number_to_merge(config.memtables_per_flush)
             .max_write_buffer_number(config.memtables_per_flush.saturating_mul(2).max(2))
