@@ -335,23 +335,26 @@ fn len_i64(n: usize) -> i64 {
 /// takes one whole character.
 pub fn like(s: &str, pattern: &str) -> bool {
     let (s, pattern) = (s.as_bytes(), pattern.as_bytes());
-    let mut segments = pattern.split(|&b| b == b'%');
-    let first = segments.next().unwrap_or_default();
-    let Some(mut rest) = match_at(s, first) else {
+    let is_percent = |&b: &u8| b == b'%';
+    let (Some(first_end), Some(last_start)) = (
+        pattern.iter().position(is_percent),
+        pattern.iter().rposition(is_percent),
+    ) else {
+        // No `%`: the pattern is the whole string.
+        return match_at(s, pattern).is_some_and(<[u8]>::is_empty);
+    };
+    let Some(mut rest) = match_at(s, &pattern[..first_end]) else {
         return false;
     };
-    let segments: Vec<&[u8]> = segments.collect();
-    let Some((last, middle)) = segments.split_last() else {
-        // No `%`: the pattern is the whole string.
-        return rest.is_empty();
-    };
-    for segment in middle {
-        match find_segment(rest, segment) {
-            Some(after) => rest = after,
-            None => return false,
+    if first_end < last_start {
+        for segment in pattern[first_end + 1..last_start].split(is_percent) {
+            match find_segment(rest, segment) {
+                Some(after) => rest = after,
+                None => return false,
+            }
         }
     }
-    ends_with_segment(rest, last)
+    ends_with_segment(rest, &pattern[last_start + 1..])
 }
 
 /// True for a UTF-8 continuation byte (not the first byte of a character).

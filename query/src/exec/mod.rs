@@ -303,14 +303,7 @@ impl<S: KvStore> Database<S> {
         interrupt.check()?;
         match stmt {
             Statement::Select(s) => {
-                let catalog = self.catalog();
-                let plan = plan::plan_select(&catalog, s)?;
-                let reader = self.store.reader();
-                let rows = select::run(&reader, &plan, interrupt)?;
-                Ok(Output::Rows {
-                    columns: plan.columns,
-                    rows,
-                })
+                self.run_select(plan::plan_select(&self.catalog(), s)?, interrupt)
             }
             Statement::Explain(inner) => self.explain(inner),
             Statement::ShowTables => Ok(Output::Rows {

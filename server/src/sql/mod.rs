@@ -547,21 +547,17 @@ pub fn is_quick_text(database: &Database, text: &str) -> bool {
     let [stmt] = text::split_statements(text)[..] else {
         return false;
     };
-    if intercept(database, stmt).is_some() {
-        return false;
-    }
-    let Ok(sql) = database.sql() else {
-        return false;
-    };
-    let Ok(Some(one)) = translate(&sql, stmt, false) else {
-        return false;
-    };
-    match &*one {
-        strata_query::ast::Statement::Select(select) => {
-            strata_query::plan::plan_select(&sql.catalog(), select).is_ok_and(|p| quick_plan(&p))
-        }
-        _ => false,
-    }
+    matches!(prepare_counting(database, stmt, false, false), Ok(Prepared::Ready(ready)) if ready.is_quick())
+}
+
+/// True for the statements that read only: what a read-only transaction allows, and what
+/// leaves the database clean.
+fn reads_only(stmt: &strata_query::ast::Statement) -> bool {
+    use strata_query::ast::Statement as S;
+    matches!(
+        stmt,
+        S::Select(_) | S::ShowTables | S::Describe { .. } | S::Explain(_)
+    )
 }
 
 /// A statement translated and, a SELECT, planned, not run yet.
@@ -581,24 +577,31 @@ pub struct Ready {
 /// # Errors
 /// As [`run`], for the steps before running.
 pub fn prepare(database: &Database, stmt: &str, read_only: bool) -> Result<Prepared, SqlError> {
+    prepare_counting(database, stmt, read_only, true)
+}
+
+/// [`prepare`]; `run` false translates without counting toward keeping the text in the
+/// statement cache (for a look at a statement that will be prepared again to run).
+fn prepare_counting(
+    database: &Database,
+    stmt: &str,
+    read_only: bool,
+    run: bool,
+) -> Result<Prepared, SqlError> {
     if let Some(outcome) = intercept(database, stmt) {
         return outcome.map(Prepared::Answered);
     }
     let sql = database.sql()?;
-    let Some(one) = translate(&sql, stmt, true)? else {
+    let Some(one) = translate(&sql, stmt, run)? else {
         return Ok(Prepared::Answered(Outcome::Empty));
     };
-    use strata_query::ast::Statement as S;
-    if read_only
-        && !matches!(
-            *one,
-            S::Select(_) | S::ShowTables | S::Describe { .. } | S::Explain(_)
-        )
-    {
+    if read_only && !reads_only(&one) {
         return Err(SqlError::ReadOnlyTransaction(read_only::command_name(stmt)));
     }
     let plan = match &*one {
-        S::Select(select) => Some(strata_query::plan::plan_select(&sql.catalog(), select)?),
+        strata_query::ast::Statement::Select(select) => {
+            Some(strata_query::plan::plan_select(&sql.catalog(), select)?)
+        }
         _ => None,
     };
     Ok(Prepared::Ready(Box::new(Ready {
@@ -649,10 +652,7 @@ impl Ready {
             }
             None => (None, self.sql.run_with(parsed, interrupt)),
         };
-        if !matches!(
-            parsed,
-            S::Select(_) | S::ShowTables | S::Describe { .. } | S::Explain(_)
-        ) {
+        if !reads_only(parsed) {
             database.mark_dirty();
         }
         Ok(match output? {
