@@ -20,7 +20,7 @@ use crate::iterator::merging::MergingIterator;
 use crate::iterator::range::Range;
 use crate::iterator::{InternalIterator, bound_key, seek_to_user_key};
 use crate::options::ReadOptions;
-use crate::sstable::{BlockCachePolicy, Table};
+use crate::sstable::{BlockCachePolicy, Table, TableIter};
 use crate::types::{FileNumber, InternalKeyRef, SeqNo, ValueKind};
 use crate::version::FileMeta;
 
@@ -30,7 +30,7 @@ use crate::version::FileMeta;
 /// once. Holds the memtables and tables of the moment it was created alive. After an `Err` item
 /// it yields `None`.
 pub struct DbRange {
-    inner: Range<MergingIterator>,
+    inner: Range<ScanSource>,
 }
 
 impl std::fmt::Debug for DbRange {
@@ -645,6 +645,22 @@ fn level_iterator(
     policy: BlockCachePolicy,
     readahead: usize,
 ) -> Option<Box<dyn InternalIterator>> {
+    level_tables(sv, cache, level, policy, readahead)
+        .map(|it| Box::new(it) as Box<dyn InternalIterator>)
+}
+
+/// Opens file `i` of a level for a [`LevelIterator`] over table iterators.
+type TableOpener = Box<dyn FnMut(usize) -> Result<TableIter> + Send>;
+
+/// [`level_iterator`] with the tables' iterators unboxed, so each step calls the table's
+/// iterator directly.
+fn level_tables(
+    sv: &Arc<SuperVersion>,
+    cache: &Arc<TableCache>,
+    level: usize,
+    policy: BlockCachePolicy,
+    readahead: usize,
+) -> Option<LevelIterator<TableOpener, TableIter>> {
     let files = sv.version.files(level);
     if files.is_empty() {
         return None;
@@ -658,19 +674,82 @@ fn level_iterator(
     // compaction replaced them: holding the version keeps their files from being deleted
     // (`DbInner::delete_obsolete_tables` spares the tables of every live version).
     let version = Arc::clone(&sv.version);
-    Some(Box::new(LevelIterator::new(bounds, move |i| {
+    let open: TableOpener = Box::new(move |i| {
         let file = version.files(level).get(i).ok_or_else(|| {
             Error::InvalidArgument(format!("level iterator asked for file index {i}"))
         })?;
         let table = cache.get(file)?;
-        Ok(Box::new(table.iter_with(policy).with_readahead(readahead))
-            as Box<dyn InternalIterator>)
-    })))
+        Ok(table.iter_with(policy).with_readahead(readahead))
+    });
+    Some(LevelIterator::new(bounds, open))
 }
 
-/// The merge a scan of `(lower, upper)` at `seqno` reads, and whether its entries are the
-/// visible keys themselves: over a settled range ([`settled`]) only the one level's tables
-/// (no memtable, no other level, nothing to hide), else every source.
+/// What a range scan reads: the merge of every source, or, over a settled range
+/// ([`settled`]), the one table or level that holds it, stepped directly rather than as the
+/// merge's only child behind two boxed iterators. That indirection took a fifth of a full
+/// scan's time besides decoding its blocks (`docs/benchmarks.md`, "Settled scans without
+/// the merge").
+pub(crate) enum ScanSource {
+    /// Every source, merged.
+    Merged(MergingIterator),
+    /// A settled range within one level-0 table.
+    Table(TableIter),
+    /// A settled range within one deeper level.
+    Level(LevelIterator<TableOpener, TableIter>),
+}
+
+/// Runs `$op` on whichever iterator `$source` holds.
+macro_rules! on_source {
+    ($source:expr, $it:ident => $op:expr) => {
+        match $source {
+            ScanSource::Merged($it) => $op,
+            ScanSource::Table($it) => $op,
+            ScanSource::Level($it) => $op,
+        }
+    };
+}
+
+impl InternalIterator for ScanSource {
+    fn valid(&self) -> bool {
+        on_source!(self, it => it.valid())
+    }
+
+    fn seek_to_first(&mut self) -> Result<()> {
+        on_source!(self, it => it.seek_to_first())
+    }
+
+    fn seek_to_last(&mut self) -> Result<()> {
+        on_source!(self, it => it.seek_to_last())
+    }
+
+    fn seek(&mut self, target: InternalKeyRef<'_>) -> Result<()> {
+        on_source!(self, it => it.seek(target))
+    }
+
+    fn seek_for_prev(&mut self, target: InternalKeyRef<'_>) -> Result<()> {
+        on_source!(self, it => it.seek_for_prev(target))
+    }
+
+    fn next(&mut self) -> Result<()> {
+        on_source!(self, it => it.next())
+    }
+
+    fn prev(&mut self) -> Result<()> {
+        on_source!(self, it => it.prev())
+    }
+
+    fn key(&self) -> InternalKeyRef<'_> {
+        on_source!(self, it => it.key())
+    }
+
+    fn value(&self) -> &[u8] {
+        on_source!(self, it => it.value())
+    }
+}
+
+/// What a scan of `(lower, upper)` at `seqno` reads, and whether its entries are the visible
+/// keys themselves: over a settled range ([`settled`]) only the one level's tables (no
+/// memtable, no other level, nothing to hide), else the merge of every source.
 fn scan_sources(
     sv: &Arc<SuperVersion>,
     cache: &Arc<TableCache>,
@@ -679,18 +758,22 @@ fn scan_sources(
     upper: Bound<&[u8]>,
     policy: BlockCachePolicy,
     readahead: usize,
-) -> Result<(MergingIterator, bool)> {
+) -> Result<(ScanSource, bool)> {
     let Some(s) = settled(sv, cache, seqno, lower, upper)? else {
-        return Ok((merging_iterator(sv, cache, policy, readahead)?, false));
+        let merged = merging_iterator(sv, cache, policy, readahead)?;
+        return Ok((ScanSource::Merged(merged), false));
     };
-    let child: Option<Box<dyn InternalIterator>> = match (s.level, s.tables.first()) {
+    let source = match (s.level, s.tables.first()) {
         (Some(0), Some((_, table))) => {
-            Some(Box::new(table.iter_with(policy).with_readahead(readahead)))
+            ScanSource::Table(table.iter_with(policy).with_readahead(readahead))
         }
-        (Some(level), _) => level_iterator(sv, cache, level, policy, readahead),
-        (None, _) => None,
+        (Some(level), _) => match level_tables(sv, cache, level, policy, readahead) {
+            Some(tables) => ScanSource::Level(tables),
+            None => ScanSource::Merged(MergingIterator::new(Vec::new())),
+        },
+        (None, _) => ScanSource::Merged(MergingIterator::new(Vec::new())),
     };
-    Ok((MergingIterator::new(child.into_iter().collect()), true))
+    Ok((source, true))
 }
 
 impl DbInner {

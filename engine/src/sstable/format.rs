@@ -392,7 +392,8 @@ pub(crate) fn decode_block_into(
     }
 }
 
-/// Decodes `uncompressed_len: varint | lz4 block` into `out` (cleared first).
+/// Decodes `uncompressed_len: varint | lz4 block` into `out`, whose old contents are
+/// overwritten.
 fn decompress_lz4(contents: &[u8], mut out: Vec<u8>) -> std::result::Result<Bytes, String> {
     let (len, n) = get_varint64(contents).ok_or("bad LZ4 uncompressed length")?;
     let body = contents.get(n..).ok_or("bad LZ4 uncompressed length")?;
@@ -404,12 +405,14 @@ fn decompress_lz4(contents: &[u8], mut out: Vec<u8>) -> std::result::Result<Byte
         ));
     }
     let len = usize::try_from(len).map_err(|_| "LZ4 uncompressed length overflows")?;
-    out.clear();
-    if out.capacity() > 0 {
+    if out.capacity() > 0 && out.capacity() < len {
         // A reused buffer grows with an eighth to spare, so the slightly larger blocks that
         // follow fit without a reallocation each; a fresh one (a block for the cache) is exact.
-        out.reserve(len + len / 8);
+        out.reserve(len + len / 8 - out.len());
     }
+    // A reused buffer's old bytes are overwritten by the decoder, not zeroed first: only the
+    // bytes past its old length are (the decoder takes an initialized slice). `written == len`
+    // below checks that every byte was written.
     out.resize(len, 0);
     match lz4_flex::block::decompress_into(body, &mut out) {
         Ok(written) if written == len => Ok(Bytes::from(out)),

@@ -93,7 +93,7 @@ impl Readahead {
             && (self.forward_run >= SEQUENTIAL_READS_BEFORE_READAHEAD
                 || self.backward_run >= SEQUENTIAL_READS_BEFORE_READAHEAD);
         if !going_ahead {
-            return read_exact_into(file, path, start, len, Vec::new()).map(Bytes::from);
+            return read_exact_into(file, path, start, len, Vec::new(), 0).map(Bytes::from);
         }
         let size = match self.next_size {
             0 => INITIAL_READAHEAD.min(self.max),
@@ -108,12 +108,23 @@ impl Readahead {
         };
         let window_len = usize::try_from(to - from)
             .map_err(|_| Error::corruption(path, from, "readahead window overflows"))?;
-        // The old window's buffer is read into again when no block cut from it is alive.
+        // The old window's buffer is read into again when no block cut from it is alive. A
+        // new buffer is sized for the largest window this scan of the table can still need,
+        // so the growing windows do not reallocate it each time (each reallocation copied the
+        // old window, and took fresh pages from the allocator).
         let spare = std::mem::take(&mut self.window)
             .try_into_mut()
             .map(Vec::from)
             .unwrap_or_default();
-        self.window = Bytes::from(read_exact_into(file, path, from, window_len, spare)?);
+        let largest = if self.forward_run > 0 {
+            usize::try_from(limit - from).unwrap_or(usize::MAX)
+        } else {
+            usize::try_from(end).unwrap_or(usize::MAX)
+        }
+        .min(self.max);
+        self.window = Bytes::from(read_exact_into(
+            file, path, from, window_len, spare, largest,
+        )?);
         self.window_start = from;
         self.window_slice(start, end)
             .ok_or_else(|| Error::corruption(path, start, "readahead window misses its block"))
@@ -163,15 +174,20 @@ impl Readahead {
 }
 
 /// Reads exactly `len` bytes at `offset` into `buf` (its contents replaced, its capacity
-/// reused); a short file is corruption.
+/// reused when it holds `len`; else a new buffer of `len.max(capacity)` bytes, not a grown
+/// copy); a short file is corruption. The bytes of `buf` are overwritten, not zeroed first,
+/// since the read fills all `len` of them.
 fn read_exact_into(
     file: &dyn RandomAccessFile,
     path: &Path,
     offset: u64,
     len: usize,
     mut buf: Vec<u8>,
+    capacity: usize,
 ) -> Result<Vec<u8>> {
-    buf.clear();
+    if buf.capacity() < len {
+        buf = Vec::with_capacity(len.max(capacity));
+    }
     buf.resize(len, 0);
     read_at(file, path, &mut buf, offset)?;
     Ok(buf)

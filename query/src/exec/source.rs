@@ -64,15 +64,59 @@ enum Kind<'r> {
     },
 }
 
+/// Columns of a table to decode (`mask[c]`), and whether any of them lies in the row key or
+/// in the row value: worked out once per statement, so each row skips the part it does not
+/// need without looking at the mask.
+struct Columns {
+    mask: Vec<bool>,
+    in_key: bool,
+    in_value: bool,
+}
+
+impl Columns {
+    fn new(table: &TableSchema, mask: Vec<bool>) -> Self {
+        let wanted = |c: usize| mask.get(c).copied().unwrap_or(true);
+        let in_key = table.primary_key.iter().any(|&c| wanted(c));
+        let in_value = table.value_columns().iter().any(|&c| wanted(c));
+        Columns {
+            mask,
+            in_key,
+            in_value,
+        }
+    }
+
+    /// Whether column `c` is to be decoded.
+    fn has(&self, c: usize) -> bool {
+        self.mask.get(c) == Some(&true)
+    }
+
+    /// [`decode`] of these columns.
+    fn decode(
+        &self,
+        table: &TableSchema,
+        key: &[u8],
+        value: &[u8],
+        row: &mut [Value],
+    ) -> Result<()> {
+        if self.in_key {
+            decode_key(table, key, &self.mask, row)?;
+        }
+        if self.in_value {
+            decode_row(table, value, &self.mask, row)?;
+        }
+        Ok(())
+    }
+}
+
 /// Yields the rows of a scan plan that pass its residual filter.
 pub(crate) struct RowSource<'r, R: KvRead> {
     reader: &'r R,
     table: &'r TableSchema,
     filter: Option<&'r Expr>,
     /// Needed columns the filter reads: decoded before the filter runs.
-    first: Vec<bool>,
+    first: Columns,
     /// The other needed columns: decoded for rows that pass.
-    rest: Vec<bool>,
+    rest: Columns,
     kind: Kind<'r>,
     /// Whether `next_row` returns row keys (writes need them; SELECT does not).
     with_keys: bool,
@@ -132,6 +176,10 @@ impl<'r, R: KvRead> RowSource<'r, R> {
             plan.table.primary_key.iter().any(|&c| {
                 plan.needed.get(c).copied().unwrap_or(true) || first.get(c) == Some(&true)
             });
+        let (first, rest) = (
+            Columns::new(&plan.table, first),
+            Columns::new(&plan.table, rest),
+        );
         RowSource {
             reader,
             table: &plan.table,
@@ -162,16 +210,16 @@ impl<'r, R: KvRead> RowSource<'r, R> {
             key,
             ticker,
         } = self;
-        let (table, filter, first, rest): (&TableSchema, Option<&Expr>, &[bool], &[bool]) =
+        let (table, filter, first, rest): (&TableSchema, Option<&Expr>, &Columns, &Columns) =
             (table, *filter, first, rest);
         let decode_both = |key: &[u8], value: &[u8], row: &mut [Value]| -> Result<bool> {
             if let Some(f) = filter {
-                decode(table, key, value, first, row)?;
+                first.decode(table, key, value, row)?;
                 if !passes(f, row)? {
                     return Ok(false);
                 }
             }
-            decode(table, key, value, rest, row)?;
+            rest.decode(table, key, value, row)?;
             Ok(true)
         };
         match kind {
@@ -208,8 +256,7 @@ impl<'r, R: KvRead> RowSource<'r, R> {
                 while let Some((ikey, _)) = cursor.next_entry()? {
                     ticker.tick()?;
                     let entry = ikey.get(ID_PREFIX_LEN..).unwrap_or_default();
-                    let wanted =
-                        first.get(*column) == Some(&true) || rest.get(*column) == Some(&true);
+                    let wanted = first.has(*column) || rest.has(*column);
                     let skip = if *index_only && wanted {
                         let (v, used) = decode_value(entry)?;
                         if let Some(slot) = row.get_mut(*column) {
@@ -234,12 +281,12 @@ impl<'r, R: KvRead> RowSource<'r, R> {
                     key.extend_from_slice(entry.get(skip..).unwrap_or_default());
                     if *index_only {
                         if let Some(f) = filter {
-                            decode_key(table, key, first, row)?;
+                            decode_key(table, key, &first.mask, row)?;
                             if !passes(f, row)? {
                                 continue;
                             }
                         }
-                        decode_key(table, key, rest, row)?;
+                        decode_key(table, key, &rest.mask, row)?;
                         return Ok(Some(key.as_slice()));
                     }
                     let Some(v) = reader.get(key)? else {

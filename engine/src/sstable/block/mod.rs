@@ -155,17 +155,15 @@ impl Block {
         self.data_end == 0
     }
 
-    /// The buffer of `block` for reuse (contents discarded), when nothing else holds the
-    /// block or its bytes: neither the block cache nor a readahead window it was cut from.
-    /// Otherwise an empty `Vec`.
+    /// The buffer of `block` for reuse, when nothing else holds the block or its bytes:
+    /// neither the block cache nor a readahead window it was cut from. Otherwise an empty
+    /// `Vec`. The old contents stay in it, so the next block decoded into it overwrites them
+    /// instead of zeroing the buffer first.
     pub(crate) fn reclaim(block: Arc<Block>) -> Vec<u8> {
         Arc::try_unwrap(block)
             .ok()
             .and_then(|b| b.data.try_into_mut().ok())
-            .map(|mut data| {
-                data.clear();
-                Vec::from(data)
-            })
+            .map(Vec::from)
             .unwrap_or_default()
     }
 
