@@ -144,7 +144,15 @@ fn compression_none_stores_blocks_uncompressed() -> anyhow::Result<()> {
         assert!(out.status.success(), "{out:?}");
         scans.push(out.stdout);
     }
-    assert_eq!(bytes[0], bytes[1], "lz4 is the default");
+    // The load writes two tables (one per core) that a background merge of small tables may
+    // or may not have joined into one before the process exits: the same blocks either way,
+    // give or take one table's index, filter and footer.
+    assert!(
+        bytes[0].abs_diff(bytes[1]) * 50 < bytes[1],
+        "lz4 is the default: {} bytes against {} with LZ4",
+        bytes[0],
+        bytes[1]
+    );
     assert!(
         bytes[2] > 3 * bytes[1],
         "uncompressed {} bytes against {} with LZ4",
