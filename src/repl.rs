@@ -553,14 +553,22 @@ fn cell_text(v: &Value) -> String {
     }
 }
 
-/// One line of csv/tsv output: `cells` as [`delimited`] fields joined by `sep`.
+/// One line of csv/tsv output: `cells` as [`delimited`] fields joined by `sep`. In CSV, a
+/// line of one empty field is written `""`, as Python's `csv` module writes it: a blank line
+/// is no record at all to CSV readers (pandas, `csv`), so one-column rows of NULL or `''`
+/// went missing.
 fn delimited_line<T: AsRef<str>>(cells: impl Iterator<Item = T>, sep: char) -> String {
     let mut line = String::new();
-    for (i, c) in cells.enumerate() {
-        if i > 0 {
+    let mut fields = 0;
+    for c in cells {
+        if fields > 0 {
             line.push(sep);
         }
         line.push_str(&delimited(c.as_ref(), sep));
+        fields += 1;
+    }
+    if sep == ',' && fields == 1 && line.is_empty() {
+        line.push_str("\"\"");
     }
     line
 }

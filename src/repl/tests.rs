@@ -546,3 +546,19 @@ fn control_characters_in_table_cells_are_escaped_and_keep_the_columns_aligned() 
     // csv/tsv keep values as they are.
     assert_eq!(cell_text(&rows[0][0]), "x\ty\rz\u{1b}");
 }
+
+/// CSV output writes a one-column row of NULL or '' as `""`, so CSV readers count it; a wider
+/// row's empty fields need nothing, and TSV writes values as they are.
+#[test]
+fn one_column_csv_rows_of_empty_values_are_not_blank_lines() {
+    let db = db();
+    let (out, _, failed) = session(
+        &db,
+        "CREATE TABLE t (id INT PRIMARY KEY, s TEXT);\nINSERT INTO t VALUES (1, 'a'), (2, NULL), (3, ''), (4, 'b');\n.mode csv\nSELECT s FROM t;\nSELECT id, s FROM t WHERE id = 2;\n.mode tsv\nSELECT s FROM t WHERE id = 3;",
+    );
+    assert!(!failed, "{out}");
+    assert!(
+        out.contains("s\na\n\"\"\n\"\"\nb\nid,s\n2,\ns\n\n"),
+        "{out:?}"
+    );
+}

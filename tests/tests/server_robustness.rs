@@ -425,6 +425,45 @@ fn postgres_connections_beyond_maxclients_get_53300_after_declined_ssl() {
     assert!(has_sqlstate(&reply, "53300"), "{}", reply.escape_ascii());
 }
 
+/// A client that sends part of a startup packet and closes its end, or a startup length no
+/// packet can have, is answered FATAL 08P01 and closed at once (PostgreSQL's "incomplete
+/// startup packet" and "invalid length of startup packet"). Such connections used to keep
+/// their slot until the startup timeout (55 s), so a few could lock out real clients.
+#[test]
+fn cut_off_or_impossible_startup_packets_close_at_once() {
+    let server = TestServer::start(|c| c.max_clients = 1);
+    for (first, message) in [
+        (&b"\x00\x00"[..], "incomplete startup packet"),
+        (
+            &b"\x00\x00\x00\x10\x04\xd2"[..],
+            "incomplete startup packet",
+        ),
+        (&b"\x00\x00\x00\x04"[..], "invalid length of startup packet"),
+        (&b"\x7f\xff\xff\xff"[..], "invalid length of startup packet"),
+    ] {
+        let started = std::time::Instant::now();
+        let mut pg = TcpStream::connect(server.pg_addr()).unwrap();
+        pg.write_all(first).unwrap();
+        pg.shutdown(std::net::Shutdown::Write).unwrap();
+        let reply = read_until_closed(&mut pg);
+        assert!(has_sqlstate(&reply, "08P01"), "{}", reply.escape_ascii());
+        assert!(
+            reply
+                .windows(message.len())
+                .any(|w| w == message.as_bytes()),
+            "{}",
+            reply.escape_ascii()
+        );
+        assert!(started.elapsed() < Duration::from_secs(5), "{first:?}");
+    }
+    // The one client slot is free again: a real startup gets through.
+    let mut pg = TcpStream::connect(server.pg_addr()).unwrap();
+    pg.write_all(&pg_startup(&[("user", "lab"), ("database", "run1")]))
+        .unwrap();
+    let startup = pg_messages_until(&mut pg, b'Z');
+    assert!(startup.iter().all(|(t, _)| *t != b'E'), "{startup:?}");
+}
+
 /// Reads backend messages until one with tag `until`; returns the tags and bodies read.
 #[expect(
     clippy::big_endian_bytes,

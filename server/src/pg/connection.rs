@@ -661,15 +661,39 @@ fn goodbye_raw(closer: &mut std::net::TcpStream, why: Goodbye) {
 }
 
 /// Waits for the connection's first 8 bytes (without reading them) and checks them with
-/// [`check_encryption_request`]. A client that sends fewer and stops is left to pgwire.
+/// [`check_encryption_request`]. A client that closes the connection without sending any is
+/// left to pgwire (it reads the end of the stream and closes too). One that sends 1 to 7
+/// bytes and then closes its end gets "incomplete startup packet", and one whose first 4
+/// bytes give a length outside 8 to [`MAX_STARTUP_PACKET`] "invalid length of startup
+/// packet" (PostgreSQL's checks): either way the connection closes at once, instead of
+/// waiting for bytes that cannot come until the startup timeout.
 async fn first_request_ok(stream: &TcpStream) -> Result<(), String> {
     let mut first = [0u8; 8];
+    // Peeking does not wait for more bytes: the wait between looks grows to 100 ms, so a
+    // client sending its first bytes slowly costs little.
+    let mut pause = Duration::from_millis(2);
     loop {
         match stream.peek(&mut first).await {
             Ok(n) if n >= first.len() => return super::frames::check_encryption_request(&first),
             Ok(0) | Err(_) => return Ok(()),
-            // Part of it has come: wait a little for the rest (peek does not wait for more).
-            Ok(_) => tokio::time::sleep(Duration::from_millis(2)).await,
+            Ok(n) => {
+                if let Some(len) = first.first_chunk::<4>().filter(|_| n >= 4) {
+                    #[expect(clippy::big_endian_bytes, reason = "PostgreSQL's wire format")]
+                    let len = u32::from_be_bytes(*len);
+                    if !(8..=MAX_STARTUP_PACKET as u32).contains(&len) {
+                        return Err(format!("invalid length of startup packet: {len}"));
+                    }
+                }
+                let closed = stream
+                    .ready(tokio::io::Interest::READABLE)
+                    .await
+                    .map_or(true, |ready| ready.is_read_closed());
+                if closed {
+                    return Err("incomplete startup packet".to_owned());
+                }
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_millis(100));
+            }
         }
     }
 }
