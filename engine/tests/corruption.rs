@@ -11,6 +11,7 @@
 
 use std::fs::OpenOptions;
 use std::io::{Read, Seek, SeekFrom, Write};
+use std::ops::Bound;
 use std::path::{Path, PathBuf};
 
 use strata_engine::{Db, Error, Options, ReadOptions, WalRecoveryMode, WriteBatch, WriteOptions};
@@ -74,9 +75,26 @@ fn flipped_bit_in_a_data_block_is_a_corruption_error_naming_the_table() {
         db.get(b"key01999").expect("get").as_deref(),
         Some(&b"value01999"[..])
     );
-    // A scan reports the error instead of skipping data.
+    // A scan reports the error instead of skipping data (the table alone holds every key: the
+    // scan walks it without a merge), in either direction, and then ends.
     let first = db.iter(&ReadOptions::default()).next().expect("one item");
     assert!(first.is_err());
+    let backward: Vec<_> = db.iter(&ReadOptions::default()).rev().collect();
+    let (last, good) = backward.split_last().expect("items");
+    assert!(
+        last.is_err(),
+        "the damaged first block ends the reverse scan"
+    );
+    assert!(good.len() > 1000 && good.iter().all(Result::is_ok));
+    let mut range = db.range(
+        &ReadOptions::default(),
+        (Bound::<&[u8]>::Unbounded, Bound::Unbounded),
+    );
+    assert!(range.next().expect("an item").is_err());
+    assert!(
+        range.next().is_none() && range.next_back().is_none(),
+        "done after the error"
+    );
     let err = db.check_integrity().expect_err("integrity check must fail");
     assert!(err.is_corruption(), "{err}");
 }

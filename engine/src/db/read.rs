@@ -17,12 +17,14 @@ use crate::error::{Error, Result};
 use crate::iterator::db_iter::{DbIter, MergeFn};
 use crate::iterator::level::LevelIterator;
 use crate::iterator::merging::MergingIterator;
-use crate::iterator::range::Range;
+use crate::iterator::range::{Cursor, Range};
 use crate::iterator::{InternalIterator, bound_key, seek_to_user_key};
 use crate::options::ReadOptions;
-use crate::sstable::{BlockCachePolicy, Table, TableIter};
+use crate::sstable::{BlockCachePolicy, Table};
 use crate::types::{FileNumber, InternalKeyRef, SeqNo, ValueKind};
 use crate::version::FileMeta;
+
+mod walk;
 
 /// Iterator over `(key, value)` pairs returned by [`crate::Db::range`] and [`crate::Db::iter`].
 ///
@@ -30,7 +32,56 @@ use crate::version::FileMeta;
 /// once. Holds the memtables and tables of the moment it was created alive. After an `Err` item
 /// it yields `None`.
 pub struct DbRange {
-    inner: Range<ScanSource>,
+    inner: Range<ScanCursor>,
+}
+
+/// The cursor each end of a [`DbRange`] steps: over a settled range ([`settled`]) a walk of
+/// the one level's tables, else a [`DbIter`] over the merge of every source.
+pub(crate) enum ScanCursor {
+    /// Every source, merged, versions resolved.
+    Merged(Box<DbIter<MergingIterator>>),
+    /// A settled range.
+    Settled(Box<walk::SettledWalk>),
+}
+
+/// Runs `$op` on whichever cursor `$cursor` holds.
+macro_rules! on_cursor {
+    ($cursor:expr, $c:ident => $op:expr) => {
+        match $cursor {
+            ScanCursor::Merged($c) => $op,
+            ScanCursor::Settled($c) => $op,
+        }
+    };
+}
+
+impl Cursor for ScanCursor {
+    fn valid(&self) -> bool {
+        on_cursor!(self, c => c.valid())
+    }
+
+    fn seek_to_first(&mut self) -> Result<()> {
+        on_cursor!(self, c => c.seek_to_first())
+    }
+
+    fn seek_to_last(&mut self) -> Result<()> {
+        on_cursor!(self, c => c.seek_to_last())
+    }
+
+    fn next(&mut self) -> Result<()> {
+        on_cursor!(self, c => c.next())
+    }
+
+    fn prev(&mut self) -> Result<()> {
+        on_cursor!(self, c => c.prev())
+    }
+
+    fn key(&self) -> &[u8] {
+        on_cursor!(self, c => c.key())
+    }
+
+    fn value(&self) -> &[u8] {
+        on_cursor!(self, c => c.value())
+    }
 }
 
 impl std::fmt::Debug for DbRange {
@@ -276,12 +327,25 @@ impl DbInner {
                     lower.as_ref().map(Vec::as_slice),
                     upper.as_ref().map(Vec::as_slice),
                 );
-                let (merged, settled) =
-                    scan_sources(&sv, &cache, seqno, lo, hi, policy, readahead)?;
-                Ok(
-                    DbIter::new(merged, seqno, lower.clone(), upper.clone(), merge.clone())
-                        .one_visible_put_per_key(settled),
-                )
+                // A settled range is walked table by table; anything else merges.
+                if let Some(s) = settled(&sv, &cache, seqno, lo, hi)? {
+                    let tables = s.tables.into_iter().map(|(_, t)| t).collect();
+                    return Ok(ScanCursor::Settled(Box::new(walk::SettledWalk::new(
+                        tables,
+                        lower.clone(),
+                        upper.clone(),
+                        policy,
+                        readahead,
+                    ))));
+                }
+                let merged = merging_iterator(&sv, &cache, policy, readahead)?;
+                Ok(ScanCursor::Merged(Box::new(DbIter::new(
+                    merged,
+                    seqno,
+                    lower.clone(),
+                    upper.clone(),
+                    merge.clone(),
+                ))))
             }),
         }
     }
@@ -520,9 +584,8 @@ fn merge_fn(ks: &KeyspaceState) -> Option<MergeFn> {
 /// A range whose visible keys are exactly the entries of one level's tables there (see
 /// [`settled`]).
 pub(crate) struct Settled {
-    /// The level holding every table that overlaps the range (`None`: no table does).
-    level: Option<usize>,
-    /// Those tables, in the level's order, each with its open reader.
+    /// The tables that overlap the range, all of one level, in the level's order, each with
+    /// its open reader (none when no table overlaps it).
     tables: Vec<(Arc<FileMeta>, Arc<Table>)>,
 }
 
@@ -568,11 +631,8 @@ pub(crate) fn settled(
         }
         found = Some((level, files));
     }
-    let Some((level, files)) = found else {
-        return Ok(Some(Settled {
-            level: None,
-            tables: Vec::new(),
-        }));
+    let Some((_, files)) = found else {
+        return Ok(Some(Settled { tables: Vec::new() }));
     };
     // The check opens every table of the range: past half the table cache, that would evict
     // tables the read then opens again.
@@ -591,10 +651,7 @@ pub(crate) fn settled(
         }
         tables.push((file, table));
     }
-    Ok(Some(Settled {
-        level: Some(level),
-        tables,
-    }))
+    Ok(Some(Settled { tables }))
 }
 
 /// The smallest key greater than every key starting with `prefix`, or `None` when there is
@@ -645,22 +702,6 @@ fn level_iterator(
     policy: BlockCachePolicy,
     readahead: usize,
 ) -> Option<Box<dyn InternalIterator>> {
-    level_tables(sv, cache, level, policy, readahead)
-        .map(|it| Box::new(it) as Box<dyn InternalIterator>)
-}
-
-/// Opens file `i` of a level for a [`LevelIterator`] over table iterators.
-type TableOpener = Box<dyn FnMut(usize) -> Result<TableIter> + Send>;
-
-/// [`level_iterator`] with the tables' iterators unboxed, so each step calls the table's
-/// iterator directly.
-fn level_tables(
-    sv: &Arc<SuperVersion>,
-    cache: &Arc<TableCache>,
-    level: usize,
-    policy: BlockCachePolicy,
-    readahead: usize,
-) -> Option<LevelIterator<TableOpener, TableIter>> {
     let files = sv.version.files(level);
     if files.is_empty() {
         return None;
@@ -674,106 +715,14 @@ fn level_tables(
     // compaction replaced them: holding the version keeps their files from being deleted
     // (`DbInner::delete_obsolete_tables` spares the tables of every live version).
     let version = Arc::clone(&sv.version);
-    let open: TableOpener = Box::new(move |i| {
+    Some(Box::new(LevelIterator::new(bounds, move |i| {
         let file = version.files(level).get(i).ok_or_else(|| {
             Error::InvalidArgument(format!("level iterator asked for file index {i}"))
         })?;
         let table = cache.get(file)?;
-        Ok(table.iter_with(policy).with_readahead(readahead))
-    });
-    Some(LevelIterator::new(bounds, open))
-}
-
-/// What a range scan reads: the merge of every source, or, over a settled range
-/// ([`settled`]), the one table or level that holds it, stepped directly rather than as the
-/// merge's only child behind two boxed iterators. That indirection took a fifth of a full
-/// scan's time besides decoding its blocks (`docs/benchmarks.md`, "Settled scans without
-/// the merge").
-pub(crate) enum ScanSource {
-    /// Every source, merged.
-    Merged(MergingIterator),
-    /// A settled range within one level-0 table.
-    Table(TableIter),
-    /// A settled range within one deeper level.
-    Level(LevelIterator<TableOpener, TableIter>),
-}
-
-/// Runs `$op` on whichever iterator `$source` holds.
-macro_rules! on_source {
-    ($source:expr, $it:ident => $op:expr) => {
-        match $source {
-            ScanSource::Merged($it) => $op,
-            ScanSource::Table($it) => $op,
-            ScanSource::Level($it) => $op,
-        }
-    };
-}
-
-impl InternalIterator for ScanSource {
-    fn valid(&self) -> bool {
-        on_source!(self, it => it.valid())
-    }
-
-    fn seek_to_first(&mut self) -> Result<()> {
-        on_source!(self, it => it.seek_to_first())
-    }
-
-    fn seek_to_last(&mut self) -> Result<()> {
-        on_source!(self, it => it.seek_to_last())
-    }
-
-    fn seek(&mut self, target: InternalKeyRef<'_>) -> Result<()> {
-        on_source!(self, it => it.seek(target))
-    }
-
-    fn seek_for_prev(&mut self, target: InternalKeyRef<'_>) -> Result<()> {
-        on_source!(self, it => it.seek_for_prev(target))
-    }
-
-    fn next(&mut self) -> Result<()> {
-        on_source!(self, it => it.next())
-    }
-
-    fn prev(&mut self) -> Result<()> {
-        on_source!(self, it => it.prev())
-    }
-
-    fn key(&self) -> InternalKeyRef<'_> {
-        on_source!(self, it => it.key())
-    }
-
-    fn value(&self) -> &[u8] {
-        on_source!(self, it => it.value())
-    }
-}
-
-/// What a scan of `(lower, upper)` at `seqno` reads, and whether its entries are the visible
-/// keys themselves: over a settled range ([`settled`]) only the one level's tables (no
-/// memtable, no other level, nothing to hide), else the merge of every source.
-fn scan_sources(
-    sv: &Arc<SuperVersion>,
-    cache: &Arc<TableCache>,
-    seqno: SeqNo,
-    lower: Bound<&[u8]>,
-    upper: Bound<&[u8]>,
-    policy: BlockCachePolicy,
-    readahead: usize,
-) -> Result<(ScanSource, bool)> {
-    let Some(s) = settled(sv, cache, seqno, lower, upper)? else {
-        let merged = merging_iterator(sv, cache, policy, readahead)?;
-        return Ok((ScanSource::Merged(merged), false));
-    };
-    let source = match (s.level, s.tables.first()) {
-        (Some(0), Some((_, table))) => {
-            ScanSource::Table(table.iter_with(policy).with_readahead(readahead))
-        }
-        (Some(level), _) => match level_tables(sv, cache, level, policy, readahead) {
-            Some(tables) => ScanSource::Level(tables),
-            None => ScanSource::Merged(MergingIterator::new(Vec::new())),
-        },
-        (None, _) => ScanSource::Merged(MergingIterator::new(Vec::new())),
-    };
-    Ok((source, true))
+        Ok(Box::new(table.iter_with(policy).with_readahead(readahead))
+            as Box<dyn InternalIterator>)
+    })))
 }
 
 impl DbInner {

@@ -13,9 +13,10 @@
 //! - Forward, current key a merge result: the inner iterator is past the operands it folded (on
 //!   the base entry, on a later key, or unpositioned); the key and value are copied out.
 //! - Reverse: the inner iterator is before every entry of the current key (on an earlier entry,
-//!   or unpositioned); the key and value are copied out. Except over one visible put per key
-//!   ([`DbIter::one_visible_put_per_key`]): there the inner iterator is on the current key's
-//!   only entry, which `key()` and `value()` borrow, in both directions.
+//!   or unpositioned); the key and value are copied out.
+//!
+//! Scans of a settled range (one level of tables, one visible put per key) do not come here:
+//! `Db::range` walks those tables directly (`engine/src/db/read/walk.rs`).
 
 use std::fmt;
 use std::ops::Bound;
@@ -97,10 +98,6 @@ pub struct DbIter<I: InternalIterator> {
     /// The current value when not `at_inner`; while scanning, the merge base.
     saved_value: Vec<u8>,
     operands: Operands,
-    /// The inner iterator holds within the bounds only puts of distinct user keys, all
-    /// visible ([`DbIter::one_visible_put_per_key`]): a step in either direction needs no
-    /// skipping, and the current entry is always `inner`'s (`at_inner`).
-    one_put_per_key: bool,
 }
 
 impl<I: InternalIterator> DbIter<I> {
@@ -127,21 +124,7 @@ impl<I: InternalIterator> DbIter<I> {
             saved_key: Vec::new(),
             saved_value: Vec::new(),
             operands: Operands::default(),
-            one_put_per_key: false,
         }
-    }
-
-    /// Declares (`true`) that the inner iterator holds, within the bounds, only puts of
-    /// distinct user keys, all visible at the sequence number: a settled range
-    /// (`docs/design.md`, "Counting a range"). A step then moves the inner iterator once and
-    /// checks the bound ahead, without saving the key it leaves to skip its older versions;
-    /// going backward, the current key and value are borrowed from the inner iterator instead
-    /// of copied out (a key and value copy, and one more entry read, per step). Wrong answers
-    /// follow if the declaration is false.
-    #[must_use]
-    pub fn one_visible_put_per_key(mut self, yes: bool) -> Self {
-        self.one_put_per_key = yes;
-        self
     }
 
     /// True when positioned on a visible key.
@@ -230,12 +213,6 @@ impl<I: InternalIterator> DbIter<I> {
         }
         self.guard(|it| {
             match it.direction {
-                Direction::Reverse if it.at_inner && it.one_put_per_key => {
-                    // On the current key's only entry: the next entry is the next key.
-                    it.direction = Direction::Forward;
-                    it.inner.next()?;
-                    return it.find_next_user_entry(false);
-                }
                 Direction::Reverse => {
                     // The inner iterator is before the current key's entries: step into them,
                     // and let the skip below pass over them.
@@ -245,11 +222,6 @@ impl<I: InternalIterator> DbIter<I> {
                     } else {
                         seek_user_key(&mut it.inner, &it.saved_key, true, it.seqno)?;
                     }
-                }
-                Direction::Forward if it.at_inner && it.one_put_per_key => {
-                    // The next entry is another key: nothing to skip.
-                    it.inner.next()?;
-                    return it.find_next_user_entry(false);
                 }
                 Direction::Forward if it.at_inner => {
                     set_bytes(&mut it.saved_key, it.inner.key().user_key);
@@ -271,13 +243,6 @@ impl<I: InternalIterator> DbIter<I> {
             return Ok(());
         }
         self.guard(|it| {
-            if it.at_inner && it.one_put_per_key {
-                // On the current key's only entry (either direction): the entry before it is
-                // the previous key.
-                it.direction = Direction::Reverse;
-                it.inner.prev()?;
-                return it.find_prev_user_entry();
-            }
             if it.direction == Direction::Forward {
                 // Move the inner iterator before every entry of the current key.
                 if it.at_inner {
@@ -400,20 +365,11 @@ impl<I: InternalIterator> DbIter<I> {
     }
 
     /// Backward scan from the inner iterator's entry to the last visible, undeleted key within
-    /// the lower bound; leaves the inner iterator before that key's entries (over one visible
-    /// put per key: on its only entry, `at_inner`).
+    /// the lower bound; leaves the inner iterator before that key's entries.
     fn find_prev_user_entry(&mut self) -> Result<()> {
         debug_assert_eq!(self.direction, Direction::Reverse);
         self.valid = false;
         self.at_inner = false;
-        if self.one_put_per_key {
-            // Every entry is its key's visible put: the inner entry is the key, if in bounds.
-            if self.inner.valid() && !below_lower(&self.lower, self.inner.key().user_key) {
-                self.valid = true;
-                self.at_inner = true;
-            }
-            return Ok(());
-        }
         // Kind of the newest visible entry seen so far of `saved_key` (Delete: none pending).
         let mut kind = ValueKind::Delete;
         // Whether `saved_value` holds a put older than the pending merge operands.

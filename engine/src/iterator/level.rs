@@ -16,9 +16,9 @@ use crate::error::Result;
 use crate::types::{InternalKey, InternalKeyRef, SeqNo, ValueKind};
 
 /// An open file: its index in the level and its iterator.
-struct OpenFile<C> {
+struct OpenFile {
     index: usize,
-    iter: C,
+    iter: Box<dyn InternalIterator>,
 }
 
 /// A cursor over the concatenation of non-overlapping sorted sources ("files").
@@ -27,24 +27,19 @@ struct OpenFile<C> {
 /// disjoint (`files[i].1 < files[i + 1].0`). `open(i)` returns an iterator over file `i`, whose
 /// entries must lie within `files[i]`. Errors from `open` or from a file's iterator are
 /// returned at once, and the level iterator is then unpositioned until the next seek.
-///
-/// `C` is the files' iterator type: boxed by default, or one concrete type (a table's
-/// iterator) so that each step calls it directly.
-pub struct LevelIterator<F, C = Box<dyn InternalIterator>>
+pub struct LevelIterator<F>
 where
-    F: FnMut(usize) -> Result<C> + Send,
-    C: InternalIterator,
+    F: FnMut(usize) -> Result<Box<dyn InternalIterator>> + Send,
 {
     files: Vec<(InternalKey, InternalKey)>,
     open: F,
     /// The file the cursor is in, if any. Kept open while the cursor moves within it.
-    current: Option<OpenFile<C>>,
+    current: Option<OpenFile>,
 }
 
-impl<F, C> LevelIterator<F, C>
+impl<F> LevelIterator<F>
 where
-    F: FnMut(usize) -> Result<C> + Send,
-    C: InternalIterator,
+    F: FnMut(usize) -> Result<Box<dyn InternalIterator>> + Send,
 {
     /// Builds an unpositioned iterator over `files` (`(smallest, largest)` per file, sorted
     /// and disjoint), opening file `i` with `open(i)` when the cursor first needs it.
@@ -82,7 +77,7 @@ where
     }
 
     /// Returns the iterator of file `index`, reusing the open one when it is that file.
-    fn open_file(&mut self, index: usize) -> Result<&mut C> {
+    fn open_file(&mut self, index: usize) -> Result<&mut dyn InternalIterator> {
         let file = match self.current.take() {
             Some(file) if file.index == index => file,
             other => {
@@ -94,7 +89,7 @@ where
                 }
             }
         };
-        Ok(&mut self.current.insert(file).iter)
+        Ok(self.current.insert(file).iter.as_mut())
     }
 
     /// From the current file, moves forward over files without entries until positioned on
@@ -192,10 +187,9 @@ where
     }
 }
 
-impl<F, C> fmt::Debug for LevelIterator<F, C>
+impl<F> fmt::Debug for LevelIterator<F>
 where
-    F: FnMut(usize) -> Result<C> + Send,
-    C: InternalIterator,
+    F: FnMut(usize) -> Result<Box<dyn InternalIterator>> + Send,
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LevelIterator")
@@ -205,10 +199,9 @@ where
     }
 }
 
-impl<F, C> InternalIterator for LevelIterator<F, C>
+impl<F> InternalIterator for LevelIterator<F>
 where
-    F: FnMut(usize) -> Result<C> + Send,
-    C: InternalIterator,
+    F: FnMut(usize) -> Result<Box<dyn InternalIterator>> + Send,
 {
     fn valid(&self) -> bool {
         self.current.as_ref().is_some_and(|f| f.iter.valid())

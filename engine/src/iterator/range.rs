@@ -1,6 +1,6 @@
 //! [`Range`]: the public iterator over user keys and values (`Db::range`, `Db::iter`).
 //!
-//! A [`DbIter`] is a cursor; `Range` adapts it to Rust's [`Iterator`] and
+//! A [`DbIter`] is a cursor (any [`Cursor`] is); `Range` adapts it to Rust's [`Iterator`] and
 //! [`DoubleEndedIterator`]. It holds two cursors over the same view, one walking up from the
 //! lower bound (`next`) and one walking down from the upper bound (`next_back`), each built on
 //! first use, and stops both when they meet, so every key is yielded exactly once.
@@ -23,8 +23,70 @@ use super::InternalIterator;
 use super::db_iter::DbIter;
 use crate::error::Result;
 
+/// A cursor over the visible user keys and values of one read view within bounds, as
+/// [`DbIter`] is: what a [`Range`] steps from each end. Not positioned (`valid()` false) until
+/// a seek; `key()` and `value()` only while `valid()`, borrowed until the cursor moves.
+pub trait Cursor: Send {
+    /// True when positioned on a key.
+    fn valid(&self) -> bool;
+    /// Positions at the first key at or after the lower bound.
+    ///
+    /// # Errors
+    /// Read errors of the cursor's sources.
+    fn seek_to_first(&mut self) -> Result<()>;
+    /// Positions at the last key at or before the upper bound.
+    ///
+    /// # Errors
+    /// As [`Cursor::seek_to_first`].
+    fn seek_to_last(&mut self) -> Result<()>;
+    /// Moves to the next key; invalid past the upper bound.
+    ///
+    /// # Errors
+    /// As [`Cursor::seek_to_first`].
+    fn next(&mut self) -> Result<()>;
+    /// Moves to the previous key; invalid before the lower bound.
+    ///
+    /// # Errors
+    /// As [`Cursor::seek_to_first`].
+    fn prev(&mut self) -> Result<()>;
+    /// The current user key.
+    fn key(&self) -> &[u8];
+    /// The current value.
+    fn value(&self) -> &[u8];
+}
+
+impl<I: InternalIterator> Cursor for DbIter<I> {
+    fn valid(&self) -> bool {
+        DbIter::valid(self)
+    }
+
+    fn seek_to_first(&mut self) -> Result<()> {
+        DbIter::seek_to_first(self)
+    }
+
+    fn seek_to_last(&mut self) -> Result<()> {
+        DbIter::seek_to_last(self)
+    }
+
+    fn next(&mut self) -> Result<()> {
+        DbIter::next(self)
+    }
+
+    fn prev(&mut self) -> Result<()> {
+        DbIter::prev(self)
+    }
+
+    fn key(&self) -> &[u8] {
+        DbIter::key(self)
+    }
+
+    fn value(&self) -> &[u8] {
+        DbIter::value(self)
+    }
+}
+
 /// Builds a fresh cursor over the range's view (same snapshot, bounds and merge function).
-pub type MakeCursor<I> = Box<dyn FnMut() -> Result<DbIter<I>> + Send>;
+pub type MakeCursor<C> = Box<dyn FnMut() -> Result<C> + Send>;
 
 /// An iterator over `(key, value)` pairs of a snapshot within user-key bounds, ascending from
 /// the front and descending from the back.
@@ -34,21 +96,21 @@ pub type MakeCursor<I> = Box<dyn FnMut() -> Result<DbIter<I>> + Send>;
 /// yielded once even when the two ends (and the two styles) are mixed. After an error (a
 /// corrupt block, an I/O failure, a failed merge) the range yields nothing more in either
 /// direction.
-pub struct Range<I: InternalIterator> {
-    make: MakeCursor<I>,
+pub struct Range<C: Cursor> {
+    make: MakeCursor<C>,
     /// Cursor for the front end, built on its first step.
-    front: Option<DbIter<I>>,
+    front: Option<C>,
     /// Cursor for the back end, built on its first step.
-    back: Option<DbIter<I>>,
+    back: Option<C>,
     /// Set when the ends meet, a cursor runs out, or an error was returned.
     done: bool,
 }
 
-impl<I: InternalIterator> Range<I> {
+impl<C: Cursor> Range<C> {
     /// Builds a range whose cursors come from `make`. Every call of `make` must return an
     /// unpositioned cursor over the same view; it is called at most twice (once per end),
     /// when that end is first used.
-    pub fn new(make: impl FnMut() -> Result<DbIter<I>> + Send + 'static) -> Self {
+    pub fn new(make: impl FnMut() -> Result<C> + Send + 'static) -> Self {
         Range {
             make: Box::new(make),
             front: None,
@@ -148,7 +210,7 @@ fn owned(entry: Result<Option<(&[u8], &[u8])>>) -> Option<Result<(Bytes, Bytes)>
     }
 }
 
-impl<I: InternalIterator> Iterator for Range<I> {
+impl<C: Cursor> Iterator for Range<C> {
     type Item = Result<(Bytes, Bytes)>;
 
     fn next(&mut self) -> Option<Self::Item> {
@@ -156,15 +218,15 @@ impl<I: InternalIterator> Iterator for Range<I> {
     }
 }
 
-impl<I: InternalIterator> DoubleEndedIterator for Range<I> {
+impl<C: Cursor> DoubleEndedIterator for Range<C> {
     fn next_back(&mut self) -> Option<Self::Item> {
         owned(self.next_back_entry())
     }
 }
 
-impl<I: InternalIterator> FusedIterator for Range<I> {}
+impl<C: Cursor> FusedIterator for Range<C> {}
 
-impl<I: InternalIterator> fmt::Debug for Range<I> {
+impl<C: Cursor + fmt::Debug> fmt::Debug for Range<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Range")
             .field("front", &self.front)

@@ -446,37 +446,6 @@ fn db_iter_matches_btreemap_oracle_on_random_histories() -> Result<()> {
     Ok(())
 }
 
-/// The same checks over a settled source (one visible put per key, as after compaction into
-/// one level), read with [`DbIter::one_visible_put_per_key`]: the borrowed reverse path and
-/// every change of direction.
-#[test]
-fn db_iter_over_one_visible_put_per_key_matches_the_oracle() -> Result<()> {
-    let seed = base_seed("db_iter_over_one_visible_put_per_key_matches_the_oracle");
-    for case in 0..400u64 {
-        let case_seed = seed.wrapping_add(case);
-        let mut r = rng(case_seed);
-        let mut history = Vec::new();
-        for &key in KEYS {
-            if r.random_bool(0.6) {
-                history.push(Write {
-                    key,
-                    seqno: r.random_range(0..20),
-                    kind: ValueKind::Put,
-                    value: format!("v{}", r.random_range(0..1000)),
-                });
-            }
-        }
-        history.sort_by_key(|w| w.seqno);
-        let (lower, upper) = (random_bound(&mut r), random_bound(&mut r));
-        let want = oracle(&history, 20, &lower, &upper);
-        let ctx = format!("seed {case_seed}, bounds {lower:?}..{upper:?}");
-        let mut it = DbIter::new(source(&mut r, &history), SeqNo(20), lower, upper, None)
-            .one_visible_put_per_key(true);
-        check_against(&mut it, &want, &mut r, &ctx)?;
-    }
-    Ok(())
-}
-
 /// Forward and backward scans, seeks to every probe, then a random walk of seeks and steps
 /// against a model cursor over `want`.
 fn check_against<I: InternalIterator>(

@@ -11,7 +11,10 @@ use crate::iterator::vec_iter::VecIterator;
 use crate::types::{SeqNo, ValueKind};
 
 /// A range over keys `k00`..`k{n-1}` (plus a deleted and an invisible key that never show).
-fn range_of(n: usize, makes: Arc<AtomicUsize>) -> (Range<VecIterator>, Vec<(Bytes, Bytes)>) {
+fn range_of(
+    n: usize,
+    makes: Arc<AtomicUsize>,
+) -> (Range<DbIter<VecIterator>>, Vec<(Bytes, Bytes)>) {
     let mut entries = Vec::new();
     let mut want = Vec::new();
     for i in 0..n {
@@ -123,7 +126,7 @@ fn range_is_fused_after_an_error() {
     assert!(range.next_back().is_none());
 
     // A cursor that cannot be built is an error too.
-    let mut range: Range<VecIterator> =
+    let mut range: Range<DbIter<VecIterator>> =
         Range::new(|| Err(Error::InvalidArgument("no such snapshot".to_owned())));
     assert!(matches!(
         range.next_back(),
@@ -135,7 +138,7 @@ fn range_is_fused_after_an_error() {
 #[test]
 fn range_is_send() {
     fn assert_send<T: Send>() {}
-    assert_send::<Range<VecIterator>>();
+    assert_send::<Range<DbIter<VecIterator>>>();
 }
 
 /// Entries of a random view, its snapshot and the pairs a range over it must yield.
