@@ -468,7 +468,7 @@ fn set_bytes(dst: &mut Vec<u8>, src: &[u8]) {
 }
 
 /// True if `user_key` is before the lower bound.
-fn below_lower(lower: &Bound<Vec<u8>>, user_key: &[u8]) -> bool {
+pub(crate) fn below_lower(lower: &Bound<Vec<u8>>, user_key: &[u8]) -> bool {
     match lower {
         Bound::Unbounded => false,
         Bound::Included(l) => user_key < l.as_slice(),
@@ -477,7 +477,7 @@ fn below_lower(lower: &Bound<Vec<u8>>, user_key: &[u8]) -> bool {
 }
 
 /// True if `user_key` is after the upper bound.
-fn above_upper(upper: &Bound<Vec<u8>>, user_key: &[u8]) -> bool {
+pub(crate) fn above_upper(upper: &Bound<Vec<u8>>, user_key: &[u8]) -> bool {
     match upper {
         Bound::Unbounded => false,
         Bound::Included(u) => user_key > u.as_slice(),

@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use crate::error::Result;
 use crate::iterator::InternalIterator;
+use crate::iterator::db_iter::{above_upper, below_lower};
 use crate::iterator::range::Cursor;
 use crate::sstable::{BlockCachePolicy, Table, TableIter};
 use crate::types::{InternalKeyRef, SeqNo, ValueKind};
@@ -216,23 +217,5 @@ impl std::fmt::Debug for SettledWalk {
             .field("tables", &self.tables.len())
             .field("current", &self.current.as_ref().map(|(i, _)| *i))
             .finish_non_exhaustive()
-    }
-}
-
-/// True if `user_key` is after the upper bound.
-fn above_upper(upper: &Bound<Vec<u8>>, user_key: &[u8]) -> bool {
-    match upper {
-        Bound::Unbounded => false,
-        Bound::Included(u) => user_key > u.as_slice(),
-        Bound::Excluded(u) => user_key >= u.as_slice(),
-    }
-}
-
-/// True if `user_key` is before the lower bound.
-fn below_lower(lower: &Bound<Vec<u8>>, user_key: &[u8]) -> bool {
-    match lower {
-        Bound::Unbounded => false,
-        Bound::Included(l) => user_key < l.as_slice(),
-        Bound::Excluded(l) => user_key <= l.as_slice(),
     }
 }
