@@ -88,8 +88,9 @@ impl Db {
     ///
     /// # Errors
     /// - [`crate::Error::InvalidArgument`]: options out of range, the directory is missing or
-    ///   holds no database (no `CURRENT`) and `create_if_missing` is off, or it holds a
-    ///   database and `error_if_exists` is on.
+    ///   holds no database (no `CURRENT`) and `create_if_missing` is off, it holds a
+    ///   database and `error_if_exists` is on, or it is missing and its parent directory
+    ///   holds a database (a database is not created inside another's directory).
     /// - [`crate::Error::Locked`]: another `Db`, in this process or another, has the directory open.
     /// - [`crate::Error::Corruption`] / [`crate::Error::ChecksumMismatch`]: a damaged manifest, table or WAL
     ///   record that the [`Options::wal_recovery_mode`] does not tolerate.

@@ -128,6 +128,18 @@ fn open_once(dir: &Path, options: Options) -> Result<Arc<DbInner>> {
             )
         }));
     } else if !fs.exists(dir) {
+        // A new database inside another's directory would share its file names (a mistyped
+        // `db/000004.wal` becomes a directory the outer database then fails to delete).
+        if let Some(parent) = dir.parent()
+            && fs.exists(&parent.join(filename::CURRENT))
+        {
+            return Err(Error::InvalidArgument(format!(
+                "{} would be a new database inside the database directory {}; give a path \
+                 outside it",
+                dir.display(),
+                parent.display()
+            )));
+        }
         fs.create_dir_all(dir).ctx(dir)?;
     }
     let dir = dir.to_path_buf();

@@ -85,6 +85,26 @@ fn oversize_key_or_value_is_refused_and_db_stays_usable() -> TestResult {
     Ok(())
 }
 
+/// A new database is not created inside another's directory (a mistyped `db/000004.wal`
+/// used to become a nested database the outer one then failed to delete); one beside it is,
+/// and the outer database opens as before.
+#[test]
+fn a_new_database_inside_a_database_directory_is_refused() -> Result<()> {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let outer = dir.path().join("outer");
+    Db::open(&outer, Options::default())?.close()?;
+    let inner = outer.join("000004.wal");
+    let r = Db::open(&inner, Options::default());
+    assert!(
+        matches!(&r, Err(Error::InvalidArgument(m)) if m.contains("inside the database directory")),
+        "{r:?}"
+    );
+    assert!(!inner.exists(), "nothing created");
+    Db::open(dir.path().join("beside"), Options::default())?.close()?;
+    Db::open(&outer, Options::default())?.close()?;
+    Ok(())
+}
+
 #[test]
 fn missing_directory_without_create_if_missing_is_an_error() {
     let dir = tempfile::tempdir().expect("tempdir");
