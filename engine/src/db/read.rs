@@ -329,9 +329,8 @@ impl DbInner {
                 );
                 // A settled range is walked table by table; anything else merges.
                 if let Some(s) = settled(&sv, &cache, seqno, lo, hi)? {
-                    let tables = s.tables.into_iter().map(|(_, t)| t).collect();
                     return Ok(ScanCursor::Settled(Box::new(walk::SettledWalk::new(
-                        tables,
+                        s.tables,
                         lower.clone(),
                         upper.clone(),
                         policy,

@@ -487,7 +487,7 @@ pub(crate) fn above_upper(upper: &Bound<Vec<u8>>, user_key: &[u8]) -> bool {
 
 /// Positions `inner` at the first entry whose user key is `>= user_key` (`inclusive`) or
 /// `> user_key`. Inclusive seeks also skip `user_key`'s versions newer than `seqno`.
-fn seek_user_key(
+pub(crate) fn seek_user_key(
     inner: &mut impl InternalIterator,
     user_key: &[u8],
     inclusive: bool,
@@ -511,7 +511,7 @@ fn seek_user_key(
 
 /// Positions `inner` at the last entry whose user key is `<= user_key` (`inclusive`) or
 /// `< user_key`.
-fn seek_for_prev_user_key(
+pub(crate) fn seek_for_prev_user_key(
     inner: &mut impl InternalIterator,
     user_key: &[u8],
     inclusive: bool,

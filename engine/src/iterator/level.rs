@@ -16,9 +16,9 @@ use crate::error::Result;
 use crate::types::{InternalKey, InternalKeyRef, SeqNo, ValueKind};
 
 /// An open file: its index in the level and its iterator.
-struct OpenFile {
+struct OpenFile<C> {
     index: usize,
-    iter: Box<dyn InternalIterator>,
+    iter: C,
 }
 
 /// A cursor over the concatenation of non-overlapping sorted sources ("files").
@@ -27,19 +27,24 @@ struct OpenFile {
 /// disjoint (`files[i].1 < files[i + 1].0`). `open(i)` returns an iterator over file `i`, whose
 /// entries must lie within `files[i]`. Errors from `open` or from a file's iterator are
 /// returned at once, and the level iterator is then unpositioned until the next seek.
-pub struct LevelIterator<F>
+///
+/// `C` is the files' iterator type: boxed by default, or one concrete type (a table's
+/// iterator) so that each step calls it directly.
+pub struct LevelIterator<F, C = Box<dyn InternalIterator>>
 where
-    F: FnMut(usize) -> Result<Box<dyn InternalIterator>> + Send,
+    F: FnMut(usize) -> Result<C> + Send,
+    C: InternalIterator,
 {
     files: Vec<(InternalKey, InternalKey)>,
     open: F,
     /// The file the cursor is in, if any. Kept open while the cursor moves within it.
-    current: Option<OpenFile>,
+    current: Option<OpenFile<C>>,
 }
 
-impl<F> LevelIterator<F>
+impl<F, C> LevelIterator<F, C>
 where
-    F: FnMut(usize) -> Result<Box<dyn InternalIterator>> + Send,
+    F: FnMut(usize) -> Result<C> + Send,
+    C: InternalIterator,
 {
     /// Builds an unpositioned iterator over `files` (`(smallest, largest)` per file, sorted
     /// and disjoint), opening file `i` with `open(i)` when the cursor first needs it.
@@ -77,7 +82,7 @@ where
     }
 
     /// Returns the iterator of file `index`, reusing the open one when it is that file.
-    fn open_file(&mut self, index: usize) -> Result<&mut dyn InternalIterator> {
+    fn open_file(&mut self, index: usize) -> Result<&mut C> {
         let file = match self.current.take() {
             Some(file) if file.index == index => file,
             other => {
@@ -89,7 +94,7 @@ where
                 }
             }
         };
-        Ok(self.current.insert(file).iter.as_mut())
+        Ok(&mut self.current.insert(file).iter)
     }
 
     /// From the current file, moves forward over files without entries until positioned on
@@ -187,9 +192,10 @@ where
     }
 }
 
-impl<F> fmt::Debug for LevelIterator<F>
+impl<F, C> fmt::Debug for LevelIterator<F, C>
 where
-    F: FnMut(usize) -> Result<Box<dyn InternalIterator>> + Send,
+    F: FnMut(usize) -> Result<C> + Send,
+    C: InternalIterator,
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LevelIterator")
@@ -199,9 +205,10 @@ where
     }
 }
 
-impl<F> InternalIterator for LevelIterator<F>
+impl<F, C> InternalIterator for LevelIterator<F, C>
 where
-    F: FnMut(usize) -> Result<Box<dyn InternalIterator>> + Send,
+    F: FnMut(usize) -> Result<C> + Send,
+    C: InternalIterator,
 {
     fn valid(&self) -> bool {
         self.current.as_ref().is_some_and(|f| f.iter.valid())
