@@ -624,9 +624,9 @@ impl Ready {
     /// True for a statement cheap enough to run on the connection's own task: a SELECT
     /// that reads at most [`QUICK_KEYS`] rows by primary key (a point get, a short `IN`
     /// list, or no table), which needs no lock and at most a few block reads, and has no
-    /// `LIKE` (whose matching of a long pattern against a long value takes their product;
-    /// a quick statement cannot be cancelled, and holds up the other connections of its
-    /// thread while it runs). Scans, writes and DDL are not quick: they can take long, or
+    /// `LIKE` (matching a long pattern with `_` in it against a long value can take their
+    /// product; a quick statement cannot be cancelled, and holds up the other connections of
+    /// its thread while it runs). Scans, writes and DDL are not quick: they can take long, or
     /// wait on the SQL layer's write lock or a synced commit.
     pub fn is_quick(&self) -> bool {
         self.plan.as_ref().is_some_and(quick_plan)
