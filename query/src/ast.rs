@@ -7,6 +7,7 @@
 use std::cmp::Ordering;
 use std::sync::Arc;
 
+use crate::plan::PlanMemo;
 use crate::value::{DataType, Value};
 
 /// A statement.
@@ -137,6 +138,9 @@ pub struct Select {
     pub limit: Option<u64>,
     /// OFFSET (0 when absent).
     pub offset: u64,
+    /// The plan last made for this SELECT and the catalog it was made against, reused while
+    /// that catalog is current ([`crate::plan::plan_select_memo`]).
+    pub memo: PlanMemo,
 }
 
 /// One item of the select list.

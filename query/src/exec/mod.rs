@@ -303,7 +303,7 @@ impl<S: KvStore> Database<S> {
         interrupt.check()?;
         match stmt {
             Statement::Select(s) => {
-                self.run_select(plan::plan_select(&self.catalog(), s)?, interrupt)
+                self.run_select(&*plan::plan_select_memo(&self.catalog(), s)?, interrupt)
             }
             Statement::Explain(inner) => self.explain(inner),
             Statement::ShowTables => Ok(Output::Rows {
@@ -359,12 +359,12 @@ impl<S: KvStore> Database<S> {
     /// # Errors
     /// [`QueryError::Interrupted`]; engine errors reading the rows ([`QueryError::Engine`]);
     /// evaluation errors of its expressions (division by zero, type errors).
-    pub fn run_select(&self, plan: plan::SelectPlan, interrupt: &Interrupt) -> Result<Output> {
+    pub fn run_select(&self, plan: &plan::SelectPlan, interrupt: &Interrupt) -> Result<Output> {
         interrupt.check()?;
         let reader = self.store.reader();
-        let rows = select::run(&reader, &plan, interrupt)?;
+        let rows = select::run(&reader, plan, interrupt)?;
         Ok(Output::Rows {
-            columns: plan.columns,
+            columns: plan.columns.clone(),
             rows,
         })
     }
@@ -393,7 +393,7 @@ impl<S: KvStore> Database<S> {
             Statement::Select(s) => {
                 interrupt.check()?;
                 let catalog = self.catalog();
-                let plan = plan::plan_select(&catalog, s)?;
+                let plan = plan::plan_select_memo(&catalog, s)?;
                 sink.columns(&plan.columns);
                 let reader = self.store.reader();
                 select::run_into(&reader, &plan, interrupt, &mut |row| sink.row(row))?;

@@ -302,6 +302,60 @@ mod tests {
     }
 
     #[test]
+    fn a_cached_select_keeps_its_plan_until_the_catalog_changes() {
+        use crate::ast::Statement;
+        use crate::plan::{Access, plan_select_memo};
+        use std::sync::Arc;
+
+        let db = Database::new(MemStore::new()).unwrap();
+        db.execute("CREATE TABLE t (k BIGINT PRIMARY KEY, v BIGINT)")
+            .unwrap();
+        db.execute("INSERT INTO t VALUES (1, 10), (2, 20), (3, 30)")
+            .unwrap();
+        let q = "SELECT k FROM t WHERE v > 15 ORDER BY v DESC";
+        let expected = vec![vec![Value::Int(3)], vec![Value::Int(2)]];
+        for _ in 0..2 {
+            assert_eq!(rows(&db.execute(q).unwrap()), expected);
+        }
+        let cached = db.statements.get(q).expect("kept after two runs");
+        let Some(Statement::Select(select)) = cached.first() else {
+            panic!("not a SELECT: {cached:?}");
+        };
+        let plan = |db: &Database<MemStore>| plan_select_memo(&db.catalog(), select).unwrap();
+        let full = plan(&db);
+        assert!(
+            Arc::ptr_eq(&full, &plan(&db)),
+            "same catalog: the kept plan"
+        );
+        assert!(matches!(
+            full.scan.as_ref().unwrap().access,
+            Access::KeyRange { .. }
+        ));
+
+        // A new index is a new catalog: the cached text is planned again and uses it.
+        db.execute("CREATE INDEX by_v ON t (v)").unwrap();
+        let indexed = plan(&db);
+        assert!(!Arc::ptr_eq(&full, &indexed));
+        assert!(matches!(
+            indexed.scan.as_ref().unwrap().access,
+            Access::IndexRange { .. }
+        ));
+        assert_eq!(rows(&db.execute(q).unwrap()), expected);
+
+        // Dropping the index must not leave a plan that reads the dropped index's (now
+        // empty) key range: that would answer no rows instead of two.
+        db.execute("DROP INDEX by_v").unwrap();
+        assert_eq!(rows(&db.execute(q).unwrap()), expected);
+        assert!(matches!(
+            plan(&db).scan.as_ref().unwrap().access,
+            Access::KeyRange { .. }
+        ));
+        // A write is seen by the kept plan: it holds how to read, not what was read.
+        db.execute("INSERT INTO t VALUES (4, 40)").unwrap();
+        assert_eq!(rows(&db.execute(q).unwrap()).len(), 3);
+    }
+
+    #[test]
     fn statements_before_one_that_does_not_translate_still_run_and_nothing_is_kept() {
         let db = Database::new(MemStore::new()).unwrap();
         db.execute("CREATE TABLE t (k BIGINT PRIMARY KEY)").unwrap();

@@ -5,7 +5,7 @@ pub mod access;
 pub mod explain;
 mod types;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::ast::{AggFunc, Expr, OrderKey, ScalarFunc, Select, SelectItem};
 use crate::catalog::{Catalog, TableSchema};
@@ -486,6 +486,72 @@ fn to_group_row(
                 .collect::<Result<_>>()?,
         },
     })
+}
+
+/// The plan last made for a [`Select`] and the catalog it was made against, kept in the
+/// statement itself: a SELECT held by the statement cache is then planned once per catalog
+/// rather than at every run (docs/sql.md, "Statement cache"). Planning reads only the catalog
+/// and the statement, and every DDL statement replaces the catalog rather than changing it, so
+/// a plan is reused exactly while the catalog it was made for (the same `Arc`) is current.
+///
+/// Not part of the statement's meaning: a clone starts empty, and any two memos compare
+/// equal (two statements that differ only in their memos are the same statement).
+#[derive(Default)]
+pub struct PlanMemo(Mutex<Option<(Arc<Catalog>, Arc<SelectPlan>)>>);
+
+impl PlanMemo {
+    /// The plan kept for `catalog`, if it is the one the kept plan was made against.
+    fn get(&self, catalog: &Arc<Catalog>) -> Option<Arc<SelectPlan>> {
+        let kept = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        match &*kept {
+            Some((made_for, plan)) if Arc::ptr_eq(made_for, catalog) => Some(Arc::clone(plan)),
+            _ => None,
+        }
+    }
+
+    /// Keeps `plan`, made against `catalog`, in place of any plan kept before.
+    fn set(&self, catalog: &Arc<Catalog>, plan: &Arc<SelectPlan>) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) =
+            Some((Arc::clone(catalog), Arc::clone(plan)));
+    }
+}
+
+impl Clone for PlanMemo {
+    fn clone(&self) -> Self {
+        PlanMemo::default()
+    }
+}
+
+impl PartialEq for PlanMemo {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for PlanMemo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kept = self
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some();
+        f.debug_struct("PlanMemo").field("kept", &kept).finish()
+    }
+}
+
+/// [`plan_select`] through the statement's [`PlanMemo`]: the plan kept for `catalog` when
+/// there is one, else a new plan, which is then kept. A plan that fails is not kept (the
+/// same statement fails the same way against the same catalog).
+///
+/// # Errors
+/// As [`plan_select`].
+pub fn plan_select_memo(catalog: &Arc<Catalog>, s: &Select) -> Result<Arc<SelectPlan>> {
+    if let Some(plan) = s.memo.get(catalog) {
+        return Ok(plan);
+    }
+    let plan = Arc::new(plan_select(catalog, s)?);
+    s.memo.set(catalog, &plan);
+    Ok(plan)
 }
 
 /// Plans a SELECT.

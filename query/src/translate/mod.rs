@@ -23,6 +23,7 @@ use sqlparser::ast::{
 
 use crate::ast::{Expr, Insert, OnConflict, OrderItem, OrderKey, Select, SelectItem, Statement};
 use crate::error::{QueryError, Result, unsupported};
+use crate::plan::PlanMemo;
 use crate::value::Value;
 
 pub use depth::MAX_EXPR_DEPTH;
@@ -660,6 +661,7 @@ fn select_body(s: &SqlSelect) -> Result<(Select, Scope)> {
             order_by: Vec::new(),
             limit: None,
             offset: 0,
+            memo: PlanMemo::default(),
         },
         scope,
     ))

@@ -459,7 +459,7 @@ pub fn describe(database: &Database, stmt: &str) -> Result<Option<Vec<Column>>, 
     use strata_query::ast::Statement as S;
     Ok(match parsed {
         S::Select(select) => {
-            let plan = strata_query::plan::plan_select(&sql.catalog(), select)?;
+            let plan = strata_query::plan::plan_select_memo(&sql.catalog(), select)?;
             Some(typed(types::select_columns(&plan)))
         }
         S::ShowTables => Some(vec![text("table")]),
@@ -565,7 +565,7 @@ pub struct Ready {
     sql: std::sync::Arc<strata_query::Database>,
     stmt: OneStatement,
     /// The plan of a SELECT.
-    plan: Option<strata_query::plan::SelectPlan>,
+    plan: Option<std::sync::Arc<strata_query::plan::SelectPlan>>,
 }
 
 /// Everything [`run_in`] does before the statement runs: answers what the server answers
@@ -599,9 +599,10 @@ fn prepare_counting(
         return Err(SqlError::ReadOnlyTransaction(read_only::command_name(stmt)));
     }
     let plan = match &*one {
-        strata_query::ast::Statement::Select(select) => {
-            Some(strata_query::plan::plan_select(&sql.catalog(), select)?)
-        }
+        strata_query::ast::Statement::Select(select) => Some(strata_query::plan::plan_select_memo(
+            &sql.catalog(),
+            select,
+        )?),
         _ => None,
     };
     Ok(Prepared::Ready(Box::new(Ready {
@@ -629,7 +630,7 @@ impl Ready {
     /// its thread while it runs). Scans, writes and DDL are not quick: they can take long, or
     /// wait on the SQL layer's write lock or a synced commit.
     pub fn is_quick(&self) -> bool {
-        self.plan.as_ref().is_some_and(quick_plan)
+        self.plan.as_deref().is_some_and(quick_plan)
     }
 
     /// Runs the statement; setting `interrupt` stops it. `database` is the one it was
@@ -638,16 +639,12 @@ impl Ready {
     /// # Errors
     /// Any [`SqlError`] (`QueryError::Interrupted` when stopped); nothing of a failed
     /// statement is applied.
-    pub fn run(
-        self: Box<Self>,
-        database: &Database,
-        interrupt: &Interrupt,
-    ) -> Result<Outcome, SqlError> {
+    pub fn run(&self, database: &Database, interrupt: &Interrupt) -> Result<Outcome, SqlError> {
         use strata_query::ast::Statement as S;
         let parsed: &strata_query::ast::Statement = &self.stmt;
-        let (planned, output) = match self.plan {
+        let (planned, output) = match &self.plan {
             Some(plan) => {
-                let columns = types::select_columns(&plan);
+                let columns = types::select_columns(plan);
                 (Some(columns), self.sql.run_select(plan, interrupt))
             }
             None => (None, self.sql.run_with(parsed, interrupt)),
