@@ -356,6 +356,45 @@ mod tests {
     }
 
     #[test]
+    fn a_select_changed_after_it_ran_is_planned_again() {
+        use crate::ast::{Expr, Statement};
+        use std::sync::Arc;
+
+        let db = Database::new(MemStore::new()).unwrap();
+        db.execute("CREATE TABLE t (k BIGINT PRIMARY KEY, v TEXT)")
+            .unwrap();
+        db.execute("INSERT INTO t VALUES (1, 'a'), (2, 'b'), (3, 'c')")
+            .unwrap();
+        let translated = db.statements("SELECT v FROM t WHERE k = 1").unwrap();
+        let Some(Statement::Select(select)) = translated.first() else {
+            panic!("not a SELECT: {translated:?}");
+        };
+        // A caller reusing one statement with another key each time (sql_compare's planned
+        // lookups do it on clones; this one changes the statement in place).
+        let mut stmt = Statement::Select(select.clone());
+        for k in 1..=3 {
+            if let Statement::Select(s) = &mut stmt
+                && let Some(Expr::Binary { right, .. }) = &mut s.filter
+            {
+                **right = Expr::Literal(Value::Int(k));
+            }
+            let want = ["a", "b", "c"][usize::try_from(k - 1).unwrap()];
+            assert_eq!(
+                rows(&[db.run(&stmt).unwrap()]),
+                vec![vec![Value::Text(want.into())]],
+                "key {k}"
+            );
+        }
+        // Run twice unchanged, the kept plan is reused.
+        let Statement::Select(s) = &stmt else {
+            unreachable!()
+        };
+        let first = crate::plan::plan_select_memo(&db.catalog(), s).unwrap();
+        let again = crate::plan::plan_select_memo(&db.catalog(), s).unwrap();
+        assert!(Arc::ptr_eq(&first, &again));
+    }
+
+    #[test]
     fn statements_before_one_that_does_not_translate_still_run_and_nothing_is_kept() {
         let db = Database::new(MemStore::new()).unwrap();
         db.execute("CREATE TABLE t (k BIGINT PRIMARY KEY)").unwrap();

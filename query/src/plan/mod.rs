@@ -488,31 +488,46 @@ fn to_group_row(
     })
 }
 
-/// The plan last made for a [`Select`] and the catalog it was made against, kept in the
-/// statement itself: a SELECT held by the statement cache is then planned once per catalog
-/// rather than at every run (docs/sql.md, "Statement cache"). Planning reads only the catalog
-/// and the statement, and every DDL statement replaces the catalog rather than changing it, so
-/// a plan is reused exactly while the catalog it was made for (the same `Arc`) is current.
+/// The plan last made for a [`Select`], kept in the statement itself: a SELECT held by the
+/// statement cache is then planned once per catalog rather than at every run (docs/sql.md,
+/// "Statement cache"). Planning reads only the catalog and the statement. Every DDL statement
+/// replaces the catalog rather than changing it, and the statement's fields are public (a
+/// caller may change a `Select` it owns between runs), so the kept plan is reused only for the
+/// very catalog it was made against (the same `Arc`) and a statement equal to the one it was
+/// made from (a copy is kept and compared, which costs far less than planning).
 ///
 /// Not part of the statement's meaning: a clone starts empty, and any two memos compare
 /// equal (two statements that differ only in their memos are the same statement).
 #[derive(Default)]
-pub struct PlanMemo(Mutex<Option<(Arc<Catalog>, Arc<SelectPlan>)>>);
+pub struct PlanMemo(Mutex<Option<Box<Kept>>>);
+
+/// What a [`PlanMemo`] keeps.
+struct Kept {
+    /// The catalog the plan was made against.
+    catalog: Arc<Catalog>,
+    /// The statement as it was planned (its own memo empty).
+    select: Select,
+    plan: Arc<SelectPlan>,
+}
 
 impl PlanMemo {
-    /// The plan kept for `catalog`, if it is the one the kept plan was made against.
-    fn get(&self, catalog: &Arc<Catalog>) -> Option<Arc<SelectPlan>> {
+    /// The plan kept for `select` against `catalog`, if it was made from an equal statement
+    /// against that same catalog.
+    fn get(&self, catalog: &Arc<Catalog>, select: &Select) -> Option<Arc<SelectPlan>> {
         let kept = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        match &*kept {
-            Some((made_for, plan)) if Arc::ptr_eq(made_for, catalog) => Some(Arc::clone(plan)),
-            _ => None,
-        }
+        kept.as_deref()
+            .filter(|k| Arc::ptr_eq(&k.catalog, catalog) && k.select == *select)
+            .map(|k| Arc::clone(&k.plan))
     }
 
-    /// Keeps `plan`, made against `catalog`, in place of any plan kept before.
-    fn set(&self, catalog: &Arc<Catalog>, plan: &Arc<SelectPlan>) {
-        *self.0.lock().unwrap_or_else(PoisonError::into_inner) =
-            Some((Arc::clone(catalog), Arc::clone(plan)));
+    /// Keeps `plan`, made from `select` against `catalog`, in place of any plan kept before.
+    fn set(&self, catalog: &Arc<Catalog>, select: &Select, plan: &Arc<SelectPlan>) {
+        let kept = Kept {
+            catalog: Arc::clone(catalog),
+            select: select.clone(),
+            plan: Arc::clone(plan),
+        };
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(Box::new(kept));
     }
 }
 
@@ -539,18 +554,18 @@ impl std::fmt::Debug for PlanMemo {
     }
 }
 
-/// [`plan_select`] through the statement's [`PlanMemo`]: the plan kept for `catalog` when
-/// there is one, else a new plan, which is then kept. A plan that fails is not kept (the
-/// same statement fails the same way against the same catalog).
+/// [`plan_select`] through the statement's [`PlanMemo`]: the plan kept for this statement and
+/// `catalog` when there is one, else a new plan, which is then kept. A plan that fails is not
+/// kept (the same statement fails the same way against the same catalog).
 ///
 /// # Errors
 /// As [`plan_select`].
 pub fn plan_select_memo(catalog: &Arc<Catalog>, s: &Select) -> Result<Arc<SelectPlan>> {
-    if let Some(plan) = s.memo.get(catalog) {
+    if let Some(plan) = s.memo.get(catalog, s) {
         return Ok(plan);
     }
     let plan = Arc::new(plan_select(catalog, s)?);
-    s.memo.set(catalog, &plan);
+    s.memo.set(catalog, s, &plan);
     Ok(plan)
 }
 
