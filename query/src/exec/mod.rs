@@ -4,8 +4,15 @@
 //! Every statement reads from one snapshot ([`KvStore::reader`]) and writes one batch, so it
 //! is atomic. Statements that write (INSERT, UPDATE, DELETE, DDL) hold the database's
 //! statement lock from their first read to their write, so two statements can never both
-//! insert the same primary key; SELECTs take no lock. Writers outside this `Database` (raw
-//! engine puts into the reserved prefixes) are not coordinated with and must not happen.
+//! insert the same primary key. SELECTs take no statement lock; each holds the *drop gate* in
+//! shared mode from the moment it reads the catalog to its last row, so a
+//! `DROP TABLE` or `DROP INDEX`, which deletes the dropped keys after publishing the catalog
+//! without them, first waits for the SELECTs that may still hold the catalog with them (as
+//! PostgreSQL's `DROP` waits for the readers of the table). Without the wait such a SELECT
+//! answered as if the table or index were empty (a tester's concurrent `DROP INDEX` gave a
+//! `count(*)` of 0). A [`RowSink`] must therefore not run statements on the same `Database`.
+//! Writers outside this `Database` (raw engine puts into the reserved prefixes) are not
+//! coordinated with and must not happen.
 
 mod ddl;
 pub use ddl::{RECLAIM_MIN_BYTES, RECLAIM_MIN_ENTRIES, schema_sql};
@@ -68,6 +75,10 @@ pub struct Database<S: KvStore = DbStore> {
     store: S,
     catalog: RwLock<Arc<Catalog>>,
     statement_lock: Mutex<()>,
+    /// Held shared by each running SELECT from its catalog read to its last row, and taken
+    /// exclusively (then released at once) by a drop before it deletes the dropped keys: see
+    /// the module docs.
+    drop_gate: RwLock<()>,
     /// Translated statements of recently run SQL texts (docs/sql.md, "Statement cache").
     statements: statements::StatementCache,
     /// Opened by [`Database::open_read_only`]: statements that write are refused before they
@@ -167,6 +178,7 @@ impl<S: KvStore> Database<S> {
             store,
             catalog: RwLock::new(Arc::new(catalog)),
             statement_lock: Mutex::new(()),
+            drop_gate: RwLock::new(()),
             statements: statements::StatementCache::new(),
             read_only: false,
         };
@@ -302,9 +314,7 @@ impl<S: KvStore> Database<S> {
         self.check_writable(stmt)?;
         interrupt.check()?;
         match stmt {
-            Statement::Select(s) => {
-                self.run_select(&*plan::plan_select_memo(&self.catalog(), s)?, interrupt)
-            }
+            Statement::Select(s) => self.run_select(s, interrupt).map(|(_, output)| output),
             Statement::Explain(inner) => self.explain(inner),
             Statement::ShowTables => Ok(Output::Rows {
                 columns: vec!["table".to_owned()],
@@ -341,6 +351,15 @@ impl<S: KvStore> Database<S> {
                     let _guard = self.lock();
                     ddl::run(self, stmt, &mut dead, interrupt)?
                 };
+                if !dead.is_empty() {
+                    // Wait for the SELECTs that may hold the catalog before the drop; those
+                    // that start from now on read the new one.
+                    drop(
+                        self.drop_gate
+                            .write()
+                            .unwrap_or_else(PoisonError::into_inner),
+                    );
+                }
                 for prefix in &dead {
                     ddl::delete_prefix(self, prefix)?;
                 }
@@ -349,24 +368,31 @@ impl<S: KvStore> Database<S> {
         }
     }
 
-    /// Runs a SELECT planned by [`plan_select`](crate::plan::plan_select) against this database's catalog, as
-    /// [`Database::run_with`] runs the statement it was planned from, without planning it
-    /// again (a server that looked at the plan first, to choose where to run it, runs it
-    /// with this). `interrupt` stops it as it stops [`Database::run_with`].
-    ///
-    /// Returns [`Output::Rows`]: the plan's column names and the rows.
+    /// Runs a SELECT as [`Database::run_with`] does, and returns the plan it ran with (made
+    /// against the catalog current when it started, or the plan the statement kept for that
+    /// catalog: [`plan::plan_select_memo`]) beside its [`Output::Rows`]. A server that planned
+    /// the statement earlier, to decide where to run it, gets here the plan that matches the
+    /// rows (the catalog may have changed in between) without planning it again otherwise.
     ///
     /// # Errors
-    /// [`QueryError::Interrupted`]; engine errors reading the rows ([`QueryError::Engine`]);
-    /// evaluation errors of its expressions (division by zero, type errors).
-    pub fn run_select(&self, plan: &plan::SelectPlan, interrupt: &Interrupt) -> Result<Output> {
+    /// Planning errors ([`QueryError::NoSuchTable`], ...); [`QueryError::Interrupted`]; engine
+    /// errors reading the rows ([`QueryError::Engine`]); evaluation errors of its expressions
+    /// (division by zero, type errors).
+    pub fn run_select(
+        &self,
+        select: &crate::ast::Select,
+        interrupt: &Interrupt,
+    ) -> Result<(Arc<plan::SelectPlan>, Output)> {
         interrupt.check()?;
+        let _gate = self
+            .drop_gate
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        let plan = plan::plan_select_memo(&self.catalog(), select)?;
         let reader = self.store.reader();
-        let rows = select::run(&reader, plan, interrupt)?;
-        Ok(Output::Rows {
-            columns: plan.columns.clone(),
-            rows,
-        })
+        let rows = select::run(&reader, &plan, interrupt)?;
+        let columns = plan.columns.clone();
+        Ok((plan, Output::Rows { columns, rows }))
     }
 
     /// Runs one translated statement as [`Database::run_with`] does, except that a result
@@ -392,8 +418,11 @@ impl<S: KvStore> Database<S> {
         let output = match stmt {
             Statement::Select(s) => {
                 interrupt.check()?;
-                let catalog = self.catalog();
-                let plan = plan::plan_select_memo(&catalog, s)?;
+                let _gate = self
+                    .drop_gate
+                    .read()
+                    .unwrap_or_else(PoisonError::into_inner);
+                let plan = plan::plan_select_memo(&self.catalog(), s)?;
                 sink.columns(&plan.columns);
                 let reader = self.store.reader();
                 select::run_into(&reader, &plan, interrupt, &mut |row| sink.row(row))?;

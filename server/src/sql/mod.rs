@@ -564,7 +564,8 @@ fn reads_only(stmt: &strata_query::ast::Statement) -> bool {
 pub struct Ready {
     sql: std::sync::Arc<strata_query::Database>,
     stmt: OneStatement,
-    /// The plan of a SELECT.
+    /// The plan of a SELECT, for [`Ready::is_quick`]; [`Ready::run`] takes the plan of the
+    /// catalog current when it runs (the same plan unless DDL came in between).
     plan: Option<std::sync::Arc<strata_query::plan::SelectPlan>>,
 }
 
@@ -642,12 +643,15 @@ impl Ready {
     pub fn run(&self, database: &Database, interrupt: &Interrupt) -> Result<Outcome, SqlError> {
         use strata_query::ast::Statement as S;
         let parsed: &strata_query::ast::Statement = &self.stmt;
-        let (planned, output) = match &self.plan {
-            Some(plan) => {
-                let columns = types::select_columns(plan);
-                (Some(columns), self.sql.run_select(plan, interrupt))
-            }
-            None => (None, self.sql.run_with(parsed, interrupt)),
+        let (planned, output) = match parsed {
+            // Planned again (or the statement's kept plan taken) against the catalog of the
+            // run: a drop between the prepare and the run must not leave the rows read by a
+            // plan of the old catalog.
+            S::Select(select) => match self.sql.run_select(select, interrupt) {
+                Ok((plan, output)) => (Some(types::select_columns(&plan)), Ok(output)),
+                Err(e) => (None, Err(e)),
+            },
+            _ => (None, self.sql.run_with(parsed, interrupt)),
         };
         if !reads_only(parsed) {
             database.mark_dirty();
