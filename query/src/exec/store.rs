@@ -313,9 +313,9 @@ impl KvScan for DbScan {
 
 /// Memory a [`DbBulk`] holds (two buffers of half this; each full one is written to disk as a
 /// sorted run), in bytes. A `CREATE INDEX` over 2.8 million 150-byte reads took the same time
-/// with 64 MiB buffers as with 512 MiB ones, and 0.86x that time with 16 MiB ones, which
-/// fault in fewer fresh pages (slow on VMs that hand freed memory back to their host), as did
-/// the `.import` of those reads (docs/sql.md, "Index builds by sort and ingest").
+/// with 64 MiB buffers as with 512 MiB ones, and 0.74x that time with 16 MiB ones, which
+/// fault in fewer fresh pages (slow on VMs that hand freed memory back to their host); the
+/// `.import` of those reads 0.72x (docs/sql.md, "Index builds by sort and ingest").
 pub const BULK_MEMORY_BYTES: usize = 32 << 20;
 
 /// Where a [`DbStore`] bulk write keeps its sorted runs and tables: a `*.tmp` directory inside
