@@ -888,6 +888,15 @@ impl DbInner {
                     .ok()
                     .flatten()
             };
+            // The last data block's index key may lie past the table's last key (a short
+            // successor: `\xf2` after the `\xf1...` keys of a SQL table, outside its range).
+            // A cut at the end of the table is the next table's first key.
+            let key = match key {
+                Some(k) if k[..] > f.largest.user_key[..] => files
+                    .get(i + 1)
+                    .map(|next| Bytes::copy_from_slice(&next.smallest.user_key)),
+                other => other,
+            };
             if let Some(key) = key
                 && inside(&key)
                 && cuts.last().is_none_or(|c| c < &key)

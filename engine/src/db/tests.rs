@@ -975,6 +975,39 @@ fn a_wal_record_for_a_keyspace_never_created_is_corruption() -> TestResult {
     Ok(())
 }
 
+/// A cut falling in the last data block of a table: that block's index key is a short
+/// successor past the table's keys (`q` after keys `p...`), outside a range bounded by the
+/// keys' prefix. It cuts at the next table's first key; before, no cut was made and a SQL
+/// table's full scan ran on one thread (docs/sql.md, "Index builds by sort and ingest").
+#[test]
+fn split_keys_cut_in_a_tables_last_block_at_the_next_table() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    // (`split_keys` cuts a level holding at least one target_file_size.)
+    let opts = Options::default()
+        .compression(false)
+        .target_file_size(256 << 10);
+    let db = Db::open(dir.path(), opts.clone())?;
+    // Two tables of the same entries but one: half of their bytes lies inside the first
+    // table's last data block.
+    let mut files = Vec::new();
+    for (name, keys) in [("a.sst", 0..4_000u32), ("b.sst", 4_000..7_999)] {
+        let mut w = crate::TableWriter::create(&dir.path().join(name), &opts)?;
+        for i in keys {
+            w.put(format!("p{i:06}").as_bytes(), &[b'v'; 100])?;
+        }
+        files.push(w.finish()?.path);
+    }
+    db.ingest(&files)?;
+    let range = (
+        std::ops::Bound::Included(&b"p"[..]),
+        std::ops::Bound::Excluded(&b"q"[..]),
+    );
+    let cuts = db.split_keys(range, 2);
+    assert_eq!(cuts, vec![Bytes::from_static(b"p004000")]);
+    assert_eq!(keys_per_part(&db, &cuts), vec![4_000, 3_999]);
+    Ok(())
+}
+
 #[test]
 fn writes_after_an_ingest_replay_across_its_sequence_number() -> TestResult {
     // An ingest takes a sequence number without a WAL record: the gap it leaves is below the

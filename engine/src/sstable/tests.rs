@@ -1223,3 +1223,41 @@ fn index_entry_counts_that_do_not_add_up_fail_the_open() -> Result<()> {
     }
     Ok(())
 }
+
+/// `key_at_share` cuts at the end of the data block holding the share, the last block
+/// included: a share past the start of the last block found no block before, and a scan
+/// whose halfway point fell there ran on one thread (docs/sql.md, "Index builds by sort and
+/// ingest").
+#[test]
+fn key_at_share_cuts_inside_the_last_data_block_too() -> Result<()> {
+    let dir = tempdir()?;
+    let path = dir.path().join("t.sst");
+    let model: Model = (0..2_000u32)
+        .map(|i| {
+            let key = InternalKey::new(format!("k{i:06}").into_bytes(), SeqNo(1), ValueKind::Put);
+            (key, vec![b'v'; 40])
+        })
+        .collect();
+    let (_, size) = write(&path, &model, opts(1024, 10, false))?;
+    let t = open(&path)?;
+    let largest = &model
+        .last()
+        .map(|(k, _)| k.user_key.to_vec())
+        .unwrap_or_default();
+    let mut previous: Option<Bytes> = None;
+    for part in [1, size / 4, size / 2, size - size / 50, size - 2, size] {
+        let cut = t.key_at_share(part, size)?;
+        let Some(cut) = cut else {
+            panic!("no cut at {part} of {size} bytes");
+        };
+        assert!(
+            previous.as_ref().is_none_or(|p| *p <= cut),
+            "cuts go forward"
+        );
+        previous = Some(cut);
+    }
+    // The last share cuts at the last block's index key: at or after every key of the table.
+    assert!(previous.is_some_and(|last| last[..] >= largest[..]));
+    assert_eq!(t.key_at_share(1, 0)?, None);
+    Ok(())
+}
