@@ -38,8 +38,9 @@ use crate::ast::Statement;
 pub const MAX_CACHED_TEXT_BYTES: usize = 1024;
 
 /// Total weight the cache holds: an upper estimate, in bytes, of the memory its entries use
-/// (see [`TextWeighter`]): 2 MiB, per `Database`. About 250 texts like `SELECT seq, count
-/// FROM reads WHERE count > 10 ORDER BY count DESC LIMIT 20`, or 21 of 1 KiB.
+/// (see [`TextWeighter`]): 2 MiB, per `Database`. About 160 texts like `SELECT seq, count
+/// FROM reads WHERE count > 10 ORDER BY count DESC LIMIT 20`, or 12 SELECTs of 1 KiB (21
+/// other statements).
 const CAPACITY_WEIGHT: u64 = 2 << 20;
 
 /// Estimated bytes of translated statements per byte of SQL text, above the most measured
@@ -48,6 +49,12 @@ const CAPACITY_WEIGHT: u64 = 2 << 20;
 /// `IN` list of 800 numbers: 41; a `VALUES` list: 26; a lookup with a 150-character
 /// string: 5.5).
 const BYTES_PER_TEXT_BYTE: u64 = 96;
+
+/// Estimated bytes per byte of SQL text that a SELECT's plan memo adds once it has run
+/// ([`crate::plan::PlanMemo`]: a copy of the statement and its plan), above the most measured
+/// with a counting allocator (a select list of 257 literals: 61; an `IN` list of 800
+/// numbers: 41; the `LIMIT 20` above: 27; a lookup with a 150-character string: 12).
+const MEMO_BYTES_PER_TEXT_BYTE: u64 = 64;
 
 /// Estimated bytes of an entry beyond [`BYTES_PER_TEXT_BYTE`] (`SELECT 1` translates to 736
 /// bytes of heap; plus the key and the cache's own entry).
@@ -64,13 +71,16 @@ const DOORKEEPER_HASHES: u64 = 3;
 /// bits each, a text never seen passes for seen about 0.5% of the time.
 const DOORKEEPER_RESET: usize = 1024;
 
-/// Weighs an entry by an upper estimate of its memory (see [`BYTES_PER_TEXT_BYTE`]).
+/// Weighs an entry by an upper estimate of its memory (see [`BYTES_PER_TEXT_BYTE`], and
+/// [`MEMO_BYTES_PER_TEXT_BYTE`] for a text with a SELECT in it).
 #[derive(Clone, Copy, Debug)]
 struct TextWeighter;
 
 impl Weighter<Box<str>, Arc<[Statement]>> for TextWeighter {
-    fn weight(&self, key: &Box<str>, _statements: &Arc<[Statement]>) -> u64 {
-        key.len() as u64 * BYTES_PER_TEXT_BYTE + ENTRY_WEIGHT
+    fn weight(&self, key: &Box<str>, statements: &Arc<[Statement]>) -> u64 {
+        let selects = statements.iter().any(|s| matches!(s, Statement::Select(_)));
+        let per_byte = BYTES_PER_TEXT_BYTE + if selects { MEMO_BYTES_PER_TEXT_BYTE } else { 0 };
+        key.len() as u64 * per_byte + ENTRY_WEIGHT
     }
 }
 
