@@ -20,6 +20,7 @@ mod bench;
 mod inspect;
 mod load;
 mod repl;
+mod thp;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -52,6 +53,12 @@ struct Cli {
     /// Tables written either way are read.
     #[arg(long, global = true, value_name = "KIND", value_enum)]
     compression: Option<Compression>,
+    /// Let the kernel back this process's memory with transparent huge pages, as its THP
+    /// setting says. Without this flag `strata` turns THP off for itself at startup, as
+    /// redis-server does: a huge-page fault zeroes 2 MiB at once, and loads and block-cache
+    /// fills ran up to 2x slower with it (docs/benchmarks.md, "Transparent huge pages off").
+    #[arg(long, global = true)]
+    transparent_huge_pages: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -221,6 +228,8 @@ enum BenchCommand {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Before the first large allocation (databases, caches, load buffers).
+    let thp = (!cli.transparent_huge_pages).then(thp::disable_transparent_huge_pages);
     // Without STRATA_LOG: warnings only, except that a server also says what it listens on,
     // which databases it opens and closes, and when it shuts down (as redis-server does).
     let default_filter = match cli.command {
@@ -236,6 +245,11 @@ fn main() -> ExitCode {
         // Colour only on a terminal: a log redirected to a file gets no escape codes.
         .with_ansi(std::io::stderr().is_terminal())
         .init();
+    if let Some(Err(e)) = thp {
+        // Only a matter of speed, and nothing the user could change: not worth a warning on
+        // every command (a kernel without the option, some sandboxes).
+        tracing::debug!("could not turn transparent huge pages off (prctl): {e}");
+    }
     match run(cli) {
         Ok(code) => code,
         // The reader of our output went away (`strata scan ... | head`): stop quietly, as
