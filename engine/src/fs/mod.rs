@@ -48,6 +48,19 @@ pub trait WritableFile: Send + Sync + Debug {
     /// pages: callers must not retry and trust the result.
     fn sync(&mut self) -> io::Result<()>;
 
+    /// Starts writing `len` bytes at `offset` (bytes appended already) back to storage without
+    /// waiting for them: a hint that makes a later [`WritableFile::sync`] shorter, as RocksDB's
+    /// `bytes_per_sync` does (Linux `sync_file_range(SYNC_FILE_RANGE_WRITE)`). Nothing is
+    /// durable before `sync`. The default does nothing.
+    ///
+    /// # Errors
+    /// The operating system's error; callers may ignore it, since `sync` reports any failure
+    /// to write the data back.
+    fn start_writeback(&mut self, offset: u64, len: u64) -> io::Result<()> {
+        let _ = (offset, len);
+        Ok(())
+    }
+
     /// Cuts the file to `len` bytes; later appends continue at `len`. Not durable before
     /// [`WritableFile::sync`].
     ///

@@ -294,3 +294,29 @@ fn available_space_is_the_file_systems_or_what_a_memfs_was_told() -> io::Result<
     assert!(fs.available_space(Path::new("/missing")).is_err());
     Ok(())
 }
+
+#[test]
+fn start_writeback_then_sync_keeps_the_bytes() -> io::Result<()> {
+    let tmp = tempfile::tempdir()?;
+    let path = tmp.path().join("t");
+    for fs in [&OsFs as &dyn FileSystem, &MemFs::new()] {
+        fs.create_dir_all(tmp.path())?;
+        let mut f = fs.create_new(&path)?;
+        let data: Vec<u8> = (0..3u32 << 20).map(|i| (i % 251) as u8).collect();
+        f.append(&data[..2 << 20])?;
+        f.start_writeback(0, 2 << 20)?;
+        f.append(&data[2 << 20..])?;
+        // A range reaching past the end, and one past any offset, are harmless.
+        f.start_writeback(2 << 20, 4 << 20)?;
+        f.start_writeback(u64::MAX, 1)?;
+        f.sync()?;
+        assert_eq!(f.size()?, data.len() as u64);
+        drop(f);
+        let r = fs.open(&path)?;
+        let mut back = vec![0; data.len()];
+        r.read_exact_at(&mut back, 0)?;
+        assert_eq!(back, data);
+        fs.remove_file(&path)?;
+    }
+    Ok(())
+}
