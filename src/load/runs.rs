@@ -792,11 +792,8 @@ const GATHER_ENTRIES: usize = 4096;
 fn mostly_in_input_order(entries: &[Entry]) -> bool {
     let next_line = entries
         .windows(2)
-        .filter(|w| {
-            let end = w[0].off + w[0].klen as usize + 1 + w[0].vlen as usize;
-            // The line's end: "\n", or "\r\n".
-            (end + 1..=end + 2).contains(&w[1].off)
-        })
+        // `key<TAB>value<LF>`: the next line starts one byte after the value.
+        .filter(|w| w[1].off == w[0].off + w[0].klen as usize + 1 + w[0].vlen as usize + 1)
         .count();
     next_line * 8 >= entries.len().saturating_sub(1) * 7
 }
@@ -972,6 +969,34 @@ mod tests {
         // An empty file is read as a stream instead.
         let empty = tempfile::tempfile().expect("tempfile");
         assert!(map_file(&empty).is_none());
+    }
+
+    #[test]
+    fn pairs_in_input_order_are_told_from_scattered_ones() {
+        let mut arena = Vec::new();
+        let mut entries = Vec::new();
+        for i in 0..64u32 {
+            let (key, value) = (format!("k{i:03}"), format!("v{i}"));
+            let off = arena.len();
+            arena.extend_from_slice(format!("{key}\t{value}\n").as_bytes());
+            entries.push(Entry {
+                prefix: 0,
+                off,
+                klen: key.len() as u32,
+                vlen: value.len() as u32,
+            });
+        }
+        assert!(mostly_in_input_order(&entries));
+        assert!(mostly_in_input_order(&entries[..1]));
+        assert!(mostly_in_input_order(&[]));
+        // One pair in eight out of place still counts as in order; every other one does not.
+        let mut few = entries.clone();
+        few.swap(10, 11);
+        assert!(mostly_in_input_order(&few));
+        let scattered: Vec<Entry> = (0..64).map(|i| entries[(i * 37) % 64]).collect();
+        assert!(!mostly_in_input_order(&scattered));
+        let reversed: Vec<Entry> = entries.iter().rev().copied().collect();
+        assert!(!mostly_in_input_order(&reversed));
     }
 
     #[test]

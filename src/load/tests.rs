@@ -116,6 +116,41 @@ fn load_of_unsorted_input_with_duplicates_keeps_the_last_occurrence() {
 }
 
 #[test]
+fn nearly_sorted_input_read_in_place_loads_every_pair() {
+    // 40,000 sorted lines with one pair in 40 swapped (3 of 40 neighbours apart): each
+    // chunk of 4,096 is "mostly in input order" and read in place, with the swapped pairs
+    // read where they lie; a fully shuffled copy goes through the gathering path. Both must
+    // load the same contents, with the last value of the one duplicate key.
+    let mut lines: Vec<String> = (0..40_000u32)
+        .map(|i| format!("key{i:06}\tvalue-{i}\n"))
+        .collect();
+    for i in (0..lines.len() - 1).step_by(40) {
+        lines.swap(i, i + 1);
+    }
+    lines.push("key000005\tlast\n".to_owned());
+    let nearly: String = lines.concat();
+    let mut shuffled_lines = lines.clone();
+    let last = shuffled_lines.pop().expect("a line");
+    let n = shuffled_lines.len();
+    let shuffled: String = (0..n)
+        .map(|i| shuffled_lines[(i * 7919) % n].as_str())
+        .chain([last.as_str()])
+        .collect();
+    let mut want: Vec<(String, String)> = (0..40_000u32)
+        .map(|i| (format!("key{i:06}"), format!("value-{i}")))
+        .collect();
+    want[5].1 = "last".to_owned();
+    for input in [&nearly, &shuffled] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let options = Options::default();
+        let db = Db::open(dir.path(), options.clone()).expect("open");
+        let report = run_load(&db, &options, input, &LoadConfig::new(&options)).expect("load");
+        assert_eq!((report.pairs, report.keys), (40_001, 40_000));
+        assert_eq!(contents(&db), want);
+    }
+}
+
+#[test]
 fn a_run_written_by_several_threads_keeps_the_last_occurrence() {
     // 40,000 pairs (above PARALLEL_MIN_ENTRIES): the sorted run is split among the table
     // writer threads; the last occurrence of each key still wins.
