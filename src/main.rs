@@ -227,9 +227,10 @@ enum BenchCommand {
 }
 
 fn main() -> ExitCode {
+    // Before the arguments are parsed: mimalloc has advised its arena for huge pages by now,
+    // and the parser's first allocations would fault some in (`thp::keep_requested`).
+    let thp = (!thp::keep_requested()).then(thp::disable_transparent_huge_pages);
     let cli = Cli::parse();
-    // Before the first large allocation (databases, caches, load buffers).
-    let thp = (!cli.transparent_huge_pages).then(thp::disable_transparent_huge_pages);
     // Without STRATA_LOG: warnings only, except that a server also says what it listens on,
     // which databases it opens and closes, and when it shuts down (as redis-server does).
     let default_filter = match cli.command {

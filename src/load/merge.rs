@@ -152,7 +152,7 @@ pub(crate) fn check_counts_add(
                 anyhow::bail!(
                     "key {}: the database holds {shown:?}, which is not a count the loaded \
                      count {} can be added to (not a decimal 64-bit integer, or the sum \
-                     overflows); nothing was loaded",
+                     overflows)",
                     super::shown_key(key.strip_prefix(key_prefix).unwrap_or(key)),
                     String::from_utf8_lossy(count)
                 );
