@@ -3,13 +3,14 @@
 //!
 //! The allocator (mimalloc) asks the kernel for huge pages on its arenas (`MADV_HUGEPAGE`), so
 //! with THP in `madvise` mode (this machine's; in `always` mode, any large region) each first
-//! touch of a 2 MiB region faults in and zeroes a whole huge page. Measured on the 2-core development VM (docs/benchmarks.md,
-//! "Transparent huge pages off"): those faults took 14% of a `strata serve` under unpipelined
-//! `SET`s and up to 58% of a `strata load`, whose wall time then swung between 0.16 and 0.46 s
-//! from run to run (0.17 to 0.19 s without THP); the server's 500,000 pipelined `GET`s of
-//! genomic reads, which fill the block cache, took about half the time without THP. The kernel serves
-//! huge pages from large free blocks, which a VM with free page reporting has often handed back
-//! to its host, so each such fault also waits for the host.
+//! touch of a 2 MiB region faults in and zeroes a whole huge page. Measured on the 2-core
+//! development VM (docs/benchmarks.md, "Transparent huge pages off"): those faults took 14% of
+//! a `strata serve` under unpipelined `SET`s and up to 58% of a `strata load`, whose wall time
+//! then swung between 0.16 and 0.53 s from run to run (0.17 to 0.19 s without THP); the
+//! server's 500,000 pipelined `GET`s of genomic reads, which fill the block cache, took about
+//! half the time without THP. The kernel serves huge pages from large free blocks, which a VM
+//! with free page reporting has often handed back to its host, so each such fault also waits
+//! for the host.
 //!
 //! `--transparent-huge-pages` keeps the kernel's setting instead.
 
