@@ -55,6 +55,21 @@ pub(crate) async fn serve_connection(
     let mut parser = RequestParser::new();
     let mut buf = BytesMut::with_capacity(READ_CHUNK);
     let idle = shared.config.idle_timeout;
+    // The futures that end the connection while it waits, made once: building them for every
+    // read registered with the server's shared shutdown channel and the grace period's
+    // channel each time, about 3% of the server's time under unpipelined SETs
+    // (docs/benchmarks.md, "Connection waits registered once").
+    let stopped = stop.clone();
+    let entry = Arc::clone(&session.registration.entry);
+    let closing = async move {
+        tokio::select! {
+            _ = stop.changed() => {}
+            () = entry.killed() => {}
+        }
+    };
+    tokio::pin!(closing);
+    let grace_over = shared.grace_over();
+    tokio::pin!(grace_over);
     loop {
         // Parse what is buffered. Before AUTH, one request at a time: AUTH changes the limits.
         let mut batch: Vec<Vec<Bytes>> = Vec::new();
@@ -107,12 +122,13 @@ pub(crate) async fn serve_connection(
             // A client that does not read its replies holds the connection here; after the
             // shutdown's grace period it is closed instead of waited for.
             tokio::select! {
+                biased;
                 written = stream.write_all(session.out.bytes()) => {
                     if written.is_err() {
                         return;
                     }
                 }
-                () = shared.grace_over() => return,
+                () = &mut grace_over => return,
             }
             session.out.clear();
         }
@@ -123,7 +139,7 @@ pub(crate) async fn serve_connection(
         if more_buffered {
             continue;
         }
-        if *stop.borrow() {
+        if *stopped.borrow() {
             return;
         }
         if buf.capacity() - buf.len() < READ_CHUNK / 4 {
@@ -138,12 +154,12 @@ pub(crate) async fn serve_connection(
             }
         };
         tokio::select! {
+            biased;
             n = read => match n {
                 Ok(0) | Err(_) => return,
                 Ok(_) => {}
             },
-            _ = stop.changed() => return,
-            () = session.registration.entry.killed() => return,
+            () = &mut closing => return,
         }
     }
 }
