@@ -146,7 +146,8 @@ impl Db {
     /// join the same group.
     ///
     /// The batch is validated and queued during this call; if no group commit is in progress
-    /// it is committed during this call, in the calling thread. The first call starts the
+    /// it is committed during this call, in the calling thread, unless `options.hand_off`
+    /// hands it to the committer thread (see [`WriteOptions::hand_off`]). The first call starts the
     /// database's committer thread, which leads the commit groups of queued asynchronous
     /// writes (see `docs/design.md`, "Write path"). Dropping the future before it resolves
     /// blocks until the batch is committed; the write is never cancelled. Writes are ordered
@@ -156,7 +157,8 @@ impl Db {
     /// The future resolves to the errors of [`Db::write`]; the thread start failing gives
     /// [`crate::Error::Io`].
     pub fn write_async(&self, batch: WriteBatch, options: &WriteOptions) -> WriteFuture {
-        self.inner().write_async(batch, options.sync)
+        self.inner()
+            .write_async(batch, options.sync, options.hand_off)
     }
 
     /// Returns once every write queued before this call ([`Db::write`] and

@@ -594,6 +594,19 @@ pub struct WriteOptions {
     /// - `true`: the write survives a power loss once the call returns. Concurrent writers share
     ///   one fsync (group commit).
     pub sync: bool,
+    /// For [`crate::Db::write_async`] only: hand the batch to the database's committer
+    /// thread even when no group commit is in progress, instead of committing it in the
+    /// calling thread. Default `false`.
+    ///
+    /// The calling thread then goes on at once while the committer writes the WAL and the
+    /// memtables, at the cost of one thread wake-up when the committer is idle. Worth it for
+    /// large batches from an async runtime's worker (a pipeline of writes): `strata serve`
+    /// hands off batches of 4 or more entries, which gave `redis-benchmark`'s pipelined SET
+    /// (`-P 16`) 1.14x the requests/s on 2 cores, while single writes stay inline, where the
+    /// wake-up cost more than it saved (0.62x the rate with every write handed off;
+    /// docs/benchmarks.md, "Pipelined writes handed to the committer"). [`crate::Db::write`]
+    /// ignores it.
+    pub hand_off: bool,
     /// Reserved so more fields can be added without breaking struct literals using `..`.
     #[doc(hidden)]
     pub _non_exhaustive: (),

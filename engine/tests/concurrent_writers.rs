@@ -168,8 +168,8 @@ fn block_on<F: std::future::Future>(future: F) -> F::Output {
     }
 }
 
-/// Asynchronous writers (several futures in flight per thread, some dropped unawaited) beside
-/// blocking ones: every write lands, a resolved write is readable at once, and the committer
+/// Asynchronous writers (several futures in flight per thread, some dropped unawaited, a third
+/// handed off to the committer thread) beside blocking ones: every write lands, a resolved write is readable at once, and the committer
 /// thread's groups survive reopen.
 #[test]
 fn async_and_blocking_writers_mixed() {
@@ -190,6 +190,7 @@ fn async_and_blocking_writers_mixed() {
                     let sync = i % 997 == 0;
                     let options = WriteOptions {
                         sync,
+                        hand_off: i % 3 == 0,
                         ..Default::default()
                     };
                     (i, db.write_async(b, &options))
@@ -210,6 +211,73 @@ fn async_and_blocking_writers_mixed() {
             }
         }
     });
+}
+
+/// Without a group commit in progress, `write_async` commits in the calling thread, and with
+/// `hand_off` queues the batch for the committer thread, which commits it; so does a handed-off
+/// write dropped unawaited, and one made while the database closes.
+#[test]
+fn hand_off_goes_to_the_committer_thread() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(dir.path(), Options::default()).expect("open");
+    let hand_off = WriteOptions {
+        hand_off: true,
+        ..Default::default()
+    };
+    let mut b = WriteBatch::new();
+    b.put(b"inline", b"1");
+    let inline = db.write_async(b, &WriteOptions::default());
+    assert!(
+        format!("{inline:?}").contains("queued: false"),
+        "{inline:?}"
+    );
+    block_on(inline).expect("inline write");
+    for i in 0..200u32 {
+        let mut b = WriteBatch::new();
+        b.put(format!("k{i}").as_bytes(), &i.to_le_bytes());
+        b.put(format!("j{i}").as_bytes(), &i.to_le_bytes());
+        let future = db.write_async(b, &hand_off);
+        assert!(format!("{future:?}").contains("queued: true"), "{future:?}");
+        if i % 7 == 0 {
+            drop(future);
+        } else {
+            block_on(future).expect("handed-off write");
+        }
+        assert_eq!(
+            db.get(format!("j{i}").as_bytes()).expect("get").as_deref(),
+            Some(&i.to_le_bytes()[..])
+        );
+    }
+    let closer = db.clone();
+    let writer = std::thread::spawn(move || {
+        // Writes until the close refuses one: `Closed`, never a hang.
+        for i in 0u32.. {
+            let mut b = WriteBatch::new();
+            b.put(format!("late{i}").as_bytes(), b"v");
+            if let Err(e) = block_on(closer.write_async(b, &hand_off)) {
+                return (i, e);
+            }
+        }
+        unreachable!("u32 writes before the close")
+    });
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    db.close().expect("close");
+    let (ok, err) = writer.join().expect("writer");
+    assert!(matches!(err, strata_engine::Error::Closed), "{err:?}");
+    let db = Db::open(dir.path(), Options::default()).expect("reopen");
+    assert_eq!(
+        db.get(b"k199").expect("get").as_deref(),
+        Some(&199u32.to_le_bytes()[..])
+    );
+    assert!(ok > 0, "no write before the close");
+    for i in 0..ok {
+        assert!(
+            db.get(format!("late{i}").as_bytes())
+                .expect("get")
+                .is_some(),
+            "late{i}"
+        );
+    }
 }
 
 /// `write_async` on a closed handle resolves to `Closed`; an invalid batch to its error,

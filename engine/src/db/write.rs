@@ -16,7 +16,9 @@
 //! asynchronous, leadership goes to the database's **committer thread** instead, started by the
 //! first `write_async`, which leads group after group until the queue is empty or its front is
 //! a blocking writer. An asynchronous writer that finds no leader at all leads its own group
-//! in the calling thread, at once, as a blocking writer would. This is the role of RocksDB's
+//! in the calling thread, at once, as a blocking writer would, unless it asks for a hand-off
+//! ([`crate::WriteOptions::hand_off`]): then the committer thread leads that group too, and
+//! the calling thread goes on at once. This is the role of RocksDB's
 //! write thread for `allow_concurrent_memtable_write = false`, with the waiting moved out of
 //! the caller's thread.
 
@@ -230,8 +232,14 @@ impl DbInner {
         slot.wait(self, &slot)
     }
 
-    /// Queues `batch` without waiting; see [`crate::Db::write_async`].
-    pub(crate) fn write_async(self: &Arc<Self>, batch: WriteBatch, sync: bool) -> WriteFuture {
+    /// Queues `batch` without waiting; see [`crate::Db::write_async`]. With `hand_off`, a
+    /// batch that would lead its own group goes to the committer thread instead.
+    pub(crate) fn write_async(
+        self: &Arc<Self>,
+        batch: WriteBatch,
+        sync: bool,
+        hand_off: bool,
+    ) -> WriteFuture {
         let ready = |result| WriteFuture {
             db: Arc::clone(self),
             state: FutureState::Ready(Some(result)),
@@ -247,6 +255,21 @@ impl DbInner {
         let slot = self.enqueue(batch, sync, user_bytes, true);
         let lead = matches!(slot.inner.lock().state, SlotState::Leader);
         if lead {
+            if hand_off {
+                let mut q = self.queue.lock();
+                // A closing database's committer may be gone: lead here then.
+                if !q.committer_stop {
+                    // No other leader is active, so nobody else touches this slot meanwhile.
+                    slot.inner.lock().state = SlotState::Waiting;
+                    q.committer_lead = true;
+                    self.committer_cv.notify_one();
+                    drop(q);
+                    return WriteFuture {
+                        db: Arc::clone(self),
+                        state: FutureState::Queued(slot),
+                    };
+                }
+            }
             return ready(self.lead_group(&slot));
         }
         WriteFuture {
