@@ -147,11 +147,11 @@ impl Db {
     ///
     /// The batch is validated and queued during this call; if no group commit is in progress
     /// it is committed during this call, in the calling thread, unless `options.hand_off`
-    /// hands it to the committer thread (see [`WriteOptions::hand_off`]). The first call starts the
-    /// database's committer thread, which leads the commit groups of queued asynchronous
-    /// writes (see `docs/design.md`, "Write path"). Dropping the future before it resolves
-    /// blocks until the batch is committed; the write is never cancelled. Writes are ordered
-    /// as with [`Db::write`]: once the future resolves, reads see the batch.
+    /// hands it to the committer thread (see [`WriteOptions::hand_off`]). The first call
+    /// starts the database's committer thread, which leads the commit groups of queued
+    /// asynchronous writes (see `docs/design.md`, "Write path"). Dropping the future before it
+    /// resolves blocks until the batch is committed; the write is never cancelled. Writes are
+    /// ordered as with [`Db::write`]: once the future resolves, reads see the batch.
     ///
     /// # Errors
     /// The future resolves to the errors of [`Db::write`]; the thread start failing gives

@@ -169,8 +169,8 @@ fn block_on<F: std::future::Future>(future: F) -> F::Output {
 }
 
 /// Asynchronous writers (several futures in flight per thread, some dropped unawaited, a third
-/// handed off to the committer thread) beside blocking ones: every write lands, a resolved write is readable at once, and the committer
-/// thread's groups survive reopen.
+/// handed off to the committer thread) beside blocking ones: every write lands, a resolved
+/// write is readable at once, and the committer thread's groups survive reopen.
 #[test]
 fn async_and_blocking_writers_mixed() {
     const IN_FLIGHT: usize = 16;

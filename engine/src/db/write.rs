@@ -18,9 +18,9 @@
 //! a blocking writer. An asynchronous writer that finds no leader at all leads its own group
 //! in the calling thread, at once, as a blocking writer would, unless it asks for a hand-off
 //! ([`crate::WriteOptions::hand_off`]): then the committer thread leads that group too, and
-//! the calling thread goes on at once. This is the role of RocksDB's
-//! write thread for `allow_concurrent_memtable_write = false`, with the waiting moved out of
-//! the caller's thread.
+//! the calling thread goes on at once. This is the role of RocksDB's write thread for
+//! `allow_concurrent_memtable_write = false`, with the waiting moved out of the caller's
+//! thread.
 
 use std::future::Future;
 use std::pin::Pin;
