@@ -1,7 +1,8 @@
 //! Hostile and broken clients: truncated frames, garbage, a 600 MiB bulk header,
 //! 1,000 concurrent connections, a client vanishing mid-pipeline, connection limits, idle
-//! timeouts and stalled clients over RESP; PostgreSQL startups without a user or that never
-//! finish. After each, the server must still serve everyone else.
+//! timeouts and stalled clients over RESP, pipelines that go on past `QUIT` or a protocol
+//! error, `CLIENT KILL` of a client that reads nothing; PostgreSQL startups without a user or
+//! that never finish. After each, the server must still serve everyone else.
 
 #![allow(
     clippy::expect_used,
@@ -765,5 +766,97 @@ fn malformed_postgres_messages_get_a_fatal_error_response() {
         "{:?}",
         reply.escape_ascii().to_string()
     );
+    assert_serving(&server);
+}
+
+/// Commands after a `QUIT` or a protocol error in the same pipeline: every reply before it
+/// arrives, then the connection closes. The server shuts its side and discards the rest of
+/// the input instead of closing with it unread, which made the kernel reset the connection
+/// and drop the replies it had not sent yet.
+#[test]
+fn replies_before_quit_or_a_protocol_error_all_arrive() {
+    const GETS: usize = 20_000;
+    let server = TestServer::start(|_| {});
+    let mut c = server.client();
+    let _: () = c.set("big", vec![b'v'; 1000]).unwrap();
+    for (trigger, last) in [
+        (&b"QUIT\r\n"[..], &b"+OK\r\n"[..]),
+        (&b"*1\r\n$x\r\n"[..], &b"-ERR Protocol error"[..]),
+    ] {
+        let mut pipeline = Vec::new();
+        for _ in 0..GETS {
+            pipeline.extend_from_slice(&encode(&[b"GET", b"big"]));
+        }
+        pipeline.extend_from_slice(trigger);
+        for _ in 0..GETS {
+            pipeline.extend_from_slice(&encode(&[b"GET", b"big"]));
+        }
+        let mut stream = server.raw();
+        // Written from a thread: the server stops running commands at the trigger.
+        let mut writer = stream.try_clone().unwrap();
+        let sender = std::thread::spawn(move || {
+            let _ = writer.write_all(&pipeline);
+        });
+        // A slow reader: the server's last replies are still in its send buffer when it
+        // closes.
+        let mut all = Vec::new();
+        let mut chunk = vec![0u8; 64 << 10];
+        loop {
+            match std::io::Read::read(&mut stream, &mut chunk) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => all.extend_from_slice(&chunk[..n]),
+            }
+            std::thread::sleep(Duration::from_micros(500));
+        }
+        sender.join().unwrap();
+        let replies = all.windows(7).filter(|w| w == b"$1000\r\n").count();
+        assert_eq!(replies, GETS, "replies before {trigger:?}");
+        let tail = &all[GETS * (7 + 1000 + 2)..];
+        assert!(
+            tail.starts_with(last),
+            "{:?}",
+            String::from_utf8_lossy(tail)
+        );
+    }
+    assert_serving(&server);
+}
+
+/// `CLIENT KILL` closes a connection that is stuck writing replies its client does not read
+/// (Redis frees a killed client at once too), instead of waiting for the client or for a
+/// shutdown's grace period.
+#[test]
+fn client_kill_closes_a_connection_that_does_not_read_its_replies() {
+    let server = TestServer::start(|_| {});
+    let mut admin = server.client();
+    let _: () = admin.set("big", vec![b'v'; 1 << 20]).unwrap();
+    let mut stuck = server.raw();
+    stuck.write_all(&encode(&[b"CLIENT", b"ID"])).unwrap();
+    let id_line = read_exactly(&mut stuck, 3);
+    let mut id = String::from_utf8_lossy(&id_line[1..]).to_string();
+    // `:N\r\n`: read to the end of the line.
+    while !id.ends_with("\r\n") {
+        id.push(char::from(read_exactly(&mut stuck, 1)[0]));
+    }
+    let id = id.trim_end().to_owned();
+    for _ in 0..50 {
+        stuck.write_all(&encode(&[b"GET", b"big"])).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("ID")
+        .arg(&id)
+        .query(&mut admin)
+        .unwrap();
+    assert_eq!(killed, 1);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let list: String = redis::cmd("CLIENT").arg("LIST").query(&mut admin).unwrap();
+        if !list.lines().any(|l| l.starts_with(&format!("id={id} "))) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "still listed: {list}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     assert_serving(&server);
 }

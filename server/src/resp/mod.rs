@@ -23,6 +23,7 @@ mod table;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -60,14 +61,11 @@ pub(crate) async fn serve_connection(
     // channel each time, about 3% of the server's time under unpipelined SETs
     // (docs/benchmarks.md, "Connection waits registered once").
     let stopped = stop.clone();
+    let shutdown = stop.changed();
+    tokio::pin!(shutdown);
     let entry = Arc::clone(&session.registration.entry);
-    let closing = async move {
-        tokio::select! {
-            _ = stop.changed() => {}
-            () = entry.killed() => {}
-        }
-    };
-    tokio::pin!(closing);
+    let killed = entry.killed();
+    tokio::pin!(killed);
     let grace_over = shared.grace_over();
     tokio::pin!(grace_over);
     loop {
@@ -111,8 +109,16 @@ pub(crate) async fn serve_connection(
             shared.stats.protocol_errors.fetch_add(1, Ordering::Relaxed);
             tracing::debug!(%peer, error = %e, "protocol error; closing connection");
             session.out.error(&format!("ERR Protocol error: {e}"));
-            let _ = stream.write_all(session.out.bytes()).await;
-            let _ = stream.shutdown().await;
+            tokio::select! {
+                biased;
+                written = stream.write_all(session.out.bytes()) => {
+                    if written.is_ok() {
+                        close_lingering(&mut stream, &mut buf, grace_over).await;
+                    }
+                }
+                () = &mut grace_over => {}
+                () = &mut killed => {}
+            }
             return;
         }
         // Published before the replies go out: a client that has its reply and then asks
@@ -120,7 +126,8 @@ pub(crate) async fn serve_connection(
         session.publish();
         if !session.out.is_empty() {
             // A client that does not read its replies holds the connection here; after the
-            // shutdown's grace period it is closed instead of waited for.
+            // shutdown's grace period, or once `CLIENT KILL` chose it, it is closed instead of
+            // waited for (its unsent replies are dropped, as Redis frees a killed client).
             tokio::select! {
                 biased;
                 written = stream.write_all(session.out.bytes()) => {
@@ -129,18 +136,18 @@ pub(crate) async fn serve_connection(
                     }
                 }
                 () = &mut grace_over => return,
+                () = &mut killed => return,
             }
             session.out.clear();
         }
-        if session.quit || session.registration.entry.is_killed() {
-            let _ = stream.shutdown().await;
+        // Closing with the replies sent: QUIT, a kill seen after the batch, or shutdown while
+        // more of a pipeline may be on its way.
+        if session.quit || session.registration.entry.is_killed() || *stopped.borrow() {
+            close_lingering(&mut stream, &mut buf, grace_over).await;
             return;
         }
         if more_buffered {
             continue;
-        }
-        if *stopped.borrow() {
-            return;
         }
         if buf.capacity() - buf.len() < READ_CHUNK / 4 {
             buf.reserve(READ_CHUNK);
@@ -153,13 +160,50 @@ pub(crate) async fn serve_connection(
                 None => stream.read_buf(&mut buf).await,
             }
         };
+        // Waiting for a request, every reply sent: shutdown or a kill closes at once.
         tokio::select! {
             biased;
             n = read => match n {
                 Ok(0) | Err(_) => return,
                 Ok(_) => {}
             },
-            () = &mut closing => return,
+            _ = &mut shutdown => return,
+            () = &mut killed => return,
         }
+    }
+}
+
+/// How long a closing connection keeps reading (and discarding) what its client still sends.
+const LINGER: Duration = Duration::from_secs(2);
+
+/// Closes `stream` without losing the replies still in its send buffer. Closing a TCP socket
+/// with unread input makes the kernel reset the connection and drop whatever it had not sent
+/// yet, so a client whose pipeline went on past a `QUIT`, a protocol error or the start of a
+/// shutdown would lose replies to commands that ran. So the write side is shut down first (the
+/// client reads the replies, then end of stream), and input is read and discarded until the
+/// client closes its side, for at most [`LINGER`] or until the shutdown's grace period ends:
+/// the "lingering close" of HTTP servers.
+async fn close_lingering(
+    stream: &mut TcpStream,
+    buf: &mut BytesMut,
+    grace_over: std::pin::Pin<&mut (impl std::future::Future<Output = ()> + ?Sized)>,
+) {
+    if stream.shutdown().await.is_err() {
+        return;
+    }
+    let drain = async {
+        loop {
+            buf.clear();
+            buf.reserve(READ_CHUNK);
+            match stream.read_buf(buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    };
+    tokio::select! {
+        () = drain => {}
+        () = tokio::time::sleep(LINGER) => {}
+        () = grace_over => {}
     }
 }
