@@ -600,12 +600,13 @@ pub struct WriteOptions {
     ///
     /// The calling thread then goes on at once while the committer writes the WAL and the
     /// memtables, at the cost of one thread wake-up when the committer is idle. Worth it for
-    /// large batches from an async runtime's worker (a pipeline of writes): `strata serve`
-    /// hands off batches of 4 or more entries, which gave `redis-benchmark`'s pipelined SET
-    /// (`-P 16`) 1.14x the requests/s on 2 cores, while single writes stay inline, where the
-    /// wake-up cost more than it saved (0.62x the rate with every write handed off;
-    /// docs/benchmarks.md, "Pipelined writes handed to the committer"). [`crate::Db::write`]
-    /// ignores it.
+    /// large batches from an async runtime's worker that has other work meanwhile: `strata
+    /// serve` hands off batches of 4 or more entries while it has more connections than
+    /// workers, which gave `redis-benchmark`'s pipelined SET (`-P 16`) 1.14x the requests/s
+    /// on 2 cores. Single writes stay inline, where the wake-up cost more than it saved (0.62x
+    /// the rate with every write handed off), and so do the pipelines of a lone bulk-loading
+    /// connection, whose worker would only wait (1.14x the time; docs/benchmarks.md,
+    /// "Pipelined writes handed to the committer"). [`crate::Db::write`] ignores it.
     pub hand_off: bool,
     /// Reserved so more fields can be added without breaking struct literals using `..`.
     #[doc(hidden)]

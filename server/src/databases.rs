@@ -48,13 +48,13 @@ pub const MAX_NAME_LEN: usize = 64;
 /// Number of key-lock stripes per database.
 const STRIPES: usize = 256;
 
-/// Blind-write batches of at least this many entries (a pipeline of writes) are handed to the
-/// engine's committer thread ([`WriteOptions::hand_off`]), so the connection's worker goes on
-/// serving other connections while the batch is committed; smaller ones commit in the worker
-/// when no group commit is running. Measured with `redis-benchmark` on 2 cores: pipelined SET
-/// (`-P 16`) 1.14x the requests/s; handing off single writes too served unpipelined SETs at
-/// 0.62x the rate (docs/benchmarks.md, "Pipelined writes handed to the committer").
-const HAND_OFF_MIN_ENTRIES: usize = 4;
+/// Blind-write batches of at least this many entries (a pipeline of writes) may be handed to
+/// the engine's committer thread ([`WriteOptions::hand_off`], see [`Database::write_async`]);
+/// smaller ones commit in the worker when no group commit is running. Measured with
+/// `redis-benchmark` on 2 cores: pipelined SET (`-P 16`) 1.14x the requests/s; handing off
+/// single writes too served unpipelined SETs at 0.62x the rate (docs/benchmarks.md,
+/// "Pipelined writes handed to the committer").
+pub(crate) const HAND_OFF_MIN_ENTRIES: usize = 4;
 
 /// Checks a database name: 1 to 64 ASCII letters, digits, `_` or `-` (so it can never name
 /// anything outside `DIR`).
@@ -199,12 +199,18 @@ impl Database {
     /// flight on its stripes until it is committed (see the module docs). The returned future
     /// resolves to the write's result; dropping it early blocks until the batch is committed.
     ///
+    /// With `hand_off`, a batch of at least [`HAND_OFF_MIN_ENTRIES`] entries goes to the
+    /// engine's committer thread even when no group commit is running
+    /// ([`WriteOptions::hand_off`]): worth it when the calling worker has other connections
+    /// to serve meanwhile, not when it would only wait.
+    ///
     /// # Errors
     /// As [`Database::write`].
     pub fn write_async<'a>(
         &'a self,
         batch: KvBatch,
         keys: &[Bytes],
+        hand_off: bool,
     ) -> impl Future<Output = strata_engine::Result<()>> + Send + use<'a> {
         let queued = if batch.batch.is_empty() {
             Ok(None)
@@ -215,7 +221,7 @@ impl Database {
                     let _locks = self.lock_stripes(&in_flight.idx, false);
                     in_flight.mark();
                     let options = WriteOptions {
-                        hand_off: batch.batch.len() >= HAND_OFF_MIN_ENTRIES,
+                        hand_off: hand_off && batch.batch.len() >= HAND_OFF_MIN_ENTRIES,
                         ..self.write_options
                     };
                     self.db.write_async(batch.batch, &options)
@@ -1193,7 +1199,7 @@ mod tests {
                     for i in 1..=WRITES {
                         let mut batch = KvBatch::new();
                         batch.put(b"k", i.to_string().as_bytes());
-                        in_flight.push_back(db.write_async(batch, &key));
+                        in_flight.push_back(db.write_async(batch, &key, false));
                         queued.store(i, Ordering::Release);
                         if in_flight.len() >= 8
                             && let Some(f) = in_flight.pop_front()
