@@ -199,7 +199,7 @@ impl Database {
     /// flight on its stripes until it is committed (see the module docs). The returned future
     /// resolves to the write's result; dropping it early blocks until the batch is committed.
     ///
-    /// With `hand_off`, a batch of at least [`HAND_OFF_MIN_ENTRIES`] entries goes to the
+    /// With `hand_off`, a batch of at least 4 entries (`HAND_OFF_MIN_ENTRIES`) goes to the
     /// engine's committer thread even when no group commit is running
     /// ([`WriteOptions::hand_off`]): worth it when the calling worker has other connections
     /// to serve meanwhile, not when it would only wait.
