@@ -10,7 +10,7 @@ use std::sync::Arc;
 use super::block::BlockBuilder;
 use super::filter::FilterBuilder;
 use super::format::{
-    BLOCK_TRAILER_LEN, BlockHandle, Footer, IndexValue, TableFormat, block_trailer, maybe_compress,
+    BLOCK_TRAILER_LEN, BlockHandle, Compressor, Footer, IndexValue, TableFormat, block_trailer,
 };
 use super::properties::{TableId, TableProperties};
 use crate::error::{Error, IoContext, Result};
@@ -87,7 +87,7 @@ pub struct TableBuilder {
     /// Handle and entry count of the last data block written, whose index entry waits for
     /// the next key.
     pending_index: Option<IndexValue>,
-    compress_scratch: Vec<u8>,
+    compressor: Compressor,
     separator_scratch: Vec<u8>,
 }
 
@@ -120,7 +120,7 @@ impl TableBuilder {
             props,
             last_key: Vec::new(),
             pending_index: None,
-            compress_scratch: Vec::new(),
+            compressor: Compressor::default(),
             separator_scratch: Vec::new(),
         })
     }
@@ -279,15 +279,15 @@ impl TableBuilder {
 
     /// Writes `raw` as a block (maybe compressed) with its trailer; returns its handle.
     fn write_block(&mut self, raw: &[u8], compress: bool) -> Result<BlockHandle> {
-        let mut scratch = std::mem::take(&mut self.compress_scratch);
-        let (ty, stored) = maybe_compress(raw, compress, &mut scratch);
+        // Field by field: `stored` may borrow the compressor's buffer.
+        let (ty, stored) = self.compressor.compress(raw, compress);
         let handle = BlockHandle::new(self.offset, stored.len() as u64);
         let trailer = block_trailer(stored, ty);
-        let result = self
-            .write_raw(stored)
-            .and_then(|()| self.write_raw(&trailer));
-        self.compress_scratch = scratch;
-        result.map(|()| handle)
+        for bytes in [stored, &trailer[..]] {
+            self.file.write_all(bytes).ctx(&self.path)?;
+            self.offset += bytes.len() as u64;
+        }
+        Ok(handle)
     }
 
     fn write_raw(&mut self, bytes: &[u8]) -> Result<()> {

@@ -302,33 +302,62 @@ impl Footer {
     }
 }
 
-/// Chooses how to store `raw`: LZ4 when `compress` is set and it saves at least 12.5%
-/// (`8 * stored <= 7 * raw`), else as is. Returns the compression type and the stored contents
-/// (in `scratch` for LZ4, `raw` itself otherwise).
-pub fn maybe_compress<'a>(
-    raw: &'a [u8],
-    compress: bool,
-    scratch: &'a mut Vec<u8>,
-) -> (CompressionType, &'a [u8]) {
-    if !compress || raw.is_empty() {
-        return (CompressionType::None, raw);
+/// Block compression with its state kept from block to block: the output buffer and LZ4's
+/// hash table (`lz4_flex::block::CompressTable`), so a table builder neither allocates nor
+/// zeroes either per block. `compress_into` allocated and zeroed an 8 KiB table, and the
+/// buffer's 4.5 KiB were zeroed, for every 4 KiB block; keeping them made a JSON `strata
+/// load` take 0.97x the CPU time (docs/benchmarks.md, "Block compression state kept").
+#[derive(Default)]
+pub struct Compressor {
+    /// Varint header and LZ4 output of the last block; its length only grows (bytes past the
+    /// last output are stale, never read).
+    out: Vec<u8>,
+    table: lz4_flex::block::CompressTable,
+}
+
+impl std::fmt::Debug for Compressor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Compressor")
+            .field("out_capacity", &self.out.capacity())
+            .finish_non_exhaustive()
     }
-    scratch.clear();
-    put_varint64(scratch, raw.len() as u64);
-    let header = scratch.len();
-    scratch.resize(
-        header + lz4_flex::block::get_maximum_output_size(raw.len()),
-        0,
-    );
-    let Ok(n) = lz4_flex::block::compress_into(raw, &mut scratch[header..]) else {
-        return (CompressionType::None, raw);
-    };
-    scratch.truncate(header + n);
-    let saves_enough = (scratch.len() as u128) * 8 <= (raw.len() as u128) * 7;
-    if saves_enough {
-        (CompressionType::Lz4, scratch.as_slice())
-    } else {
-        (CompressionType::None, raw)
+}
+
+impl Compressor {
+    /// Chooses how to store `raw`: LZ4 when `compress` is set and it saves at least 12.5%
+    /// (`8 * stored <= 7 * raw`), else as is. Returns the compression type and the stored
+    /// contents (in this compressor's buffer for LZ4, `raw` itself otherwise): for LZ4 the
+    /// uncompressed length as a varint, then the LZ4 block (`docs/format/sstable.md`).
+    pub fn compress<'a>(
+        &'a mut self,
+        raw: &'a [u8],
+        compress: bool,
+    ) -> (CompressionType, &'a [u8]) {
+        if !compress || raw.is_empty() {
+            return (CompressionType::None, raw);
+        }
+        let mut head = Vec::with_capacity(10);
+        put_varint64(&mut head, raw.len() as u64);
+        let header = head.len();
+        let end = header + lz4_flex::block::get_maximum_output_size(raw.len());
+        if self.out.len() < end {
+            self.out.resize(end, 0);
+        }
+        self.out[..header].copy_from_slice(&head);
+        let Ok(n) = lz4_flex::block::compress_into_with_table(
+            raw,
+            &mut self.out[header..end],
+            &mut self.table,
+        ) else {
+            return (CompressionType::None, raw);
+        };
+        let stored = header + n;
+        let saves_enough = (stored as u128) * 8 <= (raw.len() as u128) * 7;
+        if saves_enough {
+            (CompressionType::Lz4, &self.out[..stored])
+        } else {
+            (CompressionType::None, raw)
+        }
     }
 }
 
@@ -524,11 +553,51 @@ mod tests {
         }
     }
 
+    /// One compressor across blocks of different sizes and contents (the LZ4 table grows to
+    /// 32-bit entries for a block of 64 KiB or more and stays so; the buffer keeps stale bytes
+    /// past each output): every block decodes to its own contents.
+    #[test]
+    fn a_reused_compressor_round_trips_every_block() -> Result<()> {
+        let mut compressor = Compressor::default();
+        let mut compressed = 0;
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        for (i, len) in [
+            4096usize, 17, 100_000, 4096, 1, 70_000, 300, 4096, 65_535, 2,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            // Text-like blocks: words from a small vocabulary, which LZ4 compresses.
+            let mut raw = Vec::with_capacity(len + 16);
+            while raw.len() < len {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let words: [&[u8]; 4] = [b"read ", b"count ", b"genome ", b"{\"key\": "];
+                raw.extend_from_slice(words[(x % 4) as usize]);
+                raw.push(b'0' + (i as u8));
+            }
+            raw.truncate(len);
+            let (ty, stored) = compressor.compress(&raw, true);
+            compressed += usize::from(ty == CompressionType::Lz4);
+            let mut disk = stored.to_vec();
+            disk.extend_from_slice(&block_trailer(&disk, ty));
+            assert_eq!(
+                &decode_block(Bytes::from(disk), path(), 0)?[..],
+                &raw[..],
+                "block {i}"
+            );
+        }
+        // All but the blocks too short to save an eighth went through LZ4.
+        assert_eq!(compressed, 7);
+        Ok(())
+    }
+
     #[test]
     fn lz4_kept_only_when_it_saves_an_eighth() -> Result<()> {
-        let mut scratch = Vec::new();
+        let mut compressor = Compressor::default();
         let compressible = vec![7u8; 4096];
-        let (ty, stored) = maybe_compress(&compressible, true, &mut scratch);
+        let (ty, stored) = compressor.compress(&compressible, true);
         assert_eq!(ty, CompressionType::Lz4);
         let mut disk = stored.to_vec();
         disk.extend_from_slice(&block_trailer(&disk, ty));
@@ -547,10 +616,10 @@ mod tests {
                 x.to_le_bytes()[0]
             })
             .collect();
-        let (ty, stored) = maybe_compress(&random, true, &mut scratch);
+        let (ty, stored) = compressor.compress(&random, true);
         assert_eq!(ty, CompressionType::None);
         assert_eq!(stored, &random[..]);
-        let (ty, _) = maybe_compress(&compressible, false, &mut scratch);
+        let (ty, _) = compressor.compress(&compressible, false);
         assert_eq!(ty, CompressionType::None);
         Ok(())
     }
