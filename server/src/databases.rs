@@ -48,14 +48,6 @@ pub const MAX_NAME_LEN: usize = 64;
 /// Number of key-lock stripes per database.
 const STRIPES: usize = 256;
 
-/// Blind-write batches of at least this many entries (a pipeline of writes) may be handed to
-/// the engine's committer thread ([`WriteOptions::hand_off`], see [`Database::write_async`]);
-/// smaller ones commit in the worker when no group commit is running. Measured with
-/// `redis-benchmark` on 2 cores: pipelined SET (`-P 16`) 1.14x the requests/s; handing off
-/// single writes too served unpipelined SETs at 0.62x the rate (docs/benchmarks.md,
-/// "Pipelined writes handed to the committer").
-pub(crate) const HAND_OFF_MIN_ENTRIES: usize = 4;
-
 /// Checks a database name: 1 to 64 ASCII letters, digits, `_` or `-` (so it can never name
 /// anything outside `DIR`).
 ///
@@ -199,10 +191,8 @@ impl Database {
     /// flight on its stripes until it is committed (see the module docs). The returned future
     /// resolves to the write's result; dropping it early blocks until the batch is committed.
     ///
-    /// With `hand_off`, a batch of at least 4 entries (`HAND_OFF_MIN_ENTRIES`) goes to the
-    /// engine's committer thread even when no group commit is running
-    /// ([`WriteOptions::hand_off`]): worth it when the calling worker has other connections
-    /// to serve meanwhile, not when it would only wait.
+    /// With `hand_off`, the batch goes to the engine's committer thread even when no group
+    /// commit is running ([`WriteOptions::hand_off`]; the RESP session decides when).
     ///
     /// # Errors
     /// As [`Database::write`].
@@ -221,7 +211,7 @@ impl Database {
                     let _locks = self.lock_stripes(&in_flight.idx, false);
                     in_flight.mark();
                     let options = WriteOptions {
-                        hand_off: hand_off && batch.batch.len() >= HAND_OFF_MIN_ENTRIES,
+                        hand_off,
                         ..self.write_options
                     };
                     self.db.write_async(batch.batch, &options)

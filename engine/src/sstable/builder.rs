@@ -279,15 +279,16 @@ impl TableBuilder {
 
     /// Writes `raw` as a block (maybe compressed) with its trailer; returns its handle.
     fn write_block(&mut self, raw: &[u8], compress: bool) -> Result<BlockHandle> {
-        // Field by field: `stored` may borrow the compressor's buffer.
-        let (ty, stored) = self.compressor.compress(raw, compress);
+        // Taken out while `stored` borrows its buffer (an empty compressor allocates nothing).
+        let mut compressor = std::mem::take(&mut self.compressor);
+        let (ty, stored) = compressor.compress(raw, compress);
         let handle = BlockHandle::new(self.offset, stored.len() as u64);
         let trailer = block_trailer(stored, ty);
-        for bytes in [stored, &trailer[..]] {
-            self.file.write_all(bytes).ctx(&self.path)?;
-            self.offset += bytes.len() as u64;
-        }
-        Ok(handle)
+        let result = self
+            .write_raw(stored)
+            .and_then(|()| self.write_raw(&trailer));
+        self.compressor = compressor;
+        result.map(|()| handle)
     }
 
     fn write_raw(&mut self, bytes: &[u8]) -> Result<()> {

@@ -307,12 +307,14 @@ impl Footer {
 /// zeroes either per block. `compress_into` allocated and zeroed an 8 KiB table, and the
 /// buffer's 4.5 KiB were zeroed, for every 4 KiB block; keeping them made a JSON `strata
 /// load` take 0.97x the CPU time (docs/benchmarks.md, "Block compression state kept").
+///
+/// `Compressor::default()` allocates nothing: the table is made by the first block compressed.
 #[derive(Default)]
 pub struct Compressor {
     /// Varint header and LZ4 output of the last block; its length only grows (bytes past the
     /// last output are stale, never read).
     out: Vec<u8>,
-    table: lz4_flex::block::CompressTable,
+    table: Option<lz4_flex::block::CompressTable>,
 }
 
 impl std::fmt::Debug for Compressor {
@@ -347,7 +349,7 @@ impl Compressor {
         let Ok(n) = lz4_flex::block::compress_into_with_table(
             raw,
             &mut self.out[header..end],
-            &mut self.table,
+            self.table.get_or_insert_with(Default::default),
         ) else {
             return (CompressionType::None, raw);
         };
